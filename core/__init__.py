@@ -1,0 +1,1 @@
+"""dsh's domain: the session log, folding, titles, compaction and session references."""

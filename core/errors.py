@@ -1,0 +1,39 @@
+"""Typed errors shared by every layer (stores raise them, hosts explain them)."""
+
+from __future__ import annotations
+
+__all__ = [
+    "DshError",
+    "InvalidEventError",
+    "SessionExistsError",
+    "SessionNotFoundError",
+    "StoreError",
+]
+
+
+class DshError(Exception):
+    """Base of every error dsh raises on purpose."""
+
+
+class SessionNotFoundError(DshError, LookupError):
+    """No session with that id exists in the store."""
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(f"no session with id {session_id!r}")
+        self.session_id = session_id
+
+
+class SessionExistsError(DshError, ValueError):
+    """``create_session`` was given an id that is already taken."""
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(f"a session with id {session_id!r} already exists")
+        self.session_id = session_id
+
+
+class InvalidEventError(DshError, ValueError):
+    """An append broke a log rule (bad type, data, surface op or provenance); nothing was written."""
+
+
+class StoreError(DshError):
+    """The store itself cannot be used (not a database, corrupt, newer schema, read-only…)."""

@@ -1,0 +1,362 @@
+"""Exact JSON for the session log: JavaScript-identical output, lossless Python round-trips.
+
+Python's stock ``json`` is close but not exact for us: it formats floats unlike
+``JSON.stringify`` and, when decoding, merges an escaped surrogate pair
+(``"\\ud83d\\ude00"``) into one character, so a Python ``str`` holding two lone
+surrogates would not come back unchanged. This module fixes both while keeping the
+common path on the C implementation.
+"""
+
+from __future__ import annotations
+
+import decimal
+import json
+import math
+import re
+from collections.abc import Iterable, Mapping
+from json.encoder import encode_basestring
+from typing import Any, NoReturn
+
+__all__ = [
+    "FrozenDict",
+    "FrozenList",
+    "JSONDecodeError",
+    "dumps_js",
+    "freeze_json",
+    "loads_exact",
+    "thaw_json",
+    "utf8_len",
+]
+
+JSONDecodeError = json.JSONDecodeError
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+# An escaped high surrogate directly followed by an escaped low one: the only input on
+# which the C decoder is lossy. A false positive (an escaped backslash before "u") only
+# costs the slow path, never correctness.
+_ESCAPED_PAIR = re.compile(r"\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}")
+
+
+def utf8_len(text: str) -> int:
+    """UTF-8 byte length, counting a lone surrogate as 3 bytes (``surrogatepass``)."""
+    if text.isascii():
+        return len(text)
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+# --------------------------------------------------------------------------- frozen values
+
+
+def _immutable(*_args: Any, **_kwargs: Any) -> NoReturn:
+    raise TypeError("this JSON value is immutable; use thaw_json() for a mutable copy")
+
+
+class FrozenDict(dict[str, Any]):
+    """A read-only ``dict`` (equal to, and serialisable like, a plain one)."""
+
+    __slots__ = ()
+    __setitem__ = __delitem__ = _immutable
+    clear = pop = popitem = setdefault = update = _immutable
+    __ior__ = _immutable
+
+    def __copy__(self) -> FrozenDict:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> FrozenDict:
+        return self
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (FrozenDict, (dict(self),))
+
+    def __repr__(self) -> str:
+        return f"FrozenDict({dict.__repr__(self)})"
+
+
+class FrozenList(list[Any]):
+    """A read-only ``list`` (equal to, and serialisable like, a plain one)."""
+
+    __slots__ = ()
+    __setitem__ = __delitem__ = _immutable
+    append = extend = insert = pop = remove = clear = sort = reverse = _immutable
+    __iadd__ = __imul__ = _immutable
+
+    def __copy__(self) -> FrozenList:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> FrozenList:
+        return self
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (FrozenList, (list(self),))
+
+    def __repr__(self) -> str:
+        return f"FrozenList({list.__repr__(self)})"
+
+
+def _freeze_list(items: Iterable[Any]) -> FrozenList:
+    return FrozenList(_freeze_list(x) if type(x) is list else x for x in items)
+
+
+def _freeze_object(obj: dict[str, Any]) -> FrozenDict:
+    for key, value in obj.items():
+        if type(value) is list:
+            obj[key] = _freeze_list(value)
+    return FrozenDict(obj)
+
+
+def thaw_json(value: Any) -> Any:
+    """A plain, mutable deep copy of a JSON value (frozen or not)."""
+    if isinstance(value, Mapping):
+        return {k: thaw_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [thaw_json(v) for v in value]
+    return value
+
+
+def freeze_json(value: Any) -> Any:
+    """Validate ``value`` as JSON and return a detached, deeply immutable copy of it."""
+    return loads_exact(dumps_js(value))
+
+
+# --------------------------------------------------------------------------- encoding
+
+
+def _js_number(x: float) -> str:
+    """Format a finite float exactly as JavaScript's ``Number.prototype.toString``."""
+    if x == 0:
+        return "0"
+    if x.is_integer() and abs(x) < 1e21:
+        return str(int(x))
+    sign, digit_tuple, exponent = decimal.Decimal(repr(x)).as_tuple()
+    digits = "".join(map(str, digit_tuple))
+    assert isinstance(exponent, int)
+    stripped = digits.rstrip("0")
+    exponent += len(digits) - len(stripped)
+    digits = stripped or "0"
+    k = len(digits)
+    n = k + exponent  # value = 0.digits * 10**n
+    if k <= n <= 21:
+        text = digits + "0" * (n - k)
+    elif 0 < n <= 21:
+        text = digits[:n] + "." + digits[n:]
+    elif -6 < n <= 0:
+        text = "0." + "0" * (-n) + digits
+    else:
+        e = n - 1
+        mantissa = digits if k == 1 else digits[0] + "." + digits[1:]
+        text = f"{mantissa}e{'+' if e >= 0 else '-'}{abs(e)}"
+    return ("-" if sign else "") + text
+
+
+def _encode_str(text: str) -> str:
+    out: str = encode_basestring(text)
+    if not text.isascii():
+        out = _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", out)
+    return out
+
+
+def dumps_js(value: Any) -> str:
+    """Compact JSON identical to JavaScript ``JSON.stringify(value)``.
+
+    Non-ASCII stays raw, each surrogate code point is escaped on its own as lowercase
+    ``\\udxxx``. Anything that is not JSON (NaN, infinities, non-str keys, cycles, other
+    types) raises ``TypeError``.
+    """
+    parts: list[str] = []
+    active: set[int] = set()
+    append = parts.append
+
+    def enc(v: Any) -> None:
+        if isinstance(v, str):
+            append(_encode_str(v))
+        elif v is None:
+            append("null")
+        elif v is True:
+            append("true")
+        elif v is False:
+            append("false")
+        elif isinstance(v, int):
+            append(int.__repr__(v))
+        elif isinstance(v, float):
+            if not math.isfinite(v):
+                raise TypeError(f"{v!r} is not JSON-serialisable")
+            append(_js_number(v))
+        elif isinstance(v, Mapping):
+            marker = id(v)
+            if marker in active:
+                raise TypeError("circular reference in JSON value")
+            active.add(marker)
+            append("{")
+            first = True
+            for key, item in v.items():
+                if not isinstance(key, str):
+                    raise TypeError(f"JSON object keys must be str, not {type(key).__name__}")
+                if not first:
+                    append(",")
+                first = False
+                append(_encode_str(key))
+                append(":")
+                enc(item)
+            append("}")
+            active.discard(marker)
+        elif isinstance(v, (list, tuple)):
+            marker = id(v)
+            if marker in active:
+                raise TypeError("circular reference in JSON value")
+            active.add(marker)
+            append("[")
+            for i, item in enumerate(v):
+                if i:
+                    append(",")
+                enc(item)
+            append("]")
+            active.discard(marker)
+        else:
+            raise TypeError(f"{type(v).__name__} is not JSON-serialisable")
+
+    try:
+        enc(value)
+    except RecursionError as err:
+        raise TypeError("JSON value is nested too deeply") from err
+    return "".join(parts)
+
+
+# --------------------------------------------------------------------------- decoding
+
+
+def loads_exact(text: str, *, frozen: bool = True) -> Any:
+    """Parse JSON without merging escaped surrogate pairs; objects/arrays frozen by default."""
+    if _ESCAPED_PAIR.search(text) is None:
+        try:
+            if frozen:
+                value = json.loads(text, object_hook=_freeze_object)
+                return _freeze_list(value) if type(value) is list else value
+            return json.loads(text)
+        except RecursionError as err:
+            raise JSONDecodeError("JSON is nested too deeply", text, 0) from err
+    return _SlowParser(text, frozen).parse()
+
+
+_WS = re.compile(r"[ \t\n\r]*")
+_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?")
+_STRING_CHUNK = re.compile(r'[^"\\\x00-\x1f]*')
+_SIMPLE_ESCAPES = {
+    '"': '"',
+    "\\": "\\",
+    "/": "/",
+    "b": "\b",
+    "f": "\f",
+    "n": "\n",
+    "r": "\r",
+    "t": "\t",
+}
+
+
+class _SlowParser:
+    """A small recursive-descent JSON parser used only when escaped pairs are present."""
+
+    def __init__(self, text: str, frozen: bool) -> None:
+        self.s = text
+        self.frozen = frozen
+
+    def fail(self, msg: str, pos: int) -> NoReturn:
+        raise JSONDecodeError(msg, self.s, pos)
+
+    def parse(self) -> Any:
+        try:
+            value, end = self.value(_WS.match(self.s, 0).end())  # type: ignore[union-attr]
+        except RecursionError as err:
+            raise JSONDecodeError("JSON is nested too deeply", self.s, 0) from err
+        end = _WS.match(self.s, end).end()  # type: ignore[union-attr]
+        if end != len(self.s):
+            self.fail("Extra data", end)
+        return value
+
+    def value(self, i: int) -> tuple[Any, int]:
+        s = self.s
+        if i >= len(s):
+            self.fail("Expecting value", i)
+        c = s[i]
+        if c == '"':
+            return self.string(i + 1)
+        if c == "{":
+            return self.object(i + 1)
+        if c == "[":
+            return self.array(i + 1)
+        for literal, result in (("null", None), ("true", True), ("false", False)):
+            if s.startswith(literal, i):
+                return result, i + len(literal)
+        m = _NUMBER.match(s, i)
+        if m is None or m.end() == i:
+            self.fail("Expecting value", i)
+        if m.group(1) or m.group(2):
+            return float(m.group()), m.end()
+        return int(m.group()), m.end()
+
+    def string(self, i: int) -> tuple[str, int]:
+        s = self.s
+        chunks: list[str] = []
+        while True:
+            m = _STRING_CHUNK.match(s, i)
+            assert m is not None
+            chunks.append(m.group())
+            i = m.end()
+            if i >= len(s):
+                self.fail("Unterminated string", i)
+            c = s[i]
+            if c == '"':
+                return "".join(chunks), i + 1
+            if c != "\\":
+                self.fail("Invalid control character in string", i)
+            esc = s[i + 1 : i + 2]
+            if esc == "u":
+                hexdigits = s[i + 2 : i + 6]
+                if len(hexdigits) != 4 or not all(h in "0123456789abcdefABCDEF" for h in hexdigits):
+                    self.fail("Invalid \\uXXXX escape", i)
+                chunks.append(chr(int(hexdigits, 16)))  # never merged with a neighbour
+                i += 6
+            elif esc in _SIMPLE_ESCAPES:
+                chunks.append(_SIMPLE_ESCAPES[esc])
+                i += 2
+            else:
+                self.fail("Invalid escape", i)
+
+    def object(self, i: int) -> tuple[dict[str, Any], int]:
+        s = self.s
+        result: dict[str, Any] = {}
+        i = _WS.match(s, i).end()  # type: ignore[union-attr]
+        if s[i : i + 1] == "}":
+            return (FrozenDict(result) if self.frozen else result), i + 1
+        while True:
+            if s[i : i + 1] != '"':
+                self.fail("Expecting property name enclosed in double quotes", i)
+            key, i = self.string(i + 1)
+            i = _WS.match(s, i).end()  # type: ignore[union-attr]
+            if s[i : i + 1] != ":":
+                self.fail("Expecting ':' delimiter", i)
+            i = _WS.match(s, i + 1).end()  # type: ignore[union-attr]
+            result[key], i = self.value(i)
+            i = _WS.match(s, i).end()  # type: ignore[union-attr]
+            c = s[i : i + 1]
+            if c == "}":
+                return (FrozenDict(result) if self.frozen else result), i + 1
+            if c != ",":
+                self.fail("Expecting ',' delimiter", i)
+            i = _WS.match(s, i + 1).end()  # type: ignore[union-attr]
+
+    def array(self, i: int) -> tuple[list[Any], int]:
+        s = self.s
+        result: list[Any] = []
+        i = _WS.match(s, i).end()  # type: ignore[union-attr]
+        if s[i : i + 1] == "]":
+            return (FrozenList(result) if self.frozen else result), i + 1
+        while True:
+            item, i = self.value(i)
+            result.append(item)
+            i = _WS.match(s, i).end()  # type: ignore[union-attr]
+            c = s[i : i + 1]
+            if c == "]":
+                return (FrozenList(result) if self.frozen else result), i + 1
+            if c != ",":
+                self.fail("Expecting ',' delimiter", i)
+            i = _WS.match(s, i + 1).end()  # type: ignore[union-attr]

@@ -1,0 +1,307 @@
+"""The session log model (SPEC §2): headers, events, surface operations, messages."""
+
+from __future__ import annotations
+
+import time as _time
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from core.errors import InvalidEventError
+from core.jsoncodec import FrozenDict, dumps_js, loads_exact
+
+__all__ = [
+    "ASSISTANT_CHUNK",
+    "ASSISTANT_MESSAGE",
+    "COMPACT_CHECKPOINT_SOURCE",
+    "COMPACT_END",
+    "COMPACT_START",
+    "COMPACT_SUMMARY",
+    "SESSION_TITLE",
+    "STEERING_MESSAGE",
+    "SURFACE_EVENT_TYPES",
+    "TOOL_RESULT",
+    "TURN_END",
+    "TURN_START",
+    "USER_MESSAGE",
+    "Event",
+    "NewEvent",
+    "Replace",
+    "SessionHeader",
+    "SurfaceOp",
+    "assistant_message",
+    "is_compact_checkpoint_source",
+    "message_text",
+    "new_message_id",
+    "now_ms",
+    "reasoning_block",
+    "surface_op_from_json",
+    "surface_op_to_json",
+    "text_block",
+    "tool_call_block",
+    "tool_result_block",
+    "user_message",
+    "validate_new_event",
+]
+
+USER_MESSAGE = "user/message"
+STEERING_MESSAGE = "steering/message"
+ASSISTANT_MESSAGE = "assistant/message"
+TOOL_RESULT = "tool/result"
+ASSISTANT_CHUNK = "assistant/chunk"
+SESSION_TITLE = "session/title"
+COMPACT_START = "compact/start"
+COMPACT_SUMMARY = "compact/summary"
+COMPACT_END = "compact/end"
+TURN_START = "turn/start"
+TURN_END = "turn/end"
+
+SURFACE_EVENT_TYPES: frozenset[str] = frozenset(
+    {USER_MESSAGE, STEERING_MESSAGE, ASSISTANT_MESSAGE, TOOL_RESULT}
+)
+
+COMPACT_CHECKPOINT_SOURCE: Mapping[str, Any] = FrozenDict({"kind": "plugin", "plugin": "compact"})
+
+
+def is_compact_checkpoint_source(source: object) -> bool:
+    """True for the compact checkpoint marker; only ``kind`` and ``plugin`` are looked at."""
+    return (
+        isinstance(source, Mapping)
+        and source.get("kind") == "plugin"
+        and source.get("plugin") == "compact"
+    )
+
+
+def now_ms() -> int:
+    return _time.time_ns() // 1_000_000
+
+
+def new_message_id() -> str:
+    return str(uuid.uuid4())
+
+
+@dataclass(frozen=True, slots=True)
+class SessionHeader:
+    """The immutable part of a session. ``created_at`` is epoch milliseconds."""
+
+    id: str
+    created_at: int
+    cwd: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Replace:
+    """Replace the inclusive run of surface nodes from seq ``start`` to seq ``end``."""
+
+    start: int
+    end: int
+
+
+SurfaceOp = Literal["append"] | Replace
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One entry of a session's append-only log; ``seq`` is its index in that log."""
+
+    seq: int
+    type: str
+    time: int
+    data: Mapping[str, Any]
+    surface_op: SurfaceOp | None = None
+    source_event_seqs: tuple[int, ...] | None = None
+
+    @property
+    def is_surface(self) -> bool:
+        return self.surface_op is not None
+
+
+@dataclass(frozen=True, slots=True)
+class NewEvent:
+    """An event to append; the store assigns ``seq`` (and ``time`` when it is ``None``)."""
+
+    type: str
+    data: Mapping[str, Any]
+    surface_op: SurfaceOp | None = None
+    source_event_seqs: Sequence[int] | None = None
+    time: int | None = None
+
+
+# --------------------------------------------------------------------------- wire form
+
+
+def surface_op_to_json(op: SurfaceOp | None) -> Any:
+    """``"append"``, ``{"op":"replace","start":…,"end":…}`` or ``None``."""
+    if isinstance(op, Replace):
+        return {"op": "replace", "start": op.start, "end": op.end}
+    return op
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def surface_op_from_json(value: Any) -> SurfaceOp | None:
+    if value is None or value == "append":
+        return value  # type: ignore[no-any-return]
+    if (
+        isinstance(value, Mapping)
+        and value.get("op") == "replace"
+        and set(value) == {"op", "start", "end"}
+        and _is_int(value["start"])
+        and _is_int(value["end"])
+    ):
+        return Replace(value["start"], value["end"])
+    raise InvalidEventError(f"invalid surface_op {value!r}")
+
+
+# --------------------------------------------------------------------------- validation
+
+
+@dataclass(frozen=True, slots=True)
+class ValidatedEvent:
+    """A new event whose shape is valid on its own (log-state rules are checked by folding)."""
+
+    type: str
+    data: Mapping[str, Any]
+    data_json: str
+    surface_op: SurfaceOp | None
+    source_event_seqs: tuple[int, ...] | None
+    time: int
+
+
+def validate_new_event(
+    type: object,
+    data: object,
+    surface_op: object = None,
+    source_event_seqs: object = None,
+    time: object = None,
+) -> ValidatedEvent:
+    """Check everything about a new event that does not depend on the log it joins.
+
+    Returns the event with its data frozen and detached, and the JSON text to store.
+    """
+    if not isinstance(type, str) or not type:
+        raise InvalidEventError(f"event type must be a non-empty str, got {type!r}")
+    if not isinstance(data, Mapping):
+        raise InvalidEventError(f"event data must be a JSON object, got {data.__class__.__name__}")
+    try:
+        data_json = dumps_js(data)
+    except TypeError as err:
+        raise InvalidEventError(f"event data is not JSON: {err}") from err
+    if type in SURFACE_EVENT_TYPES:
+        if surface_op is None:
+            raise InvalidEventError(f"a {type} event must carry a surface_op")
+        if surface_op != "append" and not isinstance(surface_op, Replace):
+            raise InvalidEventError(f"invalid surface_op {surface_op!r}")
+        if isinstance(surface_op, Replace) and not (
+            _is_int(surface_op.start) and _is_int(surface_op.end)
+        ):
+            raise InvalidEventError("Replace start and end must be int seqs")
+    else:
+        if surface_op is not None:
+            raise InvalidEventError(f"a {type} event is log-only and cannot carry a surface_op")
+        if source_event_seqs is not None:
+            raise InvalidEventError("source_event_seqs is allowed on surface events only")
+    seqs: tuple[int, ...] | None = None
+    if source_event_seqs is not None:
+        if isinstance(source_event_seqs, (str, bytes, Mapping)) or not isinstance(
+            source_event_seqs, Iterable
+        ):
+            raise InvalidEventError("source_event_seqs must be a list of seqs")
+        seqs = tuple(source_event_seqs)
+        if not all(_is_int(s) and s >= 0 for s in seqs):
+            raise InvalidEventError("source_event_seqs must hold non-negative int seqs")
+        if len(set(seqs)) != len(seqs):
+            raise InvalidEventError("source_event_seqs must be distinct")
+    if time is None:
+        time = now_ms()
+    elif not _is_int(time):
+        raise InvalidEventError(f"event time must be int epoch milliseconds, got {time!r}")
+    assert isinstance(time, int)
+    return ValidatedEvent(
+        type=type,
+        data=loads_exact(data_json),
+        data_json=data_json,
+        surface_op=surface_op,
+        source_event_seqs=seqs,
+        time=time,
+    )
+
+
+# --------------------------------------------------------------------------- messages
+
+
+def text_block(text: str) -> dict[str, Any]:
+    return {"type": "text", "text": text}
+
+
+def reasoning_block(text: str) -> dict[str, Any]:
+    return {"type": "reasoning", "text": text}
+
+
+def tool_call_block(call_id: str, name: str, arguments: str) -> dict[str, Any]:
+    return {"type": "tool-call", "id": call_id, "name": name, "arguments": arguments}
+
+
+def tool_result_block(
+    tool_call_id: str, content: Sequence[Mapping[str, Any]], *, is_error: bool = False
+) -> dict[str, Any]:
+    return {
+        "type": "tool-result",
+        "toolCallId": tool_call_id,
+        "content": [dict(b) for b in content],
+        "isError": is_error,
+    }
+
+
+def _content(content: str | Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    if isinstance(content, str):
+        return [text_block(content)]
+    return [dict(block) for block in content]
+
+
+def user_message(
+    content: str | Sequence[Mapping[str, Any]],
+    *,
+    source: Mapping[str, Any] | None = None,
+    id: str | None = None,
+) -> dict[str, Any]:
+    """A user message object; ``source`` defaults to a direct human message."""
+    return {
+        "id": id or new_message_id(),
+        "role": "user",
+        "content": _content(content),
+        "source": dict(source) if source is not None else {"kind": "user"},
+    }
+
+
+def assistant_message(
+    content: str | Sequence[Mapping[str, Any]],
+    *,
+    provider: str,
+    model: str,
+    id: str | None = None,
+    **extra_source: Any,
+) -> dict[str, Any]:
+    return {
+        "id": id or new_message_id(),
+        "role": "assistant",
+        "content": _content(content),
+        "source": {"kind": "model", "provider": provider, "model": model, **extra_source},
+    }
+
+
+def message_text(message: Mapping[str, Any]) -> str:
+    """The message's ``text`` blocks joined by newlines (other blocks ignored)."""
+    content = message.get("content")
+    if not isinstance(content, (list, tuple)):
+        return ""
+    return "\n".join(
+        block["text"]
+        for block in content
+        if isinstance(block, Mapping)
+        and block.get("type") == "text"
+        and isinstance(block.get("text"), str)
+    )

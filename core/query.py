@@ -1,0 +1,45 @@
+"""Read-side values and the query seam the session-reference service depends on."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from core.log import Event, SessionHeader
+
+__all__ = ["SessionQueryLike", "SessionTitle", "SurfaceSnapshot"]
+
+
+@dataclass(frozen=True, slots=True)
+class SurfaceSnapshot:
+    """One consistent read of a session: its header, the seq of its last raw event
+    (``None`` for an empty log) and its folded current surface (immutable)."""
+
+    session: SessionHeader
+    captured_through_seq: int | None
+    events: tuple[Event, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SessionTitle:
+    """The latest ``session/title`` event of a session."""
+
+    title: str
+    event_seq: int
+    updated_at: int
+    source: Mapping[str, Any]
+
+
+class SessionQueryLike(Protocol):
+    """What ``SessionReferenceService`` needs from a query (``stores.SessionQuery`` is one)."""
+
+    async def list_sessions(self) -> list[SessionHeader]: ...
+
+    async def read_surface(self, session_id: str) -> SurfaceSnapshot: ...
+
+    async def read_title(self, session_id: str) -> SessionTitle | None: ...
+
+    async def read_titles(
+        self, session_ids: Sequence[str] | None = None
+    ) -> dict[str, SessionTitle]: ...
