@@ -1,0 +1,204 @@
+"""``MemorySessionStore``: the in-process ``SessionStore`` (tests, previews, ephemeral use)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+
+from core.errors import InvalidEventError, SessionExistsError, SessionNotFoundError, StoreError
+from core.log import Event, NewEvent, SessionHeader, SurfaceOp, ValidatedEvent
+from core.query import SessionTitle
+from core.surface import SurfaceFolder
+from stores.validation import (
+    KIND_TITLE,
+    check_batch,
+    check_session_id,
+    check_session_ids,
+    event_kind,
+    import_header,
+    new_header,
+    title_of,
+    validate_batch,
+    validate_event,
+)
+
+__all__ = ["MemorySessionStore"]
+
+
+@dataclass(slots=True)
+class _Session:
+    header: SessionHeader
+    events: list[Event] = field(default_factory=list)
+    # The live surface (seqs only), kept in step with ``events`` so appends stay O(1).
+    folder: SurfaceFolder[None] = field(default_factory=SurfaceFolder)
+    title_seq: int | None = None
+
+    def refold(self) -> None:
+        folder: SurfaceFolder[None] = SurfaceFolder()
+        for event in self.events:
+            if event.surface_op is not None:
+                folder.apply(event.seq, event.surface_op, event.source_event_seqs, None)
+        self.folder = folder
+
+
+class MemorySessionStore:
+    """Keeps everything in memory. Returned events are immutable and share nothing mutable
+    with the caller's input (data is re-parsed from its JSON)."""
+
+    def __init__(self) -> None:
+        self._sessions: dict[str, _Session] = {}
+        self._closed = False
+
+    @property
+    def read_only(self) -> bool:
+        return False
+
+    async def __aenter__(self) -> MemorySessionStore:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        self._closed = True
+
+    def _open(self) -> None:
+        if self._closed:
+            raise StoreError("the memory store is closed")
+
+    def _session(self, session_id: object) -> _Session:
+        self._open()
+        sid = check_session_id(session_id)
+        try:
+            return self._sessions[sid]
+        except KeyError:
+            raise SessionNotFoundError(sid) from None
+
+    # ------------------------------------------------------------------ writes
+
+    async def create_session(
+        self,
+        session_id: str | None = None,
+        *,
+        cwd: str | None = None,
+        created_at: int | None = None,
+    ) -> SessionHeader:
+        self._open()
+        header = new_header(session_id, cwd, created_at)
+        if header.id in self._sessions:
+            raise SessionExistsError(header.id)
+        self._sessions[header.id] = _Session(header)
+        return header
+
+    async def import_session(
+        self, header: SessionHeader, events: Sequence[NewEvent]
+    ) -> SessionHeader:
+        """Create a session with exactly this header and log (seqs from 0), all or nothing.
+
+        A taken id raises ``SessionExistsError``; a bad event ``InvalidEventError``.
+        """
+        self._open()
+        checked = import_header(header)
+        batch = validate_batch(events)
+        if checked.id in self._sessions:
+            raise SessionExistsError(checked.id)
+        session = _Session(checked)
+        self._commit(session, batch)
+        self._sessions[checked.id] = session
+        return checked
+
+    async def append(
+        self,
+        session_id: str,
+        type: str,
+        data: Any,
+        *,
+        surface_op: SurfaceOp | None = None,
+        source_event_seqs: Sequence[int] | None = None,
+        time: int | None = None,
+    ) -> Event:
+        check_session_id(session_id)
+        validated = validate_event(type, data, surface_op, source_event_seqs, time)
+        return self._commit(self._session(session_id), [validated])[0]
+
+    async def append_batch(self, session_id: str, events: Sequence[NewEvent]) -> list[Event]:
+        check_session_id(session_id)
+        batch = validate_batch(events)
+        return self._commit(self._session(session_id), batch)
+
+    def _commit(self, session: _Session, batch: list[ValidatedEvent]) -> list[Event]:
+        # Same order of checks as every store: event shape, then the session, then the
+        # log-state rules against its surface.
+        first = len(session.events)
+        try:
+            check_batch(session.folder, first, batch)
+        except InvalidEventError:
+            session.refold()  # the folder may hold part of the rejected batch
+            raise
+        out = [
+            Event(
+                seq=first + offset,
+                type=v.type,
+                time=v.time,
+                data=v.data,
+                surface_op=v.surface_op,
+                source_event_seqs=v.source_event_seqs,
+            )
+            for offset, v in enumerate(batch)
+        ]
+        session.events.extend(out)
+        for event in out:
+            if event_kind(event.type, event.data, event.is_surface) == KIND_TITLE:
+                session.title_seq = event.seq
+        return out
+
+    async def delete_session(self, session_id: str) -> None:
+        self._session(session_id)
+        del self._sessions[session_id]
+
+    # ------------------------------------------------------------------ reads
+
+    async def list_headers(self) -> list[SessionHeader]:
+        self._open()
+        headers = [s.header for s in self._sessions.values()]
+        headers.sort(key=lambda h: h.id)
+        headers.sort(key=lambda h: h.created_at, reverse=True)
+        return headers
+
+    async def read_header(self, session_id: str) -> SessionHeader:
+        return self._session(session_id).header
+
+    async def read_events(self, session_id: str) -> list[Event]:
+        return list(self._session(session_id).events)
+
+    async def read_surface_events(
+        self, session_id: str
+    ) -> tuple[SessionHeader, int | None, list[Event]]:
+        session = self._session(session_id)
+        events = session.events
+        last = events[-1].seq if events else None
+        return session.header, last, [e for e in events if e.is_surface]
+
+    async def read_titles(
+        self, session_ids: Sequence[str] | None = None
+    ) -> dict[str, SessionTitle]:
+        self._open()
+        if session_ids is None:
+            wanted: Sequence[str] = list(self._sessions)
+        else:
+            wanted = check_session_ids(session_ids)
+        out: dict[str, SessionTitle] = {}
+        for sid in wanted:
+            session = self._sessions.get(sid)
+            if session is None or session.title_seq is None:
+                continue
+            event = session.events[session.title_seq]
+            out[sid] = title_of(event.seq, event.time, event.data)
+        return out

@@ -1,0 +1,57 @@
+"""``SessionQuery``: the read side the session-reference service and the UI use."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from core.log import SessionHeader
+from core.query import SessionTitle, SurfaceSnapshot
+from core.surface import fold_surface
+from stores.base import SessionStore
+from stores.validation import check_session_id
+
+__all__ = ["SessionQuery"]
+
+
+class SessionQuery:
+    """Implements ``core.query.SessionQueryLike`` over any ``SessionStore``."""
+
+    def __init__(self, store: SessionStore) -> None:
+        self._store = store
+
+    @property
+    def store(self) -> SessionStore:
+        return self._store
+
+    async def list_sessions(self) -> list[SessionHeader]:
+        """Every session, newest ``created_at`` first, ties by id in code-point order."""
+        return await self._store.list_headers()
+
+    async def read_surface(self, session_id: str) -> SurfaceSnapshot:
+        """One consistent read of the session folded into its current surface.
+
+        ``captured_through_seq`` is the last raw seq (log-only events count), ``None`` for
+        an empty log; ``events`` are in node order and immutable.
+        """
+        header, last_seq, surface_events = await self._store.read_surface_events(session_id)
+        return SurfaceSnapshot(
+            session=header,
+            captured_through_seq=last_seq,
+            events=tuple(fold_surface(surface_events)),
+        )
+
+    async def read_title(self, session_id: str) -> SessionTitle | None:
+        """The latest title of the session, ``None`` without one (unknown id raises
+        ``SessionNotFoundError``)."""
+        sid = check_session_id(session_id)
+        title = (await self._store.read_titles([sid])).get(sid)
+        if title is None:
+            await self._store.read_header(sid)  # raises for an unknown session
+        return title
+
+    async def read_titles(
+        self, session_ids: Sequence[str] | None = None
+    ) -> dict[str, SessionTitle]:
+        """Latest titles of the given sessions (all when ``None``); untitled or unknown
+        sessions are absent."""
+        return await self._store.read_titles(session_ids)

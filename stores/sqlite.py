@@ -1,0 +1,648 @@
+"""``SqliteSessionStore``: the durable ``SessionStore`` on one SQLite file (aiosqlite).
+
+Text the user controls (session ids, cwds, event types) is stored as a BLOB of its
+``surrogatepass`` UTF-8 bytes: that round-trips every Python ``str`` (lone surrogates,
+NUL…) and its byte order is code-point order, so ``ORDER BY id`` sorts like Python.
+Event data is the JavaScript-identical JSON text from ``core.jsoncodec`` (always valid
+UTF-8: surrogates are escaped) and is parsed back with ``loads_exact``.
+
+Every operation is one transaction on one connection, serialised by an ``asyncio.Lock``;
+writes use ``BEGIN IMMEDIATE`` so concurrent writers (other processes) queue on the busy
+timeout instead of failing half-way, and a residual ``SQLITE_BUSY`` is retried.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import sqlite3
+import stat
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any, TypeVar
+
+import aiosqlite
+
+from core.errors import InvalidEventError, SessionExistsError, SessionNotFoundError, StoreError
+from core.jsoncodec import loads_exact
+from core.log import (
+    Event,
+    NewEvent,
+    SessionHeader,
+    SurfaceOp,
+    ValidatedEvent,
+    surface_op_from_json,
+    surface_op_to_json,
+)
+from core.query import SessionTitle
+from core.surface import SurfaceFolder
+from stores.paths import default_database_path
+from stores.validation import (
+    KIND_SURFACE,
+    KIND_TITLE,
+    batch_has_replace,
+    check_batch,
+    check_session_id,
+    check_session_ids,
+    event_kind,
+    import_header,
+    new_header,
+    title_of,
+    validate_batch,
+    validate_event,
+)
+
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "SqliteSessionStore"]
+
+T = TypeVar("T")
+
+# Forward migrations: MIGRATIONS[i] takes user_version i to i + 1, in one transaction.
+# To change the schema, append a step; never edit a released one.
+MIGRATIONS: tuple[tuple[str, ...], ...] = (
+    (
+        """
+        CREATE TABLE sessions (
+            id          BLOB    NOT NULL PRIMARY KEY,  -- surrogatepass UTF-8
+            created_at  INTEGER NOT NULL,              -- epoch milliseconds
+            cwd         BLOB                           -- surrogatepass UTF-8 or NULL
+        ) STRICT, WITHOUT ROWID
+        """,
+        "CREATE INDEX sessions_by_created ON sessions (created_at DESC, id)",
+        """
+        CREATE TABLE events (
+            session_id        BLOB    NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+            seq               INTEGER NOT NULL CHECK (seq >= 0),
+            type              BLOB    NOT NULL,  -- surrogatepass UTF-8
+            time              INTEGER NOT NULL,  -- epoch milliseconds
+            kind              INTEGER NOT NULL CHECK (kind IN (0, 1, 2)),  -- log, surface, title
+            data              TEXT    NOT NULL,  -- JSON object (core.jsoncodec.dumps_js)
+            surface_op        TEXT,              -- JSON: "append" | {"op":"replace",...} | NULL
+            source_event_seqs TEXT,              -- JSON array of seqs or NULL
+            PRIMARY KEY (session_id, seq),
+            CHECK ((kind = 1) = (surface_op IS NOT NULL))
+        ) STRICT
+        """,
+        # The surface of a session without touching its log-only events.
+        "CREATE INDEX events_surface ON events (session_id, seq) WHERE kind = 1",
+        # The latest title of every session: one index seek per session.
+        "CREATE INDEX events_title ON events (session_id, seq) WHERE kind = 2",
+    ),
+)
+SCHEMA_VERSION = len(MIGRATIONS)
+
+_BUSY_TIMEOUT_S = 10.0
+# How long a write keeps retrying an SQLITE_BUSY that escaped the busy handler.
+_RETRY_WINDOW_S = 30.0
+# Ids per statement in ``read_titles`` (well under SQLITE_MAX_VARIABLE_NUMBER).
+_IN_CHUNK = 500
+
+_EVENT_COLUMNS = "seq, type, time, data, surface_op, source_event_seqs"
+
+
+def _enc(text: str) -> bytes:
+    return text.encode("utf-8", "surrogatepass")
+
+
+def _dec(raw: bytes) -> str:
+    return raw.decode("utf-8", "surrogatepass")
+
+
+def _is_busy(err: sqlite3.Error) -> bool:
+    name = getattr(err, "sqlite_errorname", "") or ""
+    if name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")):
+        return True
+    text = str(err)
+    return "database is locked" in text or "database table is locked" in text
+
+
+def _is_read_only_error(err: sqlite3.Error) -> bool:
+    name = getattr(err, "sqlite_errorname", "") or ""
+    return name.startswith("SQLITE_READONLY") or "readonly database" in str(err)
+
+
+async def _scalar(conn: aiosqlite.Connection, sql: str, params: Sequence[Any] = ()) -> Any:
+    """The first column of the first row (``None`` when there is no row)."""
+    for row in await conn.execute_fetchall(sql, params):
+        return row[0]
+    return None
+
+
+def _consume(task: asyncio.Task[Any]) -> None:
+    # A caller that was cancelled no longer awaits this task; mark its outcome as seen.
+    if not task.cancelled():
+        task.exception()
+
+
+def _file_is_read_only(path: Path) -> bool:
+    """No write access, or no write bit at all (so a chmod 444 is honoured even as root)."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return False
+    return not os.access(path, os.W_OK) or not (stat.S_IMODE(mode) & 0o222)
+
+
+class SqliteSessionStore:
+    """A ``SessionStore`` on one SQLite file; create it with ``await SqliteSessionStore.open(path)``."""
+
+    def __init__(self, conn: aiosqlite.Connection, path: Path, *, read_only: bool) -> None:
+        """Internal: use :meth:`open`, which configures and migrates the connection."""
+        self._conn: aiosqlite.Connection | None = conn
+        self._path = path
+        self._read_only = read_only
+        self._lock = asyncio.Lock()
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @classmethod
+    async def open(
+        cls,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        read_only: bool = False,
+        busy_timeout: float = _BUSY_TIMEOUT_S,
+    ) -> SqliteSessionStore:
+        """Open (creating and migrating when needed) the database at ``path``
+        (default: :func:`stores.default_database_path`).
+
+        A file without write permission opens read-only, as does ``read_only=True``: reads
+        work and writes raise ``StoreError``. A file that is not a dsh database, is
+        corrupt, or has a newer schema raises ``StoreError``.
+        """
+        db_path = Path(path) if path is not None else default_database_path()
+        if not read_only and _file_is_read_only(db_path):
+            read_only = True
+        if read_only:
+            if not db_path.exists():
+                raise StoreError(f"{db_path}: cannot open read-only: the file does not exist")
+            target = db_path.resolve().as_uri() + "?mode=ro"
+        else:
+            try:
+                db_path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as err:
+                raise StoreError(f"{db_path}: cannot create its directory: {err}") from err
+            target = str(db_path)
+        try:
+            conn = await aiosqlite.connect(
+                target,
+                uri=read_only,
+                isolation_level=None,  # we issue BEGIN/COMMIT ourselves
+                timeout=busy_timeout,
+            )
+        except sqlite3.Error as err:
+            raise StoreError(f"{db_path}: cannot open the database: {err}") from err
+        store = cls(conn, db_path, read_only=read_only)
+        try:
+            await store._setup(busy_timeout)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await conn.close()
+            store._conn = None
+            raise
+        return store
+
+    async def _setup(self, busy_timeout: float) -> None:
+        conn = self._live()
+        try:
+            await conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+            await conn.execute("PRAGMA foreign_keys = ON")
+            version = await self._user_version()
+            if version > SCHEMA_VERSION:
+                raise StoreError(
+                    f"{self._path}: the database has schema version {version}, newer than this "
+                    f"dsh understands ({SCHEMA_VERSION}); upgrade dsh"
+                )
+            if not self._read_only:
+                await self._retry_busy(self._enable_wal)
+                await conn.execute("PRAGMA synchronous = NORMAL")
+            if version < SCHEMA_VERSION:
+                if self._read_only:
+                    raise StoreError(
+                        f"{self._path}: the database is read-only and its schema "
+                        f"(version {version}) needs an upgrade to {SCHEMA_VERSION}"
+                    )
+                await self._retry_busy(self._migrate)
+            rows = await conn.execute_fetchall(
+                "SELECT name FROM sqlite_schema WHERE type = 'table'"
+            )
+            tables = {row[0] for row in rows}
+            if not {"sessions", "events"} <= tables:
+                raise StoreError(f"{self._path}: not a dsh database (tables are missing)")
+        except sqlite3.Error as err:
+            raise self._error("cannot open the database", err) from err
+
+    async def _user_version(self) -> int:
+        return int(await _scalar(self._live(), "PRAGMA user_version"))
+
+    async def _enable_wal(self) -> None:
+        mode = str(await _scalar(self._live(), "PRAGMA journal_mode = WAL")).lower()
+        if mode != "wal":
+            raise StoreError(f"{self._path}: cannot switch the database to WAL (got {mode!r})")
+
+    async def _migrate(self) -> None:
+        conn = self._live()
+        await conn.execute("BEGIN IMMEDIATE")
+        try:
+            version = await self._user_version()  # another process may have migrated meanwhile
+            if version == 0 and await _scalar(conn, "SELECT count(*) FROM sqlite_schema"):
+                raise StoreError(
+                    f"{self._path}: not a dsh database (it has tables but no dsh schema)"
+                )
+            for step in range(version, SCHEMA_VERSION):
+                for statement in MIGRATIONS[step]:
+                    await conn.execute(statement)
+                await conn.execute(f"PRAGMA user_version = {step + 1}")
+            await conn.execute("COMMIT")
+        except BaseException:
+            with contextlib.suppress(sqlite3.Error):
+                await conn.execute("ROLLBACK")
+            raise
+
+    async def _retry_busy(self, op: Callable[[], Awaitable[T]]) -> T:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + _RETRY_WINDOW_S
+        delay = 0.002
+        while True:
+            try:
+                return await op()
+            except sqlite3.OperationalError as err:
+                if not _is_busy(err) or loop.time() >= deadline:
+                    raise
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 0.1)
+
+    async def __aenter__(self) -> SqliteSessionStore:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Close the connection once running operations finish (idempotent)."""
+        async with self._lock:
+            conn, self._conn = self._conn, None
+            if conn is not None:
+                try:
+                    await conn.close()
+                except sqlite3.Error as err:
+                    raise self._error("closing failed", err) from err
+
+    @property
+    def path(self) -> Path:
+        return self._path
+
+    @property
+    def read_only(self) -> bool:
+        return self._read_only
+
+    # ------------------------------------------------------------------ plumbing
+
+    def _live(self) -> aiosqlite.Connection:
+        if self._conn is None:
+            raise StoreError(f"{self._path}: the store is closed")
+        return self._conn
+
+    def _error(self, what: str, err: sqlite3.Error) -> StoreError:
+        if _is_read_only_error(err):
+            return StoreError(f"{self._path}: the database is read-only ({err})")
+        if isinstance(err, sqlite3.DatabaseError) and (
+            "not a database" in str(err) or "malformed" in str(err)
+        ):
+            return StoreError(f"{self._path}: not a SQLite database or corrupt ({err})")
+        return StoreError(f"{self._path}: {what}: {err}")
+
+    async def _run(self, body: Callable[[aiosqlite.Connection], Awaitable[T]], *, write: bool) -> T:
+        """Run ``body`` in one transaction, serialised with every other operation.
+
+        Once started, the transaction runs to its end (commit or rollback) even if the
+        caller is cancelled, so the connection is never left inside a transaction.
+        """
+        if write and self._read_only:
+            raise StoreError(f"{self._path}: the database is opened read-only")
+        await self._lock.acquire()
+        try:
+            task = asyncio.ensure_future(self._transaction(body, write))
+        except BaseException:
+            self._lock.release()
+            raise
+        task.add_done_callback(self._finished)
+        return await asyncio.shield(task)
+
+    def _finished(self, task: asyncio.Task[Any]) -> None:
+        self._lock.release()
+        _consume(task)
+
+    async def _transaction(
+        self, body: Callable[[aiosqlite.Connection], Awaitable[T]], write: bool
+    ) -> T:
+        conn = self._live()
+
+        async def attempt() -> T:
+            await conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+            try:
+                result = await body(conn)
+                await conn.execute("COMMIT")
+            except BaseException:
+                with contextlib.suppress(sqlite3.Error):
+                    await conn.execute("ROLLBACK")
+                raise
+            return result
+
+        try:
+            return await self._retry_busy(attempt)
+        except sqlite3.Error as err:
+            raise self._error("write failed" if write else "read failed", err) from err
+
+    @staticmethod
+    async def _require_session(conn: aiosqlite.Connection, session_id: str) -> SessionHeader:
+        rows = list(
+            await conn.execute_fetchall(
+                "SELECT created_at, cwd FROM sessions WHERE id = ?", (_enc(session_id),)
+            )
+        )
+        if not rows:
+            raise SessionNotFoundError(session_id)
+        created_at, cwd = rows[0]
+        return SessionHeader(
+            id=session_id, created_at=created_at, cwd=None if cwd is None else _dec(cwd)
+        )
+
+    def _decode_event(self, row: Sequence[Any]) -> Event:
+        seq, type_, time, data, surface_op, source_seqs = row
+        try:
+            return Event(
+                seq=seq,
+                type=_dec(type_),
+                time=time,
+                data=loads_exact(data),
+                surface_op=None if surface_op is None else _decode_op(surface_op),
+                source_event_seqs=None if source_seqs is None else _decode_seqs(source_seqs),
+            )
+        except (ValueError, TypeError) as err:
+            raise StoreError(f"{self._path}: a stored event is corrupt ({err})") from err
+
+    # ------------------------------------------------------------------ writes
+
+    async def create_session(
+        self,
+        session_id: str | None = None,
+        *,
+        cwd: str | None = None,
+        created_at: int | None = None,
+    ) -> SessionHeader:
+        header = new_header(session_id, cwd, created_at)
+
+        async def body(conn: aiosqlite.Connection) -> SessionHeader:
+            await _insert_session(conn, header)
+            return header
+
+        return await self._run(body, write=True)
+
+    async def append(
+        self,
+        session_id: str,
+        type: str,
+        data: Any,
+        *,
+        surface_op: SurfaceOp | None = None,
+        source_event_seqs: Sequence[int] | None = None,
+        time: int | None = None,
+    ) -> Event:
+        sid = check_session_id(session_id)
+        validated = validate_event(type, data, surface_op, source_event_seqs, time)
+        return (await self._append(sid, [validated]))[0]
+
+    async def append_batch(self, session_id: str, events: Sequence[NewEvent]) -> list[Event]:
+        sid = check_session_id(session_id)
+        return await self._append(sid, validate_batch(events))
+
+    async def _append(self, session_id: str, batch: list[ValidatedEvent]) -> list[Event]:
+        key = _enc(session_id)
+
+        async def body(conn: aiosqlite.Connection) -> list[Event]:
+            await self._require_session(conn, session_id)
+            if not batch:
+                return []
+            last = await _scalar(conn, "SELECT max(seq) FROM events WHERE session_id = ?", (key,))
+            first = 0 if last is None else last + 1
+            folder: SurfaceFolder[None] = SurfaceFolder()
+            if batch_has_replace(batch):
+                surface = await conn.execute_fetchall(
+                    "SELECT seq, surface_op, source_event_seqs FROM events "
+                    f"WHERE session_id = ? AND kind = {KIND_SURFACE} ORDER BY seq",
+                    (key,),
+                )
+                for seq, op, seqs in surface:
+                    folder.apply(
+                        seq, _decode_op(op), None if seqs is None else _decode_seqs(seqs), None
+                    )
+            return await _insert_events(conn, key, first, folder, batch)
+
+        return await self._run(body, write=True)
+
+    async def import_session(
+        self, header: SessionHeader, events: Sequence[NewEvent]
+    ) -> SessionHeader:
+        """Create a session with exactly this header and log (seqs from 0), all or nothing.
+
+        A taken id raises ``SessionExistsError``; a bad event ``InvalidEventError``.
+        """
+        checked = import_header(header)
+        batch = validate_batch(events)
+
+        async def body(conn: aiosqlite.Connection) -> SessionHeader:
+            await _insert_session(conn, checked)
+            await _insert_events(conn, _enc(checked.id), 0, SurfaceFolder(), batch)
+            return checked
+
+        return await self._run(body, write=True)
+
+    async def delete_session(self, session_id: str) -> None:
+        sid = check_session_id(session_id)
+
+        async def body(conn: aiosqlite.Connection) -> None:
+            cursor = await conn.execute("DELETE FROM sessions WHERE id = ?", (_enc(sid),))
+            if cursor.rowcount == 0:
+                raise SessionNotFoundError(sid)
+
+        await self._run(body, write=True)
+
+    # ------------------------------------------------------------------ reads
+
+    async def list_headers(self) -> list[SessionHeader]:
+        async def body(conn: aiosqlite.Connection) -> list[SessionHeader]:
+            rows = await conn.execute_fetchall(
+                "SELECT id, created_at, cwd FROM sessions ORDER BY created_at DESC, id"
+            )
+            return [
+                SessionHeader(
+                    id=_dec(sid), created_at=created_at, cwd=None if cwd is None else _dec(cwd)
+                )
+                for sid, created_at, cwd in rows
+            ]
+
+        return await self._run(body, write=False)
+
+    async def read_header(self, session_id: str) -> SessionHeader:
+        sid = check_session_id(session_id)
+
+        async def body(conn: aiosqlite.Connection) -> SessionHeader:
+            return await self._require_session(conn, sid)
+
+        return await self._run(body, write=False)
+
+    async def read_events(self, session_id: str) -> list[Event]:
+        sid = check_session_id(session_id)
+
+        async def body(conn: aiosqlite.Connection) -> list[Event]:
+            await self._require_session(conn, sid)
+            rows = await conn.execute_fetchall(
+                f"SELECT {_EVENT_COLUMNS} FROM events WHERE session_id = ? ORDER BY seq",
+                (_enc(sid),),
+            )
+            return [self._decode_event(row) for row in rows]
+
+        return await self._run(body, write=False)
+
+    async def read_surface_events(
+        self, session_id: str
+    ) -> tuple[SessionHeader, int | None, list[Event]]:
+        sid = check_session_id(session_id)
+
+        async def body(
+            conn: aiosqlite.Connection,
+        ) -> tuple[SessionHeader, int | None, list[Event]]:
+            header = await self._require_session(conn, sid)
+            key = _enc(sid)
+            last = await _scalar(conn, "SELECT max(seq) FROM events WHERE session_id = ?", (key,))
+            rows = await conn.execute_fetchall(
+                f"SELECT {_EVENT_COLUMNS} FROM events "
+                f"WHERE session_id = ? AND kind = {KIND_SURFACE} ORDER BY seq",
+                (key,),
+            )
+            return header, last, [self._decode_event(row) for row in rows]
+
+        return await self._run(body, write=False)
+
+    async def read_titles(
+        self, session_ids: Sequence[str] | None = None
+    ) -> dict[str, SessionTitle]:
+        wanted = None if session_ids is None else check_session_ids(session_ids)
+        if wanted is not None and not wanted:
+            return {}
+
+        # The highest title seq of each session (read from the partial index events_title
+        # alone), joined to that event's row by primary key.
+        def select(id_count: int | None) -> str:
+            where = "" if id_count is None else f" AND session_id IN ({', '.join('?' * id_count)})"
+            return (
+                "SELECT e.session_id, e.seq, e.time, e.data FROM ("
+                f"SELECT session_id, max(seq) AS seq FROM events WHERE kind = {KIND_TITLE}{where} "
+                "GROUP BY session_id) AS t "
+                "JOIN events AS e ON e.session_id = t.session_id AND e.seq = t.seq"
+            )
+
+        async def body(conn: aiosqlite.Connection) -> dict[str, SessionTitle]:
+            out: dict[str, SessionTitle] = {}
+            if wanted is None:
+                queries: Iterable[tuple[str, list[bytes]]] = [(select(None), [])]
+            else:
+                queries = (
+                    (select(len(chunk)), [_enc(sid) for sid in chunk])
+                    for chunk in (
+                        wanted[i : i + _IN_CHUNK] for i in range(0, len(wanted), _IN_CHUNK)
+                    )
+                )
+            for sql, params in queries:
+                for sid, seq, time, data in await conn.execute_fetchall(sql, params):
+                    try:
+                        out[_dec(sid)] = title_of(seq, time, loads_exact(data))
+                    except (ValueError, TypeError, KeyError) as err:
+                        raise StoreError(
+                            f"{self._path}: a stored title is corrupt ({err})"
+                        ) from err
+            return out
+
+        return await self._run(body, write=False)
+
+
+async def _insert_session(conn: aiosqlite.Connection, header: SessionHeader) -> None:
+    try:
+        await conn.execute(
+            "INSERT INTO sessions (id, created_at, cwd) VALUES (?, ?, ?)",
+            (_enc(header.id), header.created_at, None if header.cwd is None else _enc(header.cwd)),
+        )
+    except sqlite3.IntegrityError as err:
+        raise SessionExistsError(header.id) from err
+
+
+async def _insert_events(
+    conn: aiosqlite.Connection,
+    key: bytes,
+    first: int,
+    folder: SurfaceFolder[None],
+    batch: Sequence[ValidatedEvent],
+) -> list[Event]:
+    """Check ``batch`` against ``folder`` (see ``check_batch``), then insert it from seq
+    ``first``; the caller's transaction makes it all or nothing."""
+    check_batch(folder, first, batch)
+    await conn.executemany(
+        "INSERT INTO events (session_id, seq, type, time, kind, data, surface_op, "
+        "source_event_seqs) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            (
+                key,
+                first + i,
+                _enc(v.type),
+                v.time,
+                event_kind(v.type, v.data, v.surface_op is not None),
+                v.data_json,
+                None if v.surface_op is None else _encode_op(v.surface_op),
+                None if v.source_event_seqs is None else _encode_seqs(v.source_event_seqs),
+            )
+            for i, v in enumerate(batch)
+        ),
+    )
+    return [
+        Event(
+            seq=first + i,
+            type=v.type,
+            time=v.time,
+            data=v.data,
+            surface_op=v.surface_op,
+            source_event_seqs=v.source_event_seqs,
+        )
+        for i, v in enumerate(batch)
+    ]
+
+
+def _encode_op(op: SurfaceOp) -> str:
+    return json.dumps(surface_op_to_json(op), separators=(",", ":"))
+
+
+def _decode_op(text: str) -> SurfaceOp:
+    op = surface_op_from_json(json.loads(text))
+    if op is None:
+        raise InvalidEventError("a stored surface event has no surface_op")
+    return op
+
+
+def _encode_seqs(seqs: Sequence[int]) -> str:
+    return json.dumps(list(seqs), separators=(",", ":"))
+
+
+def _decode_seqs(text: str) -> tuple[int, ...]:
+    seqs = json.loads(text)
+    if not isinstance(seqs, list) or not all(
+        isinstance(s, int) and not isinstance(s, bool) for s in seqs
+    ):
+        raise InvalidEventError(f"stored source_event_seqs {text!r} are not a list of seqs")
+    return tuple(seqs)

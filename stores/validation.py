@@ -1,0 +1,166 @@
+"""Rules every store applies the same way: argument checks, batch validation, titles.
+
+Keeping them in one place is what makes ``MemorySessionStore`` and
+``SqliteSessionStore`` behave identically (the differential tests rely on it).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from core.errors import InvalidEventError
+from core.jsoncodec import FrozenDict
+from core.log import (
+    SESSION_TITLE,
+    NewEvent,
+    Replace,
+    SessionHeader,
+    ValidatedEvent,
+    now_ms,
+    validate_new_event,
+)
+from core.query import SessionTitle
+from core.surface import SurfaceFolder
+
+__all__ = [
+    "KIND_LOG",
+    "KIND_SURFACE",
+    "KIND_TITLE",
+    "batch_has_replace",
+    "check_batch",
+    "check_session_id",
+    "check_session_ids",
+    "event_kind",
+    "import_header",
+    "new_header",
+    "title_of",
+    "validate_batch",
+    "validate_event",
+]
+
+# How an event is indexed: a surface event, a usable title event, or any other log-only event.
+KIND_LOG = 0
+KIND_SURFACE = 1
+KIND_TITLE = 2
+
+_INT64_MIN = -(2**63)
+_INT64_MAX = 2**63 - 1
+
+
+def _is_int64(value: object) -> bool:
+    return (
+        isinstance(value, int) and not isinstance(value, bool) and _INT64_MIN <= value <= _INT64_MAX
+    )
+
+
+def check_session_id(session_id: object) -> str:
+    """A session id given to a lookup must be a ``str`` (any ``str``)."""
+    if not isinstance(session_id, str):
+        raise TypeError(f"session id must be a str, not {type(session_id).__name__}")
+    return session_id
+
+
+def check_session_ids(session_ids: object) -> list[str]:
+    """The distinct ids of a ``read_titles`` list (each must be a ``str``)."""
+    if isinstance(session_ids, (str, bytes)) or not isinstance(session_ids, Iterable):
+        raise TypeError("session_ids must be a sequence of str ids (or None)")
+    return list(dict.fromkeys(check_session_id(sid) for sid in session_ids))
+
+
+def new_header(session_id: object, cwd: object, created_at: object) -> SessionHeader:
+    """Validate ``create_session`` arguments and fill in the defaults."""
+    if session_id is None:
+        session_id = str(uuid.uuid4())
+    elif not isinstance(session_id, str):
+        raise InvalidEventError(f"session id must be a str, not {type(session_id).__name__}")
+    if cwd is not None and not isinstance(cwd, str):
+        raise InvalidEventError(f"session cwd must be a str or None, not {type(cwd).__name__}")
+    if created_at is None:
+        created_at = now_ms()
+    elif not _is_int64(created_at):
+        raise InvalidEventError(
+            f"created_at must be int epoch milliseconds (64-bit), got {created_at!r}"
+        )
+    assert isinstance(created_at, int)
+    return SessionHeader(id=session_id, created_at=created_at, cwd=cwd)
+
+
+def import_header(header: object) -> SessionHeader:
+    """Validate a complete header given to ``import_session`` (nothing is defaulted)."""
+    if not isinstance(header, SessionHeader):
+        raise InvalidEventError(f"expected a SessionHeader, got {type(header).__name__}")
+    if header.id is None or header.created_at is None:
+        raise InvalidEventError("an imported header needs its id and created_at")
+    return new_header(header.id, header.cwd, header.created_at)
+
+
+def validate_batch(events: Sequence[NewEvent]) -> list[ValidatedEvent]:
+    """Shape-check every event of a batch (nothing here depends on the log)."""
+    if isinstance(events, (str, bytes, Mapping)) or not isinstance(events, Sequence):
+        raise InvalidEventError("append_batch takes a sequence of NewEvent")
+    out: list[ValidatedEvent] = []
+    for index, event in enumerate(events):
+        if not isinstance(event, NewEvent):
+            raise InvalidEventError(
+                f"batch item {index} is a {type(event).__name__}, not a NewEvent"
+            )
+        out.append(
+            validate_event(
+                event.type, event.data, event.surface_op, event.source_event_seqs, event.time
+            )
+        )
+    return out
+
+
+def validate_event(
+    type: object, data: object, surface_op: object, source_event_seqs: object, time: object
+) -> ValidatedEvent:
+    validated = validate_new_event(type, data, surface_op, source_event_seqs, time)
+    if not _is_int64(validated.time):
+        raise InvalidEventError(f"event time {validated.time!r} is out of the 64-bit range")
+    return validated
+
+
+def batch_has_replace(events: Sequence[ValidatedEvent]) -> bool:
+    return any(isinstance(e.surface_op, Replace) for e in events)
+
+
+def check_batch(
+    folder: SurfaceFolder[None], first_seq: int, events: Sequence[ValidatedEvent]
+) -> None:
+    """Apply the batch's surface operations to ``folder`` (seqs from ``first_seq``).
+
+    ``folder`` must hold the session's current surface when the batch has a replace; for
+    a batch of plain appends an empty folder is enough (only the provenance seqs are
+    checked). Raises ``InvalidEventError`` on the first broken rule; the folder is then
+    in an unspecified state.
+    """
+    for offset, event in enumerate(events):
+        if event.surface_op is not None:
+            folder.apply(first_seq + offset, event.surface_op, event.source_event_seqs, None)
+
+
+def event_kind(type: str, data: Mapping[str, Any], surface: bool) -> int:
+    if surface:
+        return KIND_SURFACE
+    if type == SESSION_TITLE and isinstance(data.get("title"), str):
+        return KIND_TITLE
+    return KIND_LOG
+
+
+_NO_SOURCE: Mapping[str, Any] = FrozenDict()
+
+
+def title_of(seq: int, time: int, data: Mapping[str, Any]) -> SessionTitle:
+    """The ``SessionTitle`` of a title event (``data["title"]`` is known to be a str)."""
+    title = data["title"]
+    assert isinstance(title, str)
+    source = data.get("source")
+    return SessionTitle(
+        title=title,
+        event_seq=seq,
+        updated_at=time,
+        source=source if isinstance(source, Mapping) else _NO_SOURCE,
+    )
