@@ -1,0 +1,200 @@
+"""Retention (SPEC §4.7): fit one source object into ``max_reference_bytes``, exactly.
+
+The size is kept as a running total (fixed overhead + per-item JSON sizes + commas), each
+item's JSON size computed once and updated when it is dropped or shortened, and the
+"longest current text, earliest on ties" item comes from a lazy heap: O(n log n) at worst.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from core.jsoncodec import utf8_len
+from core.references.config import SESSION_REFERENCE_BUDGET_EXCEEDED, SessionReferenceError
+from core.references.projection import ProjectedMessage
+from core.references.tagsafe import tag_safe_json_size
+
+__all__ = [
+    "RetainedSource",
+    "RetentionStats",
+    "omitted_marker",
+    "retain_source",
+    "truncate_head_tail",
+]
+
+_MARKER_HEAD: Final = "\n[… omitted "
+_MARKER_TAIL: Final = " UTF-8 bytes …]"
+_MARKER_FIXED_BYTES: Final = utf8_len(_MARKER_HEAD) + utf8_len(_MARKER_TAIL)
+
+
+def omitted_marker(omitted_bytes: int) -> str:
+    """The note that replaces the middle of a shortened text."""
+    return f"{_MARKER_HEAD}{omitted_bytes}{_MARKER_TAIL}"
+
+
+def _is_continuation(byte: int) -> bool:
+    return (byte & 0xC0) == 0x80
+
+
+def truncate_head_tail(text: str, target: int) -> tuple[str, int]:
+    """Shorten ``text`` to at most ``target`` UTF-8 bytes, keeping its head and tail.
+
+    Returns ``(new_text, omitted_bytes)``. A text that already fits comes back unchanged.
+    The kept size ``r`` is the largest in ``0..target`` for which head + tail + marker
+    fits. That fit is monotone in ``r`` (kept bytes never shrink as ``r`` grows, and the
+    marker's digit count falls by at most one per extra kept byte), so ``r`` is found by
+    binary search. When not even the bare marker fits, the text becomes empty.
+    """
+    data = text.encode("utf-8", "surrogatepass")
+    total = len(data)
+    if total <= target:
+        return text, 0
+
+    def kept(r: int) -> tuple[int, int]:
+        head = (r + 1) // 2  # r <= target < total, so head and tail never overlap
+        while 0 < head < total and _is_continuation(data[head]):
+            head -= 1
+        tail_start = total - r // 2
+        while tail_start < total and _is_continuation(data[tail_start]):
+            tail_start += 1
+        return head, tail_start
+
+    def size(r: int) -> int:
+        head, tail_start = kept(r)
+        kept_bytes = head + total - tail_start
+        return kept_bytes + _MARKER_FIXED_BYTES + len(str(total - kept_bytes))
+
+    if size(0) > target:
+        return "", total
+    lo, hi = 0, target
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if size(mid) <= target:
+            lo = mid
+        else:
+            hi = mid - 1
+    head, tail_start = kept(lo)
+    omitted = tail_start - head
+    new_text = (
+        data[:head].decode("utf-8", "surrogatepass")
+        + data[tail_start:].decode("utf-8", "surrogatepass")
+        + omitted_marker(omitted)
+    )
+    return new_text, omitted
+
+
+@dataclass(frozen=True, slots=True)
+class RetentionStats:
+    """What retention did to one source (SPEC §4.7)."""
+
+    compacted: bool
+    original_messages: int
+    retained_messages: int
+    omitted_messages: int
+    omitted_bytes: int
+
+    @property
+    def truncated(self) -> bool:
+        return self.omitted_messages > 0 or self.omitted_bytes > 0
+
+
+@dataclass(frozen=True, slots=True)
+class RetainedSource:
+    """The source object (plain JSON, keys in contract order) and its stats."""
+
+    source: dict[str, Any]
+    stats: RetentionStats
+
+
+def _budget_exceeded(session_id: str, max_bytes: int, why: str) -> SessionReferenceError:
+    return SessionReferenceError(
+        f"session {session_id!r} does not fit in {max_bytes} bytes: {why}",
+        SESSION_REFERENCE_BUDGET_EXCEEDED,
+    )
+
+
+def retain_source(
+    *,
+    session_id: str,
+    label: str,
+    cwd: str | None,
+    captured_through_seq: int | None,
+    messages: Sequence[ProjectedMessage],
+    max_bytes: int,
+) -> RetainedSource:
+    """Drop, then shorten, until the tag-safe JSON of the source object fits ``max_bytes``.
+
+    Raises ``BUDGET_EXCEEDED`` when it cannot fit (never returns a partial source).
+    """
+    shell: dict[str, Any] = {
+        "sessionId": session_id,
+        "label": label,
+        "cwd": cwd,
+        "capturedThroughSeq": captured_through_seq,
+        "conversation": [],
+    }
+    count = len(messages)
+    overhead = {
+        role: tag_safe_json_size({"role": role, "text": ""}) - 2 for role in ("user", "assistant")
+    }
+    texts = [m.text for m in messages]
+    sizes = [overhead[m.role] + tag_safe_json_size(m.text) for m in messages]
+    total = tag_safe_json_size(shell) + sum(sizes) + max(count - 1, 0)
+    alive = [True] * count
+    omitted_messages = 0
+    omitted_bytes = 0
+
+    # 1. Drop the oldest items that are neither a checkpoint nor the newest.
+    cursor = 0
+    last = count - 1
+    while total > max_bytes:
+        while cursor < last and messages[cursor].checkpoint:
+            cursor += 1
+        if cursor >= last:
+            break
+        alive[cursor] = False
+        total -= sizes[cursor] + 1  # the newest is never dropped, so a comma goes too
+        omitted_messages += 1
+        omitted_bytes += utf8_len(texts[cursor])
+        cursor += 1
+
+    # 2. Shorten the longest current text (earliest on ties) from its original.
+    if total > max_bytes:
+        current_bytes = {i: utf8_len(texts[i]) for i in range(count) if alive[i]}
+        item_omitted = dict.fromkeys(current_bytes, 0)
+        heap = [(-b, i) for i, b in current_bytes.items()]
+        heapq.heapify(heap)
+        while total > max_bytes:
+            while heap and -heap[0][0] != current_bytes[heap[0][1]]:
+                heapq.heappop(heap)  # stale: that item was shortened since
+            if not heap:
+                raise _budget_exceeded(session_id, max_bytes, "no message is left to shorten")
+            longest, i = -heap[0][0], heap[0][1]
+            if longest == 0:
+                raise _budget_exceeded(session_id, max_bytes, "every message is already empty")
+            target = max(0, longest - (total - max_bytes))
+            new_text, omitted = truncate_head_tail(messages[i].text, target)
+            if new_text == texts[i]:
+                raise _budget_exceeded(session_id, max_bytes, "shortening changes nothing")
+            new_size = overhead[messages[i].role] + tag_safe_json_size(new_text)
+            total += new_size - sizes[i]
+            sizes[i] = new_size
+            omitted_bytes += omitted - item_omitted[i]
+            item_omitted[i] = omitted
+            texts[i] = new_text
+            current_bytes[i] = utf8_len(new_text)
+            heapq.heapreplace(heap, (-current_bytes[i], i))
+
+    conversation = [{"role": messages[i].role, "text": texts[i]} for i in range(count) if alive[i]]
+    shell["conversation"] = conversation
+    stats = RetentionStats(
+        compacted=any(m.checkpoint for m in messages),
+        original_messages=count,
+        retained_messages=len(conversation),
+        omitted_messages=omitted_messages,
+        omitted_bytes=omitted_bytes,
+    )
+    return RetainedSource(shell, stats)

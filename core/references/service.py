@@ -1,0 +1,263 @@
+"""``SessionReferenceService`` (SPEC §4.4, §4.5): candidates for the ``@`` picker and
+``prepare``, which turns references into one bounded, detached snapshot message."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from core.log import SessionHeader, text_block, user_message
+from core.query import SessionQueryLike, SessionTitle, SurfaceSnapshot
+from core.references.cancellation import CancelRequested, TaskFailed, gather_cancellable
+from core.references.config import (
+    SESSION_REFERENCE_CANCELLED,
+    SESSION_REFERENCE_INVALID_CONFIG,
+    SESSION_REFERENCE_INVALID_REFERENCE,
+    SESSION_REFERENCE_READ_FAILED,
+    SESSION_REFERENCE_SELF_REFERENCE,
+    SESSION_REFERENCE_TOO_MANY,
+    SessionReferenceConfig,
+    SessionReferenceError,
+)
+from core.references.mentions import SessionReferenceInput, format_session_reference_mention
+from core.references.projection import project_surface
+from core.references.prompt import (
+    reference_entry,
+    render_reference_prompt,
+    session_reference_source,
+)
+from core.references.retention import retain_source
+
+__all__ = [
+    "PreparedReferencedMessage",
+    "SessionReferenceCandidate",
+    "SessionReferenceService",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class SessionReferenceCandidate:
+    """One row of the ``@`` picker; ``mention`` is what to insert into the composer."""
+
+    session_id: str
+    label: str
+    cwd: str | None
+    created_at: int
+    mention: str
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedReferencedMessage:
+    """What to send: the (copied) content and the snapshot message, or ``None`` without refs."""
+
+    content: Any
+    additional_context: dict[str, Any] | None
+
+
+def _cancelled() -> SessionReferenceError:
+    return SessionReferenceError("session reference was cancelled", SESSION_REFERENCE_CANCELLED)
+
+
+def _invalid(message: str) -> SessionReferenceError:
+    return SessionReferenceError(message, SESSION_REFERENCE_INVALID_REFERENCE)
+
+
+def _check_cancel(cancel: asyncio.Event | None) -> None:
+    if cancel is not None and cancel.is_set():
+        raise _cancelled()
+
+
+def _group(cwd: str | None, target_cwd: str | None) -> int:
+    if cwd is not None and target_cwd is not None and cwd == target_cwd:
+        return 0
+    return 1 if cwd is None else 2
+
+
+class SessionReferenceService:
+    """Reads other sessions only through ``query``'s async methods; holds no state."""
+
+    def __init__(
+        self, query: SessionQueryLike, config: SessionReferenceConfig | None = None
+    ) -> None:
+        if config is not None and not isinstance(config, SessionReferenceConfig):
+            raise SessionReferenceError(
+                f"config must be a SessionReferenceConfig, got {type(config).__name__}",
+                SESSION_REFERENCE_INVALID_CONFIG,
+            )
+        self._query = query
+        self._config = config if config is not None else SessionReferenceConfig()
+
+    @property
+    def config(self) -> SessionReferenceConfig:
+        return self._config
+
+    async def _read(
+        self,
+        what: str,
+        factories: Sequence[Callable[[], Awaitable[Any]]],
+        names: Sequence[str],
+        cancel: asyncio.Event | None,
+    ) -> list[Any]:
+        try:
+            return await gather_cancellable(factories, cancel)
+        except CancelRequested:
+            raise _cancelled() from None
+        except TaskFailed as failed:
+            cause = failed.__cause__
+            raise SessionReferenceError(
+                f"could not read {what} {names[failed.index]}: {cause!r}",
+                SESSION_REFERENCE_READ_FAILED,
+            ) from cause
+
+    # ----------------------------------------------------------------------- candidates
+
+    async def list_candidates(
+        self,
+        target: SessionHeader,
+        query: str = "",
+        limit: int | None = None,
+        *,
+        cancel: asyncio.Event | None = None,
+    ) -> list[SessionReferenceCandidate]:
+        """Sessions the user may reference from ``target``, best first (SPEC §4.4)."""
+        if limit is None:
+            limit = self._config.candidate_limit
+        if not isinstance(limit, int) or isinstance(limit, bool) or limit <= 0:
+            raise _invalid(f"limit must be a positive int, got {limit!r}")
+        if not isinstance(query, str):
+            raise _invalid(f"query must be a str, got {type(query).__name__}")
+        sessions: list[SessionHeader]
+        titles: dict[str, SessionTitle]
+        sessions, titles = await self._read(
+            "the session list",
+            [self._query.list_sessions, self._query.read_titles],
+            ["(list_sessions)", "(read_titles)"],
+            cancel,
+        )
+        return self._candidates(target, sessions, titles, query, limit)
+
+    def _candidates(
+        self,
+        target: SessionHeader,
+        sessions: Iterable[SessionHeader],
+        titles: dict[str, SessionTitle],
+        query: str,
+        limit: int,
+    ) -> list[SessionReferenceCandidate]:
+        needle = query.casefold()
+        rows: list[tuple[SessionHeader, str | None]] = []
+        for header in sessions:
+            if header.id == target.id:
+                continue
+            entry = titles.get(header.id)
+            title = entry.title if entry is not None else None
+            if needle and not (
+                needle in header.id.casefold()
+                or (header.cwd is not None and needle in header.cwd.casefold())
+                or (title is not None and needle in title.casefold())
+            ):
+                continue
+            rows.append((header, title))
+        rows.sort(key=lambda row: _group(row[0].cwd, target.cwd))
+        out: list[SessionReferenceCandidate] = []
+        for header, title in rows[:limit]:
+            label = title if title else header.id
+            mention = format_session_reference_mention(SessionReferenceInput(header.id, label))
+            out.append(
+                SessionReferenceCandidate(header.id, label, header.cwd, header.created_at, mention)
+            )
+        return out
+
+    # ----------------------------------------------------------------------- prepare
+
+    def _dedupe(self, target: SessionHeader, references: object) -> list[SessionReferenceInput]:
+        if isinstance(references, (str, bytes)) or not isinstance(references, Iterable):
+            raise _invalid("references must be a sequence of SessionReferenceInput")
+        items = list(references)
+        for position, ref in enumerate(items):
+            if not (
+                isinstance(ref, SessionReferenceInput)
+                and isinstance(ref.session_id, str)
+                and (ref.label is None or isinstance(ref.label, str))
+            ):
+                raise _invalid(
+                    f"reference #{position} is not a valid SessionReferenceInput: {ref!r}"
+                )
+            if ref.session_id == target.id:
+                raise SessionReferenceError(
+                    f"a session cannot reference itself ({ref.session_id!r})",
+                    SESSION_REFERENCE_SELF_REFERENCE,
+                )
+        unique: dict[str, SessionReferenceInput] = {}
+        for ref in items:
+            if ref.session_id not in unique:
+                label = ref.session_id if ref.label is None else ref.label
+                unique[ref.session_id] = SessionReferenceInput(ref.session_id, label)
+        if len(unique) > self._config.max_references:
+            raise SessionReferenceError(
+                f"{len(unique)} sessions referenced; at most {self._config.max_references} allowed",
+                SESSION_REFERENCE_TOO_MANY,
+            )
+        return list(unique.values())
+
+    async def prepare(
+        self,
+        target: SessionHeader,
+        content: Any,
+        references: Sequence[SessionReferenceInput],
+        *,
+        cancel: asyncio.Event | None = None,
+    ) -> PreparedReferencedMessage:
+        """Validate, read, project and bound the references; all or nothing (SPEC §4.5)."""
+        content_copy = copy.deepcopy(content)
+        refs = self._dedupe(target, references)
+        _check_cancel(cancel)
+        if not refs:
+            return PreparedReferencedMessage(content_copy, None)
+
+        def reader(session_id: str) -> Callable[[], Awaitable[SurfaceSnapshot]]:
+            return lambda: self._query.read_surface(session_id)
+
+        snapshots = await self._read(
+            "session",
+            [reader(ref.session_id) for ref in refs],
+            [repr(ref.session_id) for ref in refs],
+            cancel,
+        )
+        sources: list[dict[str, Any]] = []
+        entries: list[dict[str, Any]] = []
+        for index, (ref, snapshot) in enumerate(zip(refs, snapshots, strict=True)):
+            if not isinstance(snapshot, SurfaceSnapshot):
+                raise SessionReferenceError(
+                    f"reading session {ref.session_id!r} returned {type(snapshot).__name__}",
+                    SESSION_REFERENCE_READ_FAILED,
+                )
+            assert ref.label is not None
+            retained = retain_source(
+                session_id=ref.session_id,
+                label=ref.label,
+                cwd=snapshot.session.cwd,
+                captured_through_seq=snapshot.captured_through_seq,
+                messages=project_surface(snapshot.events),
+                max_bytes=self._config.max_reference_bytes,
+            )
+            sources.append(retained.source)
+            entries.append(
+                reference_entry(
+                    session_id=ref.session_id,
+                    label=ref.label,
+                    captured_through_seq=snapshot.captured_through_seq,
+                    stats=retained.stats,
+                    input_index=index,
+                )
+            )
+            await asyncio.sleep(0)  # let the UI breathe between large sources
+            _check_cancel(cancel)
+        message = user_message(
+            [text_block(render_reference_prompt(sources))],
+            source=session_reference_source(entries),
+        )
+        return PreparedReferencedMessage(content_copy, message)
