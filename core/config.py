@@ -1,0 +1,188 @@
+"""Configuration: a TOML file in the user config directory, then environment overrides.
+
+Precedence (lowest first): built-in defaults → ``config.toml`` → ``DSH_*`` environment
+variables → command-line options (``--db``). Every problem becomes one ``ConfigError`` line.
+
+```toml
+provider = "offline"            # or "openai" (any OpenAI-compatible endpoint)
+model = "deepseek-chat"
+base_url = "https://api.deepseek.com"
+api_key_env = "DEEPSEEK_API_KEY"
+database = "~/somewhere/dsh.sqlite3"
+
+[references]
+max_references = 3
+candidate_limit = 50
+max_reference_bytes = 65536
+```
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+
+from core.errors import DshError
+
+__all__ = [
+    "DEFAULT_BASE_URL",
+    "DEFAULT_MODEL",
+    "PROVIDERS",
+    "ConfigError",
+    "DshConfig",
+    "ReferenceLimits",
+    "default_config_path",
+    "default_database_path",
+    "load_config",
+]
+
+PROVIDERS = ("offline", "openai")
+DEFAULT_BASE_URL = "https://api.deepseek.com"
+DEFAULT_MODEL = "deepseek-chat"
+OFFLINE_MODEL = "echo-1"
+
+
+class ConfigError(DshError):
+    """The configuration cannot be used; the message is one line naming the culprit."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReferenceLimits:
+    max_references: int = 3
+    candidate_limit: int = 50
+    max_reference_bytes: int = 65536
+
+
+@dataclass(frozen=True, slots=True)
+class DshConfig:
+    provider: str = "offline"
+    model: str | None = None
+    base_url: str = DEFAULT_BASE_URL
+    api_key_env: str = "DEEPSEEK_API_KEY"
+    database: Path = field(default_factory=lambda: default_database_path())
+    references: ReferenceLimits = field(default_factory=ReferenceLimits)
+    config_path: Path | None = None
+
+    @property
+    def effective_model(self) -> str:
+        if self.model:
+            return self.model
+        return OFFLINE_MODEL if self.provider == "offline" else DEFAULT_MODEL
+
+    def with_database(self, path: str | os.PathLike[str]) -> DshConfig:
+        return replace(self, database=_expand(str(path)))
+
+
+def default_config_path(env: Mapping[str, str] | None = None) -> Path:
+    env = os.environ if env is None else env
+    if env.get("DSH_CONFIG"):
+        return _expand(env["DSH_CONFIG"])
+    return Path(platformdirs.user_config_dir("dsh")) / "config.toml"
+
+
+def default_database_path() -> Path:
+    return Path(platformdirs.user_data_dir("dsh")) / "dsh.sqlite3"
+
+
+def _expand(path: str) -> Path:
+    return Path(os.path.expandvars(os.path.expanduser(path)))
+
+
+_TOP_KEYS = {"provider", "model", "base_url", "api_key_env", "database", "references"}
+_REF_KEYS = {"max_references", "candidate_limit", "max_reference_bytes"}
+_ENV_STR = {
+    "DSH_PROVIDER": "provider",
+    "DSH_MODEL": "model",
+    "DSH_BASE_URL": "base_url",
+    "DSH_API_KEY_ENV": "api_key_env",
+    "DSH_DB": "database",
+}
+_ENV_INT = {
+    "DSH_MAX_REFERENCES": "max_references",
+    "DSH_CANDIDATE_LIMIT": "candidate_limit",
+    "DSH_MAX_REFERENCE_BYTES": "max_reference_bytes",
+}
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except FileNotFoundError:
+        return {}
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(f"invalid config file {path}: {err}") from err
+    except OSError as err:
+        raise ConfigError(f"cannot read config file {path}: {err.strerror or err}") from err
+
+
+def _check_str(where: str, key: str, value: object) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"{where}: {key} must be a non-empty string")
+    return value
+
+
+def _check_limit(where: str, key: str, value: object, field: str) -> int:
+    if isinstance(value, str):
+        try:
+            value = int(value.strip())
+        except ValueError:
+            raise ConfigError(f"{where}: {key} must be a positive integer") from None
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        raise ConfigError(f"{where}: {key} must be a positive integer")
+    if field == "max_references" and value > 3:
+        raise ConfigError(f"{where}: {key} must be at most 3")
+    return value
+
+
+def load_config(
+    env: Mapping[str, str] | None = None, *, config_path: Path | None = None
+) -> DshConfig:
+    """Build the effective configuration from the file and the environment."""
+    env = os.environ if env is None else env
+    path = config_path if config_path is not None else default_config_path(env)
+    raw = _read_toml(path)
+    where = str(path)
+    unknown = set(raw) - _TOP_KEYS
+    if unknown:
+        raise ConfigError(f"{where}: unknown setting {sorted(unknown)[0]!r}")
+    values: dict[str, Any] = {}
+    for key in ("provider", "model", "base_url", "api_key_env", "database"):
+        if key in raw:
+            values[key] = _check_str(where, key, raw[key])
+    refs_raw = raw.get("references", {})
+    if not isinstance(refs_raw, dict):
+        raise ConfigError(f"{where}: [references] must be a table")
+    unknown = set(refs_raw) - _REF_KEYS
+    if unknown:
+        raise ConfigError(f"{where}: unknown setting references.{sorted(unknown)[0]}")
+    limits = {k: _check_limit(where, f"references.{k}", v, k) for k, v in refs_raw.items()}
+
+    for var, key in _ENV_STR.items():
+        if env.get(var):
+            values[key] = _check_str("environment", var, env[var])
+    for var, key in _ENV_INT.items():
+        if env.get(var):
+            limits[key] = _check_limit("environment", var, env[var], key)
+
+    provider = values.get("provider", "offline")
+    if provider not in PROVIDERS:
+        raise ConfigError(f"unknown provider {provider!r}: choose one of {', '.join(PROVIDERS)}")
+    base_url = values.get("base_url", DEFAULT_BASE_URL)
+    if not base_url.startswith(("http://", "https://")):
+        raise ConfigError(f"base_url must start with http:// or https://, got {base_url!r}")
+    return DshConfig(
+        provider=provider,
+        model=values.get("model"),
+        base_url=base_url,
+        api_key_env=values.get("api_key_env", "DEEPSEEK_API_KEY"),
+        database=_expand(values["database"]) if "database" in values else default_database_path(),
+        references=ReferenceLimits(**limits),
+        config_path=path,
+    )

@@ -1,0 +1,67 @@
+"""The ``SessionStore`` protocol (SPEC §3): the seam between the domain and persistence."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from core.log import Event, NewEvent, SessionHeader, SurfaceOp
+from core.query import SessionTitle
+
+__all__ = ["SessionStore", "SurfaceRead"]
+
+
+class SurfaceRead(tuple[SessionHeader, int | None, list[Event]]):
+    """(header, seq of the last raw event or None, surface events in seq order)."""
+
+
+@runtime_checkable
+class SessionStore(Protocol):
+    async def create_session(
+        self,
+        session_id: str | None = None,
+        *,
+        cwd: str | None = None,
+        created_at: int | None = None,
+    ) -> SessionHeader: ...
+
+    async def append(
+        self,
+        session_id: str,
+        type: str,
+        data: Any,
+        *,
+        surface_op: SurfaceOp | None = None,
+        source_event_seqs: Sequence[int] | None = None,
+        time: int | None = None,
+    ) -> Event: ...
+
+    async def append_batch(self, session_id: str, events: Sequence[NewEvent]) -> list[Event]: ...
+
+    async def list_headers(self) -> list[SessionHeader]: ...
+
+    async def read_header(self, session_id: str) -> SessionHeader: ...
+
+    async def read_events(self, session_id: str) -> list[Event]: ...
+
+    async def read_surface_events(
+        self, session_id: str
+    ) -> tuple[SessionHeader, int | None, list[Event]]:
+        """Header, last raw seq and the surface events (in seq order) in one consistent read."""
+        ...
+
+    async def read_titles(
+        self, session_ids: Sequence[str] | None = None
+    ) -> dict[str, SessionTitle]:
+        """Latest title of each given session (all sessions when ``None``), one query."""
+        ...
+
+    async def import_session(
+        self, header: SessionHeader, events: Sequence[NewEvent]
+    ) -> SessionHeader:
+        """Create a session with exactly this header and log (seqs from 0), all or nothing."""
+        ...
+
+    async def delete_session(self, session_id: str) -> None: ...
+
+    async def close(self) -> None: ...

@@ -1,0 +1,185 @@
+"""The exact JSON codec: JavaScript-identical output and lossless Python round-trips."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import pickle
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from core.jsoncodec import (
+    FrozenDict,
+    FrozenList,
+    dumps_js,
+    freeze_json,
+    loads_exact,
+    thaw_json,
+    utf8_len,
+)
+
+json_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**63), max_value=2**63)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text()
+)
+json_values = st.recursive(
+    json_scalars,
+    lambda children: (
+        st.lists(children, max_size=5) | st.dictionaries(st.text(), children, max_size=5)
+    ),
+    max_leaves=25,
+)
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (1.5e-7, "1.5e-7"),
+        (1e-6, "0.000001"),
+        (1e-7, "1e-7"),
+        (1e21, "1e+21"),
+        (1e20, "100000000000000000000"),
+        (123.456, "123.456"),
+        (-0.0, "0"),
+        (100.0, "100"),
+        (5e-324, "5e-324"),
+        (1.7976931348623157e308, "1.7976931348623157e+308"),
+        (-2.5e-8, "-2.5e-8"),
+        (0.1, "0.1"),
+    ],
+)
+def test_floats_format_like_javascript(value: float, expected: str) -> None:
+    assert dumps_js(value) == expected
+
+
+def test_strings_escape_like_json_stringify() -> None:
+    text = 'a"b\\c\x00\x08\x0c\n\r\t\x1f\x7f é 😀 \u2028 <'
+    assert dumps_js(text) == '"a\\"b\\\\c\\u0000\\b\\f\\n\\r\\t\\u001f\x7f é 😀 \u2028 <"'
+
+
+def test_each_surrogate_code_point_is_escaped_on_its_own() -> None:
+    assert dumps_js("\ud83d\ude00") == '"\\ud83d\\ude00"'
+    assert dumps_js("x\udc00y\ud800") == '"x\\udc00y\\ud800"'
+    assert dumps_js("😀") == '"😀"'
+
+
+def test_escaped_pair_is_not_merged_on_decode() -> None:
+    two = "\ud83d\ude00"
+    decoded = loads_exact(dumps_js({"k" + two: [two, "😀"]}))
+    key = next(iter(decoded))
+    assert key == "k" + two and len(key) == 3
+    assert decoded[key] == [two, "😀"]
+    assert len(decoded[key][0]) == 2 and len(decoded[key][1]) == 1
+    # the stock decoder would have merged them: that is why loads_exact exists
+    assert json.loads(dumps_js(two)) == "😀"
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [math.nan, math.inf, -math.inf, object(), {1: "x"}, {"a": {1, 2}}, b"bytes"],
+)
+def test_non_json_values_raise_type_error(bad: object) -> None:
+    with pytest.raises(TypeError):
+        dumps_js(bad)
+
+
+def test_cycles_raise_type_error() -> None:
+    loop: list[object] = []
+    loop.append(loop)
+    with pytest.raises(TypeError):
+        dumps_js(loop)
+
+
+def test_shared_but_acyclic_values_are_fine() -> None:
+    shared = {"a": 1}
+    assert dumps_js([shared, shared]) == '[{"a":1},{"a":1}]'
+
+
+@given(json_values)
+@settings(max_examples=300)
+def test_round_trip_is_exact(value: object) -> None:
+    text = dumps_js(value)
+    assert loads_exact(text, frozen=False) == value
+    assert loads_exact(text) == value
+    # the output is valid UTF-8 even with lone surrogates in the input
+    text.encode("utf-8")
+
+
+@given(json_values)
+@settings(max_examples=200)
+def test_agrees_with_stock_encoder_when_no_floats_or_surrogates(value: object) -> None:
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    if any(0xD800 <= ord(c) <= 0xDFFF for c in text) or "." in text or "e" in text.lower():
+        return
+    assert dumps_js(value) == text
+
+
+def test_slow_parser_rejects_what_json_rejects() -> None:
+    pair = '"\\ud83d\\ude00"'
+    for bad in [
+        "[" + pair,
+        "[" + pair + ",]",
+        "{" + pair + "}",
+        pair + " x",
+        '["\\ud83d\\ude00\\q"]',
+        '["\\ud83d\\ude00\x01"]',
+        "[" + pair + ",01]",
+    ]:
+        with pytest.raises(json.JSONDecodeError):
+            loads_exact(bad)
+
+
+def test_slow_parser_reads_everything_json_does() -> None:
+    text = '{ "a" : [1, -2.5e3, true, false, null, {"b": "\\ud83d\\ude00\\n\\/"}] , "c":{} ,"d":[]}'
+    assert loads_exact(text) == {
+        "a": [1, -2500.0, True, False, None, {"b": "\ud83d\ude00\n/"}],
+        "c": {},
+        "d": [],
+    }
+
+
+def test_frozen_values_are_immutable_and_equal_to_plain_ones() -> None:
+    value = loads_exact('{"a":[1,{"b":[2]}]}')
+    assert isinstance(value, FrozenDict)
+    assert isinstance(value["a"], FrozenList)
+    assert value == {"a": [1, {"b": [2]}]}
+    with pytest.raises(TypeError):
+        value["x"] = 1  # type: ignore[index]
+    with pytest.raises(TypeError):
+        value["a"].append(3)
+    with pytest.raises(TypeError):
+        value["a"][1]["b"][0] = 5
+    with pytest.raises(TypeError):
+        value.update({"y": 2})
+    thawed = thaw_json(value)
+    thawed["a"][1]["b"].append(3)
+    assert value["a"][1]["b"] == [2]
+    assert copy.deepcopy(value) == value
+    assert pickle.loads(pickle.dumps(value)) == value
+
+
+def test_freeze_json_detaches() -> None:
+    original = {"a": [1, 2]}
+    frozen = freeze_json(original)
+    original["a"].append(3)
+    assert frozen == {"a": [1, 2]}
+
+
+@given(st.text())
+def test_utf8_len_counts_lone_surrogates_as_three(text: str) -> None:
+    assert utf8_len(text) == len(text.encode("utf-8", "surrogatepass"))
+
+
+def test_utf8_len_examples() -> None:
+    assert utf8_len("") == 0
+    assert utf8_len("abc") == 3
+    assert utf8_len("é") == 2
+    assert utf8_len("😀") == 4
+    assert utf8_len("\ud83d") == 3
+    assert utf8_len("\ud83d\ude00") == 6

@@ -1,0 +1,492 @@
+"""The ``dsh`` command line: one entry point for the TUI and every scripted action.
+
+User mistakes end with one ``dsh: error: …`` line on stderr and exit code 1 (2 for usage
+errors), never a traceback. Machine-readable output (``--json``, ``new``) is plain JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import os
+import sys
+import time
+from collections.abc import Callable, Coroutine, Sequence
+from pathlib import Path
+from typing import Any, NoReturn, TextIO
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from core.config import ConfigError, DshConfig, load_config
+from core.display import escape_control, relative_age, single_line
+from core.engine import (
+    ChatSession,
+    CompactionError,
+    ReplyDelta,
+    ReplyFinished,
+    Submitted,
+    TitleChanged,
+)
+from core.errors import DshError, SessionExistsError, SessionNotFoundError, StoreError
+from core.jsoncodec import dumps_js
+from core.log import SessionHeader
+from core.logfile import LogImportError, event_to_json, export_jsonl, parse_jsonl
+from core.references import (
+    SessionReferenceError,
+    SessionReferenceInput,
+    format_session_reference_mention,
+)
+from core.resolve import SessionNameError, resolve_session_name
+from tui.runtime import Runtime, open_runtime
+
+__all__ = ["main"]
+
+VERSION = "0.1.0"
+
+REFERENCE_ERROR_HELP = {
+    "SESSION_REFERENCE_SELF_REFERENCE": "a message cannot reference its own session",
+    "SESSION_REFERENCE_TOO_MANY": "too many referenced sessions in one message",
+    "SESSION_REFERENCE_READ_FAILED": "a referenced session could not be read",
+    "SESSION_REFERENCE_BUDGET_EXCEEDED": "a referenced session does not fit the size budget",
+    "SESSION_REFERENCE_INVALID_REFERENCE": "the message holds a malformed session mention",
+    "SESSION_REFERENCE_CANCELLED": "preparing the referenced sessions was cancelled",
+    "SESSION_REFERENCE_INVALID_CONFIG": "the session-reference limits are invalid",
+}
+
+
+class CliError(Exception):
+    """A user-facing failure: printed as one line, exit code 1."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(2, f"dsh: error: {message}\n")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="dsh",
+        description="A terminal chat whose messages can reference other chat sessions.",
+    )
+    parser.add_argument(
+        "--db", metavar="PATH", help="the SQLite database (overrides DSH_DB and the config)"
+    )
+    parser.add_argument(
+        "--config", metavar="PATH", help="the config file (default: user config dir)"
+    )
+    parser.add_argument("--version", action="version", version=f"dsh {VERSION}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    p = sub.add_parser("sessions", help="list sessions, newest first")
+    p.add_argument("--json", action="store_true", help="print a JSON array")
+
+    p = sub.add_parser("new", help="create a session and print its id")
+    p.add_argument("--cwd", help="working directory recorded on the session (default: none)")
+
+    p = sub.add_parser("send", help="send a message (mentions allowed) and stream the reply")
+    p.add_argument("session")
+    p.add_argument("text", help="the message; '-' reads standard input")
+
+    p = sub.add_parser("show", help="print a session's transcript")
+    p.add_argument("session")
+    p.add_argument("--json", action="store_true", help="print the raw event log as JSON")
+    p.add_argument("--expand", action="store_true", help="expand reference cards")
+
+    p = sub.add_parser("prepare", help="print what the model would receive, without sending")
+    p.add_argument("--session", required=True)
+    p.add_argument("text", help="the draft; '-' reads standard input")
+    p.add_argument("--json", action="store_true", help="print the messages as JSON")
+
+    p = sub.add_parser("compact", help="replace a session's conversation by a summary")
+    p.add_argument("session")
+
+    p = sub.add_parser("rename", help="set a session's title")
+    p.add_argument("session")
+    p.add_argument("title")
+
+    p = sub.add_parser("export", help="export a session")
+    p.add_argument("session")
+    p.add_argument("--format", choices=("md", "json"), default="md")
+    p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
+
+    p = sub.add_parser("import", help="import a JSONL log (as written by export --format json)")
+    p.add_argument("file", help="the file; '-' reads standard input")
+
+    p = sub.add_parser("delete", help="delete a session")
+    p.add_argument("session")
+
+    p = sub.add_parser("mention", help="print the @ mention that references a session")
+    p.add_argument("session")
+
+    p = sub.add_parser("candidates", help="sessions a message in SESSION could reference")
+    p.add_argument("session")
+    p.add_argument("query", nargs="?", default="")
+    p.add_argument("--json", action="store_true")
+
+    sub.add_parser("demo", help="create or refresh demo sessions in the database")
+    sub.add_parser("tui", help="open the terminal UI (the default)")
+    return parser
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _read_arg(text: str) -> str:
+    if text == "-":
+        return sys.stdin.read()
+    return text
+
+
+def _console(stream: TextIO) -> Console:
+    return Console(file=stream, highlight=False, markup=False, emoji=False, soft_wrap=False)
+
+
+async def _resolve(rt: Runtime, name: str) -> SessionHeader:
+    headers = await rt.query.list_sessions()
+    titles = await rt.query.read_titles()
+    return resolve_session_name(name, headers, titles)
+
+
+def _reference_error_line(err: SessionReferenceError) -> str:
+    plain = REFERENCE_ERROR_HELP.get(err.code, "the session references could not be prepared")
+    return f"{plain}: {single_line(str(err))} [{err.code}]"
+
+
+# --------------------------------------------------------------------------- commands
+
+
+async def cmd_sessions(rt: Runtime, args: argparse.Namespace) -> int:
+    headers = await rt.query.list_sessions()
+    titles = await rt.query.read_titles()
+    if args.json:
+        rows = [
+            {
+                "id": h.id,
+                "title": titles[h.id].title if h.id in titles else None,
+                "cwd": h.cwd,
+                "created_at": h.created_at,
+            }
+            for h in headers
+        ]
+        print(dumps_js(rows))
+        return 0
+    if not headers:
+        print("No sessions yet. Create one with `dsh new`, or try `dsh demo`.")
+        return 0
+    table = Table(box=None, show_edge=False, pad_edge=False)
+    for column in ("id", "title", "cwd", "age"):
+        table.add_column(column, overflow="fold")
+    for h in headers:
+        title = titles[h.id].title if h.id in titles else ""
+        table.add_row(
+            Text(single_line(h.id)),
+            Text(single_line(title, 60)),
+            Text(single_line(h.cwd) if h.cwd is not None else "—", style="dim"),
+            Text(relative_age(h.created_at), style="dim"),
+        )
+    _console(sys.stdout).print(table)
+    return 0
+
+
+async def cmd_new(rt: Runtime, args: argparse.Namespace) -> int:
+    header = await rt.store.create_session(cwd=args.cwd)
+    print(header.id)
+    return 0
+
+
+async def _stream_reply(chat: ChatSession, draft: str) -> int:
+    interrupt = asyncio.Event()
+    out = sys.stdout
+    status = 0
+    started = time.monotonic()
+    wrote = False
+    try:
+        async for update in chat.send(draft, interrupt=interrupt):
+            if isinstance(update, Submitted):
+                card = len(update.events) > 1
+                if card:
+                    print("(referenced-sessions snapshot attached)", file=sys.stderr)
+            elif isinstance(update, ReplyDelta):
+                if update.kind == "text":
+                    out.write(escape_control(update.text))
+                    out.flush()
+                    wrote = True
+            elif isinstance(update, ReplyFinished):
+                if wrote:
+                    out.write("\n")
+                if update.status == "error" and update.error is not None:
+                    print(
+                        f"dsh: error: the model failed: {single_line(str(update.error))}"
+                        " (your message is saved; the partial reply is kept)",
+                        file=sys.stderr,
+                    )
+                    status = 1
+                elif update.status == "interrupted":
+                    print("dsh: reply interrupted (the partial reply is kept)", file=sys.stderr)
+                    status = 130
+                if os.environ.get("DSH_TIMING"):
+                    first = update.first_delta_seconds
+                    print(
+                        f"timing: first chunk {first * 1000:.2f} ms, total "
+                        f"{(time.monotonic() - started) * 1000:.2f} ms"
+                        if first is not None
+                        else "timing: no chunk",
+                        file=sys.stderr,
+                    )
+            elif isinstance(update, TitleChanged):
+                pass
+    except SessionReferenceError as err:
+        raise CliError(_reference_error_line(err) + " — nothing was sent") from err
+    return status
+
+
+async def cmd_send(rt: Runtime, args: argparse.Namespace) -> int:
+    header = await _resolve(rt, args.session)
+    text = _read_arg(args.text)
+    if not text.strip():
+        raise CliError("the message is empty")
+    chat = await rt.chat(header.id)
+    return await _stream_reply(chat, text)
+
+
+async def cmd_show(rt: Runtime, args: argparse.Namespace) -> int:
+    header = await _resolve(rt, args.session)
+    if args.json:
+        events = await rt.store.read_events(header.id)
+        print(dumps_js([event_to_json(e) for e in events]))
+        return 0
+    from tui.render import render_transcript
+
+    snapshot = await rt.query.read_surface(header.id)
+    title = await rt.query.read_title(header.id)
+    console = _console(sys.stdout)
+    head = Text(single_line(title.title if title else header.id), style="bold")
+    head.append(f"  ({single_line(header.id)}", style="dim")
+    head.append(
+        f" · {single_line(header.cwd)})" if header.cwd is not None else " · no cwd)", style="dim"
+    )
+    console.print(head)
+    console.print()
+    if not snapshot.events:
+        console.print(Text("(no messages yet)", style="dim"))
+    for renderable in render_transcript(snapshot.events, expand_cards=args.expand):
+        console.print(renderable)
+    return 0
+
+
+async def cmd_prepare(rt: Runtime, args: argparse.Namespace) -> int:
+    header = await _resolve(rt, args.session)
+    chat = await rt.chat(header.id)
+    try:
+        messages = await chat.preview(_read_arg(args.text))
+    except SessionReferenceError as err:
+        raise CliError(_reference_error_line(err)) from err
+    if args.json:
+        print(dumps_js([{"role": m.role, "content": m.text} for m in messages]))
+        return 0
+    for i, message in enumerate(messages):
+        if i:
+            print()
+        print(f"── {message.role} ──")
+        print(escape_control(message.text))
+    return 0
+
+
+async def cmd_compact(rt: Runtime, args: argparse.Namespace) -> int:
+    header = await _resolve(rt, args.session)
+    chat = await rt.chat(header.id)
+    try:
+        result = await chat.compact()
+    except CompactionError as err:
+        raise CliError(single_line(str(err))) from err
+    print(f"compacted {len(result.shadowed)} messages into checkpoint #{result.checkpoint.seq}")
+    return 0
+
+
+async def cmd_rename(rt: Runtime, args: argparse.Namespace) -> int:
+    header = await _resolve(rt, args.session)
+    chat = await rt.chat(header.id)
+    try:
+        changed = await chat.rename(args.title)
+    except ValueError as err:
+        raise CliError(str(err)) from err
+    print(f"renamed to {single_line(changed.title)}")
+    return 0
+
+
+async def cmd_export(rt: Runtime, args: argparse.Namespace) -> int:
+    header = await _resolve(rt, args.session)
+    if args.format == "json":
+        events = await rt.store.read_events(header.id)
+        lines = list(export_jsonl(header, events))
+    else:
+        from tui.export import export_markdown
+
+        snapshot = await rt.query.read_surface(header.id)
+        title = await rt.query.read_title(header.id)
+        lines = export_markdown(header, title.title if title else None, snapshot.events)
+    text = "\n".join(lines) + "\n"
+    if args.output:
+        try:
+            await asyncio.to_thread(Path(args.output).write_text, text, encoding="utf-8")
+        except OSError as err:
+            raise CliError(f"cannot write {args.output}: {err.strerror or err}") from err
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+async def cmd_import(rt: Runtime, args: argparse.Namespace) -> int:
+    try:
+        if args.file == "-":
+            raw = await asyncio.to_thread(sys.stdin.buffer.read)
+        else:
+            raw = await asyncio.to_thread(Path(args.file).read_bytes)
+    except OSError as err:
+        raise CliError(f"cannot read {args.file}: {err.strerror or err}") from err
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = raw[: err.start].count(b"\n") + 1
+        raise CliError(f"cannot import {args.file}: line {line}: not valid UTF-8") from err
+    try:
+        log = parse_jsonl(text.split("\n"))
+    except LogImportError as err:
+        raise CliError(
+            f"cannot import {args.file}: {single_line(str(err))}; nothing imported"
+        ) from err
+    try:
+        await rt.store.import_session(log.header, log.events)
+    except SessionExistsError as err:
+        raise CliError(
+            f"cannot import {args.file}: a session with id {single_line(log.header.id)} already exists"
+        ) from err
+    print(log.header.id)
+    return 0
+
+
+async def cmd_delete(rt: Runtime, args: argparse.Namespace) -> int:
+    header = await _resolve(rt, args.session)
+    await rt.store.delete_session(header.id)
+    print(f"deleted {single_line(header.id)}")
+    return 0
+
+
+async def cmd_mention(rt: Runtime, args: argparse.Namespace) -> int:
+    header = await _resolve(rt, args.session)
+    title = await rt.query.read_title(header.id)
+    label = title.title if title else header.id
+    print(format_session_reference_mention(SessionReferenceInput(header.id, label)))
+    return 0
+
+
+async def cmd_candidates(rt: Runtime, args: argparse.Namespace) -> int:
+    header = await _resolve(rt, args.session)
+    try:
+        candidates = await rt.service.list_candidates(header, args.query)
+    except SessionReferenceError as err:
+        raise CliError(_reference_error_line(err)) from err
+    if args.json:
+        print(
+            dumps_js(
+                [
+                    {
+                        "id": c.session_id,
+                        "label": c.label,
+                        "cwd": c.cwd,
+                        "created_at": c.created_at,
+                        "mention": c.mention,
+                    }
+                    for c in candidates
+                ]
+            )
+        )
+        return 0
+    for c in candidates:
+        print(
+            f"{single_line(c.label, 50)}\t{single_line(c.cwd) if c.cwd else 'no cwd'}\t{c.mention}"
+        )
+    return 0
+
+
+async def cmd_demo(rt: Runtime, args: argparse.Namespace) -> int:
+    from tui.demo import create_demo
+
+    summary = await create_demo(rt)
+    print(summary)
+    return 0
+
+
+COMMANDS: dict[str, Callable[[Runtime, argparse.Namespace], Coroutine[Any, Any, int]]] = {
+    "sessions": cmd_sessions,
+    "new": cmd_new,
+    "send": cmd_send,
+    "show": cmd_show,
+    "prepare": cmd_prepare,
+    "compact": cmd_compact,
+    "rename": cmd_rename,
+    "export": cmd_export,
+    "import": cmd_import,
+    "delete": cmd_delete,
+    "mention": cmd_mention,
+    "candidates": cmd_candidates,
+    "demo": cmd_demo,
+}
+
+
+async def _run(config: DshConfig, args: argparse.Namespace, command: str | None = None) -> int:
+    async with open_runtime(config) as rt:
+        return await COMMANDS[command or args.command](rt, args)
+
+
+def _configure(args: argparse.Namespace) -> DshConfig:
+    config = load_config(config_path=Path(args.config).expanduser() if args.config else None)
+    if args.db:
+        config = config.with_database(args.db)
+    return config
+
+
+def _fail(message: str, code: int = 1) -> int:
+    print(f"dsh: error: {message}", file=sys.stderr)
+    return code
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    command = args.command or "tui"
+    try:
+        config = _configure(args)
+        if command == "tui":
+            try:
+                app_module = importlib.import_module("tui.app")
+            except ModuleNotFoundError as err:  # until the TUI lands: list the sessions
+                if err.name != "tui.app":
+                    raise
+                args.json = False
+                return asyncio.run(_run(config, args, "sessions"))
+            return int(app_module.run_app(config))
+        return asyncio.run(_run(config, args))
+    except ConfigError as err:
+        return _fail(single_line(str(err)))
+    except CliError as err:
+        return _fail(str(err))
+    except (SessionNameError, SessionNotFoundError) as err:
+        return _fail(single_line(str(err)))
+    except StoreError as err:
+        return _fail(single_line(str(err)))
+    except SessionReferenceError as err:
+        return _fail(_reference_error_line(err))
+    except DshError as err:
+        return _fail(single_line(str(err)))
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

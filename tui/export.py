@@ -1,0 +1,79 @@
+"""Markdown export of a session's current conversation (reference cards included)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+
+from core.cards import card_summary, card_title
+from core.log import Event, SessionHeader, message_text
+from tui.render import classify_surface
+
+__all__ = ["export_markdown"]
+
+
+def _fence(text: str) -> str:
+    """A code fence longer than any backtick run inside ``text``."""
+    longest = run = 0
+    for char in text:
+        run = run + 1 if char == "`" else 0
+        longest = max(longest, run)
+    return "`" * max(3, longest + 1)
+
+
+def _quote(text: str) -> list[str]:
+    return ["> " + line if line else ">" for line in text.split("\n")]
+
+
+def _stamp(ms: int) -> str:
+    try:
+        return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M UTC")
+    except (OverflowError, OSError, ValueError):
+        return "?"
+
+
+def export_markdown(header: SessionHeader, title: str | None, events: Sequence[Event]) -> list[str]:
+    lines = [f"# {title or header.id}", ""]
+    lines.append(f"- session: `{header.id}`")
+    lines.append(f"- cwd: `{header.cwd}`" if header.cwd is not None else "- cwd: (none)")
+    lines.append(f"- created: {_stamp(header.created_at)}")
+    for item in classify_surface(events):
+        event = item.event
+        lines.append("")
+        if item.kind == "card" and item.card is not None:
+            lines.append(f"### {card_title(item.card)}")
+            lines.append("")
+            lines.append(f"_{card_summary(item.card)}_")
+            for source in item.card.sources:
+                lines.append("")
+                lines.append(
+                    f"- **{source.label}** (`{source.session_id}`), captured through seq "
+                    f"{source.captured_through_seq}: kept {source.retained_messages}/"
+                    f"{source.original_messages}, omitted {source.omitted_messages} messages / "
+                    f"{source.omitted_bytes} bytes"
+                    + (", compacted" if source.compacted else "")
+                    + (", truncated" if source.truncated else "")
+                )
+            continue
+        if item.kind == "assistant":
+            message = event.data.get("message")
+            text = message_text(message) if isinstance(message, Mapping) else ""
+            lines += [f"## Assistant · {_stamp(event.time)}", "", text]
+            if event.data.get("finish") == "interrupted":
+                lines += ["", "_(interrupted)_"]
+            continue
+        if item.kind == "user":
+            lines += [f"## You · {_stamp(event.time)}", "", *_quote(message_text(event.data))]
+            continue
+        if item.kind == "checkpoint":
+            body = message_text(event.data)
+            fence = _fence(body)
+            lines += ["## Compacted summary", "", fence, body, fence]
+            continue
+        if item.kind == "steering":
+            message = event.data.get("message")
+            text = message_text(message) if isinstance(message, Mapping) else ""
+            lines += [f"## You (steering) · {_stamp(event.time)}", "", *_quote(text)]
+            continue
+        lines.append(f"_({event.type} event #{event.seq} not shown)_")
+    return lines

@@ -1,0 +1,82 @@
+"""Wiring: build the store, query, service and provider once, and hand them down."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+from core.config import DshConfig
+from core.engine import ChatSession
+from core.providers.base import ModelProvider
+from core.providers.offline import OfflineProvider
+from core.references import SessionReferenceConfig, SessionReferenceService
+from core.store import SessionStore
+from stores import SessionQuery, SqliteSessionStore
+
+__all__ = ["Runtime", "make_provider", "open_runtime"]
+
+
+def make_provider(config: DshConfig, *, offline_delay: float = 0.0) -> ModelProvider:
+    """The configured provider. A missing key is reported when the model is first asked."""
+    if config.provider == "openai":
+        from core.providers.openai import OpenAICompatibleProvider
+
+        return OpenAICompatibleProvider(
+            base_url=config.base_url,
+            model=config.effective_model,
+            api_key=os.environ.get(config.api_key_env) or None,
+            api_key_env=config.api_key_env,
+        )
+    return OfflineProvider(config.effective_model, chunk_delay=offline_delay)
+
+
+@dataclass
+class Runtime:
+    """Everything a host needs, built once per process."""
+
+    config: DshConfig
+    store: SessionStore
+    query: SessionQuery
+    service: SessionReferenceService
+    provider: ModelProvider
+
+    async def chat(self, session_id: str) -> ChatSession:
+        header = await self.store.read_header(session_id)
+        return ChatSession(self.store, self.query, self.service, self.provider, header)
+
+
+@asynccontextmanager
+async def open_runtime(
+    config: DshConfig,
+    *,
+    store: SessionStore | None = None,
+    provider: ModelProvider | None = None,
+    offline_delay: float = 0.0,
+) -> AsyncIterator[Runtime]:
+    own_store = store is None
+    if store is None:
+        store = await SqliteSessionStore.open(config.database)
+    try:
+        query = SessionQuery(store)
+        limits = config.references
+        service = SessionReferenceService(
+            query,
+            SessionReferenceConfig(
+                max_references=limits.max_references,
+                candidate_limit=limits.candidate_limit,
+                max_reference_bytes=limits.max_reference_bytes,
+            ),
+        )
+        own_provider = provider is None
+        if provider is None:
+            provider = make_provider(config, offline_delay=offline_delay)
+        try:
+            yield Runtime(config, store, query, service, provider)
+        finally:
+            if own_provider:
+                await provider.aclose()
+    finally:
+        if own_store:
+            await store.close()
