@@ -111,6 +111,19 @@ class SurfaceFolder(Generic[T]):
         self._by_seq[seq] = node
         return shadowed
 
+    def extend_appended(self, items: Iterable[tuple[int, T]]) -> None:
+        """Append already-validated ``(seq, item)`` plain appends, in seq order, in bulk."""
+        tail_prev = self._tail.prev
+        assert tail_prev is not None
+        for seq, item in items:
+            node: _Node[T] = _Node(seq, item)
+            node.prev = tail_prev
+            tail_prev.next = node
+            self._by_seq[seq] = node
+            tail_prev = node
+        tail_prev.next = self._tail
+        self._tail.prev = tail_prev
+
     def items(self) -> list[T]:
         """The current surface, in node order."""
         out: list[T] = []
@@ -132,10 +145,27 @@ class SurfaceFolder(Generic[T]):
 def fold_surface(events: Iterable[Event]) -> list[Event]:
     """The current surface of a log, in node order. Log-only events are skipped.
 
-    Raises ``InvalidEventError`` if the log breaks a folding rule.
+    Raises ``InvalidEventError`` if the log breaks a folding rule. Logs without replaces
+    (the common case) take a list-only path; the linked list starts at the first replace.
     """
-    folder: SurfaceFolder[Event] = SurfaceFolder()
-    for event in events:
-        if event.surface_op is not None:
-            folder.apply(event.seq, event.surface_op, event.source_event_seqs, event)
-    return folder.items()
+    surface: list[Event] = []
+    iterator = iter(events)
+    for event in iterator:
+        op = event.surface_op
+        if op is None:
+            continue
+        if op != "append":
+            folder: SurfaceFolder[Event] = SurfaceFolder()
+            folder.extend_appended((e.seq, e) for e in surface)
+            folder.apply(event.seq, op, event.source_event_seqs, event)
+            for later in iterator:
+                if later.surface_op is not None:
+                    folder.apply(later.seq, later.surface_op, later.source_event_seqs, later)
+            return folder.items()
+        sources = event.source_event_seqs
+        if sources and max(sources) >= event.seq:
+            raise InvalidEventError(
+                f"source_event_seqs entry {max(sources)} is not lower than the event's seq {event.seq}"
+            )
+        surface.append(event)
+    return surface

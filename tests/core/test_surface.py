@@ -134,3 +134,64 @@ def test_folding_matches_a_simple_list_model(ops: list[tuple[str, int, int, bool
             with pytest.raises(InvalidEventError):
                 folder.apply(seq, Replace(a, b), provenance, seq)
         assert folder.items() == model
+
+
+def _fold_with_folder(log: list[Event]) -> list[int] | str:
+    folder: SurfaceFolder[int] = SurfaceFolder()
+    try:
+        for e in log:
+            if e.surface_op is not None:
+                folder.apply(e.seq, e.surface_op, e.source_event_seqs, e.seq)
+    except InvalidEventError:
+        return "error"
+    return folder.items()
+
+
+log_strategy = st.lists(
+    st.one_of(
+        st.tuples(
+            st.just("append"),
+            st.just(0),
+            st.just(0),
+            st.lists(st.integers(0, 40), max_size=2, unique=True),
+        ),
+        st.tuples(st.just("log"), st.just(0), st.just(0), st.just([])),
+        st.tuples(
+            st.just("replace"),
+            st.integers(0, 40),
+            st.integers(0, 40),
+            st.lists(st.integers(0, 40), max_size=8, unique=True),
+        ),
+    ),
+    max_size=40,
+)
+
+
+@given(log_strategy)
+@settings(max_examples=400)
+def test_fold_surface_fast_path_agrees_with_the_folder(
+    ops: list[tuple[str, int, int, list[int]]],
+) -> None:
+    log: list[Event] = []
+    for seq, (kind, a, b, sources) in enumerate(ops):
+        if kind == "log":
+            log.append(ev(seq, None))
+        elif kind == "append":
+            log.append(ev(seq, "append", tuple(sources) or None))
+        else:
+            # give replaces the provenance they need half of the time
+            log.append(
+                ev(
+                    seq,
+                    Replace(a, b),
+                    tuple(sorted(set(sources) | set(range(min(a, b), max(a, b) + 1))))
+                    if a % 2
+                    else tuple(sources),
+                )
+            )
+    expected = _fold_with_folder(log)
+    try:
+        got: list[int] | str = seqs(fold_surface(log))
+    except InvalidEventError:
+        got = "error"
+    assert got == expected
