@@ -10,7 +10,10 @@ from typing import Any
 
 import pytest
 
+from tests.providers.fake_openai import fake_openai
 from tui.cli import main
+
+__all__ = ["fake_openai"]
 
 
 @dataclass

@@ -298,3 +298,129 @@ def test_demo_then_show_and_send_with_a_real_process(dsh_env: Path, tmp_path: Pa
     again = run("demo")
     assert again.returncode == 0
     assert len(json.loads(run("sessions", "--json").stdout)) == 7
+
+
+def test_imported_foreign_kinds_are_shown(dsh: Run, tmp_path: Path) -> None:
+    events = [
+        {
+            "type": "user/message",
+            "data": {
+                "id": "u",
+                "role": "user",
+                "content": [{"type": "text", "text": "direct question"}],
+                "source": {"kind": "user"},
+            },
+            "surface_op": "append",
+        },
+        {
+            "type": "steering/message",
+            "data": {
+                "turn": 1,
+                "message": {
+                    "id": "s",
+                    "role": "user",
+                    "content": [{"type": "text", "text": "steer this way"}],
+                    "source": {"kind": "user"},
+                },
+            },
+            "surface_op": "append",
+        },
+        {
+            "type": "assistant/message",
+            "data": {
+                "turn": 1,
+                "step": 0,
+                "message": {
+                    "id": "a",
+                    "role": "assistant",
+                    "content": [
+                        {"type": "reasoning", "text": "secret thoughts"},
+                        {"type": "tool-call", "id": "c1", "name": "grep", "arguments": "{}"},
+                        {"type": "text", "text": "calling a tool"},
+                    ],
+                    "source": {"kind": "model", "provider": "p", "model": "m"},
+                },
+            },
+            "surface_op": "append",
+        },
+        {
+            "type": "tool/result",
+            "data": {
+                "turn": 1,
+                "step": 1,
+                "message": {
+                    "id": "t",
+                    "role": "user",
+                    "content": [
+                        {
+                            "type": "tool-result",
+                            "toolCallId": "c1",
+                            "content": [{"type": "text", "text": "tool output"}],
+                            "isError": False,
+                        }
+                    ],
+                    "source": {"kind": "tool", "callId": "c1"},
+                },
+            },
+            "surface_op": "append",
+        },
+        {
+            "type": "user/message",
+            "data": {
+                "id": "p",
+                "role": "user",
+                "content": [{"type": "text", "text": "plugin context"}],
+                "source": {"kind": "plugin", "plugin": "files"},
+            },
+            "surface_op": "append",
+        },
+        {"type": "vendor/custom", "data": {"whatever": [1, 2, 3]}, "surface_op": None},
+        {
+            "type": "assistant/chunk",
+            "data": {"turn": 1, "step": 2, "chunk": {"type": "future-delta"}},
+            "surface_op": None,
+        },
+    ]
+    lines = [
+        json.dumps(
+            {"type": "session", "id": "foreign", "created_at": 1_700_000_000_000, "cwd": None}
+        )
+    ]
+    for seq, event in enumerate(events):
+        lines.append(
+            json.dumps(
+                {"seq": seq, "time": 1_700_000_000_000 + seq, "source_event_seqs": None, **event}
+            )
+        )
+    path = tmp_path / "foreign.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert dsh("import", str(path)).out.strip() == "foreign"
+    shown = dsh("show", "foreign").out
+    for expected in [
+        "direct question",
+        "You (steering)",
+        "steer this way",
+        "calling a tool",
+        "Tool result c1",
+        "Context from files",
+    ]:
+        assert expected in shown
+    assert "secret thoughts" not in shown
+    # the model sees user, steering and assistant text, never reasoning, tools or plugins' kinds lost
+    a = new(dsh)
+    preview = dsh("prepare", "--session", "foreign", "--json", "next").json()
+    assert [m["content"] for m in preview[1:]] == [
+        "direct question",
+        "steer this way",
+        "calling a tool",
+        "plugin context",
+        "next",
+    ]
+    mention = dsh("mention", "foreign").out.strip()
+    prompt = dsh("prepare", "--session", a, "--json", f"see {mention}").json()[-2]["content"]
+    assert (
+        "secret thoughts" not in prompt
+        and "tool output" not in prompt
+        and "plugin context" not in prompt
+    )
+    assert "steer this way" in prompt and "calling a tool" in prompt

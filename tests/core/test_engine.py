@@ -428,3 +428,25 @@ def test_fallback_title() -> None:
     assert fallback_title("   \n ") is None
     long = fallback_title("x" * 100)
     assert long is not None and len(long) == 60 and long.endswith("…")
+
+
+async def test_later_changes_to_the_source_never_change_the_target_replay() -> None:
+    from core.cards import parse_reference_card
+
+    provider = ScriptedProvider(WORDS, summary="sum")
+    src, store = await make(provider, session_id="src")
+    await collect(src, "original source text")
+    target, _ = await make(ScriptedProvider(WORDS), store, session_id="tgt")
+    mention = format_session_reference_mention(SessionReferenceInput("src", "S"))
+    await collect(target, f"look at {mention}")
+    before = await store.read_events("tgt")
+    card_before = parse_reference_card(before[0].data)
+    assert card_before is not None
+    assert ("user", "original source text") in card_before.sources[0].conversation
+
+    await collect(src, "a later message")  # change
+    await src.compact()  # compact
+    await store.delete_session("src")  # delete
+    after = await store.read_events("tgt")
+    assert after == before
+    assert parse_reference_card(after[0].data) == card_before
