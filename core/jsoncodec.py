@@ -13,7 +13,7 @@ import decimal
 import json
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from json.encoder import encode_basestring
 from typing import Any, NoReturn
 
@@ -93,8 +93,11 @@ class FrozenList(list[Any]):
         return f"FrozenList({list.__repr__(self)})"
 
 
-def _freeze_list(items: Iterable[Any]) -> FrozenList:
-    return FrozenList(_freeze_list(x) if type(x) is list else x for x in items)
+def _freeze_list(items: list[Any]) -> FrozenList:
+    for i, item in enumerate(items):
+        if type(item) is list:
+            items[i] = _freeze_list(item)
+    return FrozenList(items)
 
 
 def _freeze_object(obj: dict[str, Any]) -> FrozenDict:
@@ -102,6 +105,11 @@ def _freeze_object(obj: dict[str, Any]) -> FrozenDict:
         if type(value) is list:
             obj[key] = _freeze_list(value)
     return FrozenDict(obj)
+
+
+# One decoder each: ``json.loads`` with keyword arguments builds a new decoder per call.
+_FROZEN_DECODER = json.JSONDecoder(object_hook=_freeze_object)
+_PLAIN_DECODER = json.JSONDecoder()
 
 
 def thaw_json(value: Any) -> Any:
@@ -229,9 +237,9 @@ def loads_exact(text: str, *, frozen: bool = True) -> Any:
     if _ESCAPED_PAIR.search(text) is None:
         try:
             if frozen:
-                value = json.loads(text, object_hook=_freeze_object)
+                value = _FROZEN_DECODER.decode(text)
                 return _freeze_list(value) if type(value) is list else value
-            return json.loads(text)
+            return _PLAIN_DECODER.decode(text)
         except RecursionError as err:
             raise JSONDecodeError("JSON is nested too deeply", text, 0) from err
     return _SlowParser(text, frozen).parse()

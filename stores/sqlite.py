@@ -375,6 +375,9 @@ class SqliteSessionStore:
             id=session_id, created_at=created_at, cwd=None if cwd is None else _dec(cwd)
         )
 
+    def _decode_events(self, rows: Iterable[Sequence[Any]]) -> list[Event]:
+        return [self._decode_event(row) for row in rows]
+
     def _decode_event(self, row: Sequence[Any]) -> Event:
         seq, type_, time, data, surface_op, source_seqs = row
         try:
@@ -502,15 +505,16 @@ class SqliteSessionStore:
     async def read_events(self, session_id: str) -> list[Event]:
         sid = check_session_id(session_id)
 
-        async def body(conn: aiosqlite.Connection) -> list[Event]:
+        async def body(conn: aiosqlite.Connection) -> Iterable[Sequence[Any]]:
             await self._require_session(conn, sid)
             rows = await conn.execute_fetchall(
                 f"SELECT {_EVENT_COLUMNS} FROM events WHERE session_id = ? ORDER BY seq",
                 (_enc(sid),),
             )
-            return [self._decode_event(row) for row in rows]
+            return rows
 
-        return await self._run(body, write=False)
+        # Decoding thousands of rows is CPU work: keep it off the event loop.
+        return await asyncio.to_thread(self._decode_events, await self._run(body, write=False))
 
     async def read_surface_events(
         self, session_id: str
@@ -519,7 +523,7 @@ class SqliteSessionStore:
 
         async def body(
             conn: aiosqlite.Connection,
-        ) -> tuple[SessionHeader, int | None, list[Event]]:
+        ) -> tuple[SessionHeader, int | None, Iterable[Sequence[Any]]]:
             header = await self._require_session(conn, sid)
             key = _enc(sid)
             last = await _scalar(conn, "SELECT max(seq) FROM events WHERE session_id = ?", (key,))
@@ -528,9 +532,10 @@ class SqliteSessionStore:
                 f"WHERE session_id = ? AND kind = {KIND_SURFACE} ORDER BY seq",
                 (key,),
             )
-            return header, last, [self._decode_event(row) for row in rows]
+            return header, last, rows
 
-        return await self._run(body, write=False)
+        header, last, rows = await self._run(body, write=False)
+        return header, last, await asyncio.to_thread(self._decode_events, rows)
 
     async def read_titles(
         self, session_ids: Sequence[str] | None = None
@@ -629,6 +634,8 @@ def _encode_op(op: SurfaceOp) -> str:
 
 
 def _decode_op(text: str) -> SurfaceOp:
+    if text == '"append"':
+        return "append"
     op = surface_op_from_json(json.loads(text))
     if op is None:
         raise InvalidEventError("a stored surface event has no surface_op")
