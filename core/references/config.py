@@ -48,16 +48,23 @@ MAX_SESSION_REFERENCES: Final = 3
 class SessionReferenceError(DshError):
     """Any failure of the session-reference feature; ``code`` says which (a ``SESSION_REFERENCE_*``)."""
 
-    def __init__(self, message: str, code: str) -> None:
+    def __init__(self, message: str, code: str, *, session_id: str | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.code = code
+        self.session_id = session_id  # the source concerned, when there is one
 
     def __reduce__(self) -> tuple[object, ...]:
-        return (type(self), (self.message, self.code))
+        return (_rebuild_error, (type(self), self.message, self.code, self.session_id))
 
     def __repr__(self) -> str:
         return f"SessionReferenceError({self.message!r}, {self.code!r})"
+
+
+def _rebuild_error(
+    cls: type[SessionReferenceError], message: str, code: str, session_id: str | None
+) -> SessionReferenceError:
+    return cls(message, code, session_id=session_id)
 
 
 def _positive_int(value: object) -> bool:

@@ -113,6 +113,7 @@ def _budget_exceeded(session_id: str, max_bytes: int, why: str) -> SessionRefere
     return SessionReferenceError(
         f"session {session_id!r} does not fit in {max_bytes} bytes: {why}",
         SESSION_REFERENCE_BUDGET_EXCEEDED,
+        session_id=session_id,
     )
 
 

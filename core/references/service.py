@@ -100,6 +100,7 @@ class SessionReferenceService:
         factories: Sequence[Callable[[], Awaitable[Any]]],
         names: Sequence[str],
         cancel: asyncio.Event | None,
+        ids: Sequence[str] | None = None,
     ) -> list[Any]:
         try:
             return await gather_cancellable(factories, cancel)
@@ -110,6 +111,7 @@ class SessionReferenceService:
             raise SessionReferenceError(
                 f"could not read {what} {names[failed.index]}: {cause!r}",
                 SESSION_REFERENCE_READ_FAILED,
+                session_id=None if ids is None else ids[failed.index],
             ) from cause
 
     # ----------------------------------------------------------------------- candidates
@@ -226,6 +228,7 @@ class SessionReferenceService:
             [reader(ref.session_id) for ref in refs],
             [repr(ref.session_id) for ref in refs],
             cancel,
+            [ref.session_id for ref in refs],
         )
         sources: list[dict[str, Any]] = []
         entries: list[dict[str, Any]] = []
@@ -234,6 +237,7 @@ class SessionReferenceService:
                 raise SessionReferenceError(
                     f"reading session {ref.session_id!r} returned {type(snapshot).__name__}",
                     SESSION_REFERENCE_READ_FAILED,
+                    session_id=ref.session_id,
                 )
             assert ref.label is not None
             retained = retain_source(
