@@ -1,0 +1,588 @@
+"""The message composer: a multi-line editor with sent-message history and the ``@`` picker.
+
+Typing ``@`` at the start of a line or after whitespace opens a :class:`MentionPicker` of
+sessions to reference; picking one inserts ``@[label](dsh-session:…)``, which is shown as
+one styled unit (label highlighted, URI dimmed) and deleted whole by Backspace at its end.
+
+Messages (all bubble to the app):
+
+* :class:`Composer.Submitted` – Enter with a non-blank draft while ``send_enabled``; carries
+  the raw draft, mentions intact. The composer does not clear itself: after a successful
+  send the app calls :meth:`Composer.clear_draft` and :meth:`Composer.add_to_history`.
+* :class:`Composer.SendBlocked` – Enter while ``send_enabled`` is False (the app says why).
+* ``TextArea.Changed`` / ``TextArea.SelectionChanged`` as usual.
+
+Esc is consumed only while the picker is open; otherwise it bubbles to the app.
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_right
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import ClassVar
+
+from rich.cells import cell_len
+from rich.text import Text
+from textual import events, work
+from textual.binding import Binding, BindingType
+from textual.document._document import Location
+from textual.geometry import Region
+from textual.message import Message
+from textual.reactive import reactive
+from textual.strip import Strip
+from textual.widgets import TextArea
+
+import core.log
+from core.display import single_line
+from core.references import (
+    SESSION_REFERENCE_SCHEME,
+    SessionReferenceCandidate,
+    SessionReferenceInput,
+    SessionReferenceSpan,
+    find_session_reference_spans,
+    format_session_reference_mention,
+)
+from tui.picker import MentionPicker
+
+__all__ = ["CandidateSource", "Composer", "safe_mention"]
+
+
+def _wall_clock_ms() -> int:
+    """``core.log.now_ms`` looked up at call time (so a test can patch it)."""
+    return core.log.now_ms()
+
+
+CandidateSource = Callable[[str], Awaitable[Sequence[SessionReferenceCandidate]]]
+"""Given the text typed after ``@``, the sessions to offer (at most ``candidate_limit``)."""
+
+MENTION_LABEL_HIGHLIGHT = "dsh.mention.label"
+MENTION_URI_HIGHLIGHT = "dsh.mention.uri"
+
+_NEWLINE_KEYS = frozenset({"shift+enter", "ctrl+j", "alt+enter"})
+
+# Characters that must never reach the terminal raw. Each is drawn as one visible cell
+# (so columns keep matching the document): C0 controls as control pictures, others as U+FFFD.
+_UNSAFE_IN_LINE = re.compile(
+    "[\x00-\x08\x0a-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff"
+    "\ufff9-\ufffb\ud800-\udfff]"
+)
+
+
+def _visible_char(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    if code < 0x20:
+        return chr(0x2400 + code)
+    if code == 0x7F:
+        return "\u2421"
+    return "\ufffd"
+
+
+def _visible_line(line: str) -> str:
+    """``line`` with every unsafe character replaced by one visible character."""
+    if line.isascii() and line.isprintable():
+        return line
+    return _UNSAFE_IN_LINE.sub(_visible_char, line)
+
+
+def safe_mention(candidate: SessionReferenceCandidate) -> str:
+    """The mention to insert for ``candidate``, with a label safe to display.
+
+    Normally ``candidate.mention``; a label holding control or bidi characters is replaced
+    by its escaped form (the session id lives in the URI, so the reference is unchanged).
+    """
+    label = single_line(candidate.label)
+    if label == candidate.label:
+        return candidate.mention
+    return format_session_reference_mention(SessionReferenceInput(candidate.session_id, label))
+
+
+def _load_css() -> str:
+    return (Path(__file__).with_name("composer.tcss")).read_text(encoding="utf-8")
+
+
+class Composer(TextArea):
+    """Multi-line message editor with history, ``@`` mentions and a session picker.
+
+    The app sets ``candidate_source`` (an async callable, see :data:`CandidateSource`),
+    ``max_references`` and ``send_enabled``; it appends sent drafts with
+    :meth:`add_to_history`. ``now_ms`` (the picker's clock) can be injected for tests.
+    """
+
+    DEFAULT_CSS = _load_css()
+
+    COMPONENT_CLASSES: ClassVar[set[str]] = TextArea.COMPONENT_CLASSES | {
+        "composer--mention-label",
+        "composer--mention-uri",
+    }
+    """``composer--mention-label``: the ``@[label]`` part of a mention;
+    ``composer--mention-uri``: its ``(dsh-session:…)`` part."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("enter", "submit", "Send", show=True),
+        Binding("shift+enter,ctrl+j", "newline", "Newline", show=True),
+    ]
+
+    send_enabled: reactive[bool] = reactive(True)
+    """When False, Enter posts :class:`SendBlocked` instead of :class:`Submitted`."""
+
+    class Submitted(Message):
+        """Enter was pressed: ``text`` is the raw draft (mentions intact)."""
+
+        def __init__(self, composer: Composer, text: str) -> None:
+            super().__init__()
+            self.composer = composer
+            self.text = text
+
+        @property
+        def control(self) -> Composer:
+            return self.composer
+
+    class SendBlocked(Message):
+        """Enter was pressed while ``send_enabled`` is False."""
+
+        def __init__(self, composer: Composer) -> None:
+            super().__init__()
+            self.composer = composer
+
+        @property
+        def control(self) -> Composer:
+            return self.composer
+
+    def __init__(
+        self,
+        text: str = "",
+        *,
+        candidate_source: CandidateSource | None = None,
+        max_references: int = 3,
+        candidate_limit: int = 50,
+        now_ms: Callable[[], int] | None = None,
+        cursor_blink: bool = True,
+        placeholder: str = "",
+        name: str | None = None,
+        id: str | None = None,
+        classes: str | None = None,
+        disabled: bool = False,
+    ) -> None:
+        # TextArea.__init__ already moves the cursor and builds highlights: state first.
+        self._reference_spans: list[SessionReferenceSpan] = []
+        self._mention_at: Location | None = None
+        self._mention_query: str | None = None
+        self._lookup_generation = 0
+        super().__init__(
+            text,
+            soft_wrap=True,
+            tab_behavior="focus",
+            show_line_numbers=False,
+            highlight_cursor_line=False,
+            placeholder=placeholder,
+            name=name,
+            id=id,
+            classes=classes,
+            disabled=disabled,
+        )
+        self.set_reactive(TextArea.cursor_blink, cursor_blink)
+        self.set_reactive(TextArea.match_cursor_bracket, False)
+        self.candidate_source: CandidateSource | None = candidate_source
+        """Async lookup of picker rows; ``None`` shows an empty picker."""
+        self.max_references = max_references
+        """How many distinct sessions one message may reference (shown in the picker)."""
+        self.candidate_limit = candidate_limit
+        """At most this many rows are listed (the source should already cut there)."""
+        self.now_ms: Callable[[], int] = now_ms if now_ms is not None else _wall_clock_ms
+        """Clock for the picker's relative ages, in epoch milliseconds."""
+        self.sent_history: list[str] = []
+        """Sent messages, newest last; Up on the first line / Down on the last walk it.
+        (``TextArea.history`` is the undo history, hence the different name.)"""
+        self._history_index: int | None = None
+        self._history_loaded = ""
+        self._saved_draft = ""
+        self._picker = MentionPicker(self, now_ms=lambda: self.now_ms())
+
+    # ------------------------------------------------------------------ public API
+
+    @property
+    def picker(self) -> MentionPicker:
+        """The picker overlay (mounted on this composer's screen)."""
+        return self._picker
+
+    @property
+    def picker_open(self) -> bool:
+        return self._mention_at is not None
+
+    @property
+    def draft(self) -> str:
+        """The raw draft text, mentions intact."""
+        return self.text
+
+    @property
+    def reference_spans(self) -> list[SessionReferenceSpan]:
+        """Every mention and bare token in the draft (valid or not), left to right."""
+        return list(self._reference_spans)
+
+    @property
+    def reference_count(self) -> int:
+        """How many distinct sessions the draft validly references."""
+        return len({span.session_id for span in self._reference_spans if span.valid})
+
+    def set_draft(self, text: str) -> None:
+        """Replace the draft (cursor at its end), closing the picker and history browsing."""
+        self._close_picker()
+        self._history_index = None
+        self.load_text(text)
+        self.move_cursor(self.document.end)
+
+    def clear_draft(self) -> None:
+        self.set_draft("")
+
+    def add_to_history(self, text: str) -> None:
+        """Remember a sent message (blank ones and repeats of the newest are skipped)."""
+        self._history_index = None
+        if text.strip() and (not self.sent_history or self.sent_history[-1] != text):
+            self.sent_history.append(text)
+
+    def action_submit(self) -> None:
+        """Post :class:`Submitted` (or :class:`SendBlocked`); a blank draft does nothing."""
+        if self.read_only:
+            return
+        if not self.send_enabled:
+            self.post_message(self.SendBlocked(self))
+            return
+        text = self.text
+        if text.strip():
+            self.post_message(self.Submitted(self, text))
+
+    def action_newline(self) -> None:
+        if not self.read_only:
+            self._replace_via_keyboard("\n", *self.selection)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def on_mount(self) -> None:
+        self.screen.mount(self._picker)
+
+    def on_unmount(self) -> None:
+        if self._picker.is_attached:
+            self._picker.remove()
+
+    def on_blur(self) -> None:
+        self._close_picker()
+
+    def on_resize(self) -> None:
+        self._position_picker()
+
+    # ------------------------------------------------------------------ keys
+
+    @staticmethod
+    def _consume(event: events.Key) -> None:
+        event.stop()
+        event.prevent_default()
+
+    async def _on_key(self, event: events.Key) -> None:
+        if self.read_only:
+            return
+        self._restart_blink()
+        key = event.key
+        if self.picker_open and self._picker_key(event):
+            return
+        if key in _NEWLINE_KEYS:
+            self._consume(event)
+            self.action_newline()
+        elif key == "enter":
+            self._consume(event)
+            self.action_submit()
+        elif (key == "up" and self._history_up()) or (key == "down" and self._history_down()):
+            self._consume(event)
+        elif event.character == "@":
+            self._consume(event)
+            self._type_at_sign()
+
+    def _picker_key(self, event: events.Key) -> bool:
+        """Route a key to the open picker; True when it was consumed."""
+        key = event.key
+        if key == "escape":
+            self._consume(event)
+            self._close_picker()
+            return True
+        if key in ("up", "down"):
+            self._consume(event)
+            self._picker.move_highlight(-1 if key == "up" else 1)
+            return True
+        if key in ("enter", "tab"):
+            candidate = self._picker.highlighted_candidate
+            if candidate is not None:
+                self._consume(event)
+                self._pick(candidate)
+                return True
+            self._close_picker()
+            if key == "tab":
+                self._consume(event)
+                return True
+        return False  # Enter with nothing to pick: sends as usual
+
+    def _type_at_sign(self) -> None:
+        start, end = sorted(self.selection)
+        row, col = start
+        before = self.document.get_line(row)[col - 1] if col > 0 else ""
+        result = self._replace_via_keyboard("@", start, end)
+        if result is None:
+            return
+        if before == "" or before.isspace():
+            at_row, at_col = result.end_location
+            self._open_picker((at_row, at_col - 1))
+
+    # ------------------------------------------------------------------ history
+
+    def _on_first_visual_line(self) -> bool:
+        return self.wrapped_document.location_to_offset(self.cursor_location).y == 0
+
+    def _on_last_visual_line(self) -> bool:
+        y = self.wrapped_document.location_to_offset(self.cursor_location).y
+        return bool(y >= self.wrapped_document.height - 1)
+
+    def _browsing_history(self) -> bool:
+        if self._history_index is not None and self.text != self._history_loaded:
+            self._history_index = None  # the recalled entry was edited: it is the draft now
+        return self._history_index is not None
+
+    def _history_up(self) -> bool:
+        if not self.sent_history or not self.selection.is_empty:
+            return False
+        if not self._on_first_visual_line():
+            return False
+        if not self._browsing_history():
+            self._saved_draft = self.text
+            index = len(self.sent_history) - 1
+        elif self._history_index:
+            index = self._history_index - 1
+        else:
+            return True  # already at the oldest entry
+        self._show_history(index, self.sent_history[index])
+        return True
+
+    def _history_down(self) -> bool:
+        if not self._browsing_history() or not self.selection.is_empty:
+            return False
+        if not self._on_last_visual_line():
+            return False
+        assert self._history_index is not None
+        index = self._history_index + 1
+        if index >= len(self.sent_history):
+            self._show_history(None, self._saved_draft)
+        else:
+            self._show_history(index, self.sent_history[index])
+        return True
+
+    def _show_history(self, index: int | None, text: str) -> None:
+        self.replace(text, (0, 0), self.document.end, maintain_selection_offset=False)
+        self._history_index = index
+        self._history_loaded = text
+
+    # ------------------------------------------------------------------ picker
+
+    def _open_picker(self, at: Location) -> None:
+        self._mention_at = at
+        self._mention_query = None
+        self._picker.set_header(self.reference_count, self.max_references)
+        self._picker.show_candidates(())
+        self._picker.open()
+        self._sync_picker()
+
+    def _close_picker(self) -> None:
+        if self._mention_at is None:
+            return
+        self._mention_at = None
+        self._mention_query = None
+        self._lookup_generation += 1
+        self.workers.cancel_group(self, "mention-lookup")
+        self._picker.close()
+
+    def _current_query(self) -> str | None:
+        """The text between the ``@`` and the cursor, or None when the cursor left it."""
+        if self._mention_at is None:
+            return None
+        start, end = self.selection
+        if start != end:
+            return None
+        at_row, at_col = self._mention_at
+        row, col = end
+        if row != at_row or col <= at_col or at_row >= self.document.line_count:
+            return None
+        line = self.document.get_line(at_row)
+        if at_col >= len(line) or line[at_col] != "@":
+            return None
+        query = line[at_col + 1 : col]
+        if any(char.isspace() for char in query):
+            return None
+        return query
+
+    def _sync_picker(self) -> None:
+        """Follow the cursor: close, re-query or just re-place the open picker."""
+        if self._mention_at is None:
+            return
+        query = self._current_query()
+        if query is None:
+            self._close_picker()
+            return
+        if query != self._mention_query:
+            self._mention_query = query
+            self._request_lookup(query)
+        self._position_picker()
+
+    def _request_lookup(self, query: str) -> None:
+        self._lookup_generation += 1
+        if self.candidate_source is None:
+            self._picker.show_candidates(())
+            return
+        self._picker.show_searching()
+        self._lookup(query, self._lookup_generation)
+
+    @work(exclusive=True, group="mention-lookup", exit_on_error=False)
+    async def _lookup(self, query: str, generation: int) -> None:
+        """Ask the source for rows; a newer keystroke cancels this and stale rows are dropped."""
+        source = self.candidate_source
+        if source is None:
+            return
+        try:
+            rows = list(await source(query))
+        except Exception as error:
+            if generation == self._lookup_generation and self.picker_open:
+                self.log.warning(f"mention lookup failed: {error!r}")
+                self._picker.show_error()
+                self._position_picker()
+            return
+        if generation != self._lookup_generation or not self.picker_open:
+            return
+        self._picker.show_candidates(rows[: max(0, self.candidate_limit)])
+        self._position_picker()
+
+    def _position_picker(self) -> None:
+        """Put the picker next to the ``@``: above the cursor line when there is room."""
+        if self._mention_at is None or not self.is_mounted or not self._picker.is_attached:
+            return
+        cursor = self.cursor_screen_offset
+        screen_width, screen_height = self.screen.size
+        height = self._picker.expected_height
+        width = min(self._picker.expected_width, screen_width)
+        x = cursor.x - cell_len("@" + (self._mention_query or ""))
+        x = max(0, min(x, screen_width - width))
+        # Above the whole composer (its border included) when it fits, else below the cursor.
+        top = self.region.y
+        y = top - height if top - height >= 0 else cursor.y + 1
+        y = max(0, min(y, screen_height - height))
+        self._picker.styles.offset = (x, y)
+
+    def _pick(self, candidate: SessionReferenceCandidate) -> None:
+        """Replace ``@query`` by the candidate's mention and one space; cursor after it."""
+        at = self._mention_at
+        if at is None:
+            return
+        end = self.cursor_location
+        self._close_picker()
+        self.replace(safe_mention(candidate) + " ", at, end, maintain_selection_offset=False)
+
+    def on_mention_picker_picked(self, message: MentionPicker.Picked) -> None:
+        message.stop()
+        if message.picker is not self._picker or not self.picker_open:
+            return
+        candidates = self._picker.candidates
+        if 0 <= message.index < len(candidates):
+            self._pick(candidates[message.index])
+        if not self.has_focus:
+            self.focus()
+
+    # ------------------------------------------------------------------ edits
+
+    def watch_selection(self) -> None:
+        self._sync_picker()
+
+    def on_text_area_changed(self, event: TextArea.Changed) -> None:
+        if event.text_area is not self:
+            return
+        self._sync_picker()
+        if self.picker_open:
+            self._picker.set_header(self.reference_count, self.max_references)
+
+    def action_delete_left(self) -> None:
+        """Backspace: a valid mention ending at the cursor goes as a whole."""
+        if not self.read_only and self.selection.is_empty:
+            line_starts = self._line_starts()
+            row, col = self.cursor_location
+            index = line_starts[row] + col
+            for span in self._reference_spans:
+                if span.end == index and span.valid and span.kind == "mention":
+                    start_row = bisect_right(line_starts, span.start) - 1
+                    start = (start_row, span.start - line_starts[start_row])
+                    self._delete_via_keyboard(start, self.cursor_location)
+                    return
+        super().action_delete_left()
+
+    # ------------------------------------------------------------------ rendering
+
+    def get_line(self, line_index: int) -> Text:
+        """The line as drawn: control, bidi and surrogate characters made visible."""
+        return Text(_visible_line(self.document.get_line(line_index)), end="", no_wrap=True)
+
+    def _build_highlight_map(self) -> None:
+        """Add highlight ranges for each valid mention (private TextArea API, pinned)."""
+        super()._build_highlight_map()
+        text = self.text
+        if "@[" not in text and SESSION_REFERENCE_SCHEME not in text:
+            self._reference_spans = []
+            return
+        self._reference_spans = find_session_reference_spans(text)
+        if not any(span.valid for span in self._reference_spans):
+            return
+        line_starts = self._line_starts()
+        for span in self._reference_spans:
+            if not span.valid:
+                continue
+            if span.kind == "mention":
+                uri_start = span.end - len(span.uri) - 2  # "(" + uri + ")"
+                self._add_highlight(line_starts, span.start, uri_start, MENTION_LABEL_HIGHLIGHT)
+                self._add_highlight(line_starts, uri_start, span.end, MENTION_URI_HIGHLIGHT)
+            else:
+                self._add_highlight(line_starts, span.start, span.end, MENTION_LABEL_HIGHLIGHT)
+
+    def _line_starts(self) -> list[int]:
+        """Character offset in ``self.text`` at which each document row starts."""
+        document = self.document
+        newline = len(document.newline)
+        starts: list[int] = []
+        offset = 0
+        for row in range(document.line_count):
+            starts.append(offset)
+            offset += len(document.get_line(row)) + newline
+        return starts
+
+    def _add_highlight(self, line_starts: list[int], start: int, end: int, name: str) -> None:
+        """Highlight ``text[start:end]`` (character offsets) as UTF-8 byte columns per row."""
+        row = bisect_right(line_starts, start) - 1
+        while row < len(line_starts) and line_starts[row] < end:
+            line = _visible_line(self.document.get_line(row))
+            first = max(start - line_starts[row], 0)
+            last = min(end - line_starts[row], len(line))
+            if last > first:
+                byte_first = len(line[:first].encode("utf-8"))
+                byte_last = len(line[:last].encode("utf-8"))
+                self._highlights[row].append((byte_first, byte_last, name))
+            row += 1
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        theme = self._theme
+        if theme is not None:
+            label = self.get_component_rich_style("composer--mention-label", partial=True)
+            uri = self.get_component_rich_style("composer--mention-uri", partial=True)
+            styles = theme.syntax_styles
+            if (
+                styles.get(MENTION_LABEL_HIGHLIGHT) != label
+                or styles.get(MENTION_URI_HIGHLIGHT) != uri
+            ):
+                # A new dict: the theme object's own dict is shared with the builtin theme.
+                theme.syntax_styles = {
+                    **styles,
+                    MENTION_LABEL_HIGHLIGHT: label,
+                    MENTION_URI_HIGHLIGHT: uri,
+                }
+        return super().render_lines(crop)
