@@ -1,0 +1,45 @@
+"""SVG snapshot assertions for the UI; baselines live in the top-level ``snapshots/`` folder.
+
+A baseline is written only with ``pytest --snapshot-update`` (after looking at it); a
+missing or different baseline fails the test and writes the new rendering beside it as
+``<name>.new.svg`` (ignored by git) for inspection.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from pathlib import Path
+
+import pytest
+from textual.app import App
+
+SNAPSHOT_DIR = Path(__file__).resolve().parents[2] / "snapshots"
+
+
+def _normalise(svg: str) -> str:
+    # Rich names its CSS classes after a hash of the content; keep them, they are stable.
+    return re.sub(r"\r\n?", "\n", svg)
+
+
+def assert_snapshot(request: pytest.FixtureRequest, app: App[object], name: str) -> None:
+    svg = _normalise(app.export_screenshot(title="dsh"))
+    path = SNAPSHOT_DIR / f"{name}.svg"
+    if request.config.getoption("--snapshot-update"):
+        SNAPSHOT_DIR.mkdir(exist_ok=True)
+        path.write_text(svg, encoding="utf-8")
+        return
+    candidate = SNAPSHOT_DIR / f"{name}.new.svg"
+    if not path.exists():
+        candidate.write_text(svg, encoding="utf-8")
+        pytest.fail(
+            f"no baseline {path.name}; look at {candidate.name}, then run pytest --snapshot-update"
+        )
+    expected = path.read_text(encoding="utf-8")
+    if svg != expected:
+        candidate.write_text(svg, encoding="utf-8")
+        diff = "".join(
+            list(difflib.unified_diff(expected.splitlines(True), svg.splitlines(True), n=1))[:40]
+        )
+        pytest.fail(f"snapshot {path.name} differs (new rendering in {candidate.name}):\n{diff}")
+    candidate.unlink(missing_ok=True)

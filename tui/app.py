@@ -1,0 +1,552 @@
+"""The dsh Textual app: session list, transcript, composer, and the send flow.
+
+The app builds nothing itself beyond the widgets: it is handed a ``Runtime`` (store, query,
+service, provider), or a config to open one. Every store call is awaited off the UI's
+event loop (aiosqlite), long work runs in workers, and untrusted text is only ever
+rendered as ``rich.text.Text``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import sys
+from collections.abc import Callable, Iterable
+from contextlib import AsyncExitStack
+from pathlib import Path, PurePath
+from typing import ClassVar
+
+from textual import on, work
+from textual.app import App, ComposeResult, SystemCommand
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical
+from textual.screen import Screen
+from textual.widgets import Footer
+
+from core.config import DshConfig
+from core.display import single_line
+from core.engine import (
+    ChatSession,
+    CompactionError,
+    ReplyDelta,
+    ReplyFinished,
+    TitleChanged,
+)
+from core.errors import DshError, SessionNotFoundError, StoreError
+from core.log import now_ms
+from core.logfile import export_jsonl
+from core.references import (
+    SessionReferenceCandidate,
+    SessionReferenceError,
+    find_session_reference_spans,
+)
+from tui.commands import SessionCommands
+from tui.composer import Composer
+from tui.export import export_markdown
+from tui.modals import ConfirmScreen, RenameScreen, delete_question
+from tui.runtime import Runtime, open_runtime
+from tui.sidebar import Sidebar
+from tui.statusbar import NoticeBar, StatusLine, TitleBar
+from tui.transcript import TRANSCRIPT_CSS_PATH, Transcript
+
+__all__ = ["DshApp", "reference_error_message", "run_app"]
+
+
+def reference_error_message(
+    err: SessionReferenceError, label_of: Callable[[str], str], max_references: int = 3
+) -> str:
+    """The problem in plain words, one per error code (the code itself is shown dimmed)."""
+    code = err.code.removeprefix("SESSION_REFERENCE_")
+    who = single_line(label_of(err.session_id), 60) if err.session_id is not None else "a session"
+    if code == "SELF_REFERENCE":
+        return "You mentioned this session itself. A message can only reference other sessions."
+    if code == "TOO_MANY":
+        return (
+            f"Too many references: one message can reference at most {max_references} "
+            "sessions. Remove one and send again."
+        )
+    if code == "READ_FAILED":
+        return f"Could not read the referenced session “{who}”. It may have been deleted; pick it again with @."
+    if code == "BUDGET_EXCEEDED":
+        return (
+            f"The referenced session “{who}” is too large for the snapshot budget, even shortened."
+        )
+    if code == "INVALID_REFERENCE":
+        return "The draft has a malformed session mention. Delete it and pick the session again with @."
+    if code == "CANCELLED":
+        return "Preparation cancelled. Your draft is back in the composer."
+    return "The referenced sessions could not be prepared."
+
+
+class ChatScreen(Screen[None]):
+    """The one main screen: sidebar, title, transcript, status, notice and composer."""
+
+    def __init__(
+        self, app_now: Callable[[], int], cursor_blink: bool, max_refs: int, limit: int
+    ) -> None:
+        super().__init__()
+        self._now = app_now
+        self._cursor_blink = cursor_blink
+        self._max_refs = max_refs
+        self._limit = limit
+
+    def compose(self) -> ComposeResult:
+        yield TitleBar(id="title-bar")
+        with Horizontal(id="main"):
+            yield Sidebar(now=self._now, id="sidebar")
+            with Vertical(id="chat"):
+                yield Transcript(id="transcript")
+                yield StatusLine(id="status")
+                yield NoticeBar(id="notice")
+                yield Composer(
+                    id="composer",
+                    now_ms=self._now,
+                    cursor_blink=self._cursor_blink,
+                    max_references=self._max_refs,
+                    candidate_limit=self._limit,
+                    placeholder="Message… (@ to reference another session, Enter to send)",
+                )
+        yield Footer()
+
+
+class DshApp(App[int]):
+    """dsh in the terminal."""
+
+    CSS_PATH: ClassVar[list[str | PurePath]] = ["app.tcss", TRANSCRIPT_CSS_PATH]
+    TITLE = "dsh"
+    COMMANDS = App.COMMANDS | {SessionCommands}
+    ENABLE_COMMAND_PALETTE = True
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("ctrl+n", "new_session", "New"),
+        Binding("f2", "rename_session", "Rename"),
+        Binding("f8", "delete_session", "Delete"),
+        Binding("f6", "compact_session", "Compact"),
+        Binding("ctrl+b", "toggle_sidebar", "Sidebar"),
+        Binding("ctrl+l", "focus_sessions", "Sessions", show=False),
+        Binding("escape", "cancel", "Cancel/stop", show=False),
+        Binding("ctrl+q", "quit", "Quit"),
+    ]
+
+    def __init__(
+        self,
+        runtime: Runtime | None = None,
+        *,
+        config: DshConfig | None = None,
+        now: Callable[[], int] = now_ms,
+        cwd: str | None = None,
+        cursor_blink: bool = True,
+        initial_session: str | None = None,
+        offline_delay: float = 0.01,
+    ) -> None:
+        super().__init__()
+        if runtime is None and config is None:
+            raise ValueError("DshApp needs a runtime or a config")
+        self._runtime = runtime
+        self._config = config if config is not None else runtime.config  # type: ignore[union-attr]
+        self._stack = AsyncExitStack()
+        self._now = now
+        self._cwd = cwd if cwd is not None else os.getcwd()
+        self._cursor_blink = cursor_blink
+        self._initial_session = initial_session
+        self._offline_delay = offline_delay
+        self.chat: ChatSession | None = None
+        self.preparing = False
+        self.streaming = False
+        self._cancel_prepare: asyncio.Event | None = None
+        self._interrupt: asyncio.Event | None = None
+        self.startup_error: str | None = None
+
+    # ------------------------------------------------------------------ set-up
+
+    @property
+    def runtime(self) -> Runtime:
+        assert self._runtime is not None, "the runtime is opened on mount"
+        return self._runtime
+
+    def get_default_screen(self) -> Screen[None]:
+        limits = self._config.references
+        return ChatScreen(
+            self._now, self._cursor_blink, limits.max_references, limits.candidate_limit
+        )
+
+    async def on_ready(self) -> None:
+        """After the main screen is composed: open the store and show the newest session."""
+        if self._runtime is None:
+            try:
+                self._runtime = await self._stack.enter_async_context(
+                    open_runtime(self._config, offline_delay=self._offline_delay)
+                )
+            except (StoreError, DshError, OSError) as err:
+                self.startup_error = single_line(str(err))
+                self.exit(1)
+                return
+        composer = self.composer
+        composer.candidate_source = self._candidates
+        composer.focus()
+        if getattr(self.runtime.store, "read_only", False):
+            composer.send_enabled = False
+            self.notice.show_notice(
+                "This database is read-only: you can read sessions but not send.", warning=True
+            )
+        await self.refresh_sessions()
+        headers = self.sidebar.entries
+        first = self._initial_session or (headers[0].header.id if headers else None)
+        if first is not None:
+            await self.open_session(first)
+        else:
+            self.transcript.show_empty_state()
+            self._update_title()
+
+    async def on_unmount(self) -> None:
+        await self._stack.aclose()
+
+    # ------------------------------------------------------------------ widgets
+
+    @property
+    def composer(self) -> Composer:
+        return self.screen.query_one("#composer", Composer)
+
+    @property
+    def transcript(self) -> Transcript:
+        return self.screen.query_one("#transcript", Transcript)
+
+    @property
+    def sidebar(self) -> Sidebar:
+        return self.screen.query_one("#sidebar", Sidebar)
+
+    @property
+    def notice(self) -> NoticeBar:
+        return self.screen.query_one("#notice", NoticeBar)
+
+    @property
+    def status(self) -> StatusLine:
+        return self.screen.query_one("#status", StatusLine)
+
+    @property
+    def current_id(self) -> str | None:
+        return self.chat.session_id if self.chat is not None else None
+
+    # ------------------------------------------------------------------ sessions
+
+    async def refresh_sessions(self) -> None:
+        headers = await self.runtime.query.list_sessions()
+        titles = await self.runtime.query.read_titles()
+        self.sidebar.set_sessions(headers, titles, self.current_id)
+        self._update_title()
+
+    def _label_of(self, session_id: str) -> str:
+        entry = self.sidebar.entry(session_id)
+        return entry.label if entry is not None else session_id
+
+    def _update_title(self) -> None:
+        bar = self.screen.query_one("#title-bar", TitleBar)
+        model = self.runtime.provider.model if self._runtime is not None else ""
+        if self.chat is None:
+            bar.show(None, None, None, model)
+            return
+        entry = self.sidebar.entry(self.chat.session_id)
+        bar.show(entry.title if entry else None, self.chat.session_id, self.chat.header.cwd, model)
+
+    async def open_session(self, session_id: str) -> None:
+        """Show a session: replay its current surface (windowed)."""
+        try:
+            chat = await self.runtime.chat(session_id)
+            snapshot = await self.runtime.query.read_surface(session_id)
+        except SessionNotFoundError:
+            self.notice.show_notice("That session no longer exists.", warning=True)
+            await self.refresh_sessions()
+            return
+        self.chat = chat
+        self.sidebar.set_current(session_id)
+        self.transcript.load(snapshot.events)
+        self._update_title()
+
+    async def _candidates(self, query: str) -> list[SessionReferenceCandidate]:
+        if self.chat is None:
+            return []
+        return await self.runtime.service.list_candidates(self.chat.header, query)
+
+    async def _ensure_session(self) -> ChatSession:
+        if self.chat is None:
+            header = await self.runtime.store.create_session(cwd=self._cwd)
+            await self.refresh_sessions()
+            await self.open_session(header.id)
+        assert self.chat is not None
+        return self.chat
+
+    @on(Sidebar.Selected)
+    async def _sidebar_selected(self, message: Sidebar.Selected) -> None:
+        if self.preparing or self.streaming:
+            self.notice.show_notice(
+                "Wait for the current reply (or press Esc) before switching.", warning=True
+            )
+            return
+        await self.open_session(message.session_id)
+        self.composer.focus()
+
+    @on(Sidebar.DeleteRequested)
+    def _sidebar_delete(self, message: Sidebar.DeleteRequested) -> None:
+        self._confirm_delete(message.session_id)
+
+    # ------------------------------------------------------------------ sending
+
+    @on(Composer.Submitted)
+    def _submitted(self, message: Composer.Submitted) -> None:
+        draft = message.text
+        if not draft.strip():
+            return
+        if self.preparing or self.streaming:
+            self.notice.show_notice(
+                "Still busy with the last message; press Esc to stop it.", warning=True
+            )
+            return
+        self.notice.clear()
+        self._send(draft)
+
+    @on(Composer.SendBlocked)
+    def _send_blocked(self) -> None:
+        if self.preparing:
+            self.notice.show_notice(
+                "Preparing the referenced sessions… press Esc to cancel.", warning=True
+            )
+        elif getattr(self.runtime.store, "read_only", False):
+            self.notice.show_notice(
+                "This database is read-only: sending is disabled.", warning=True
+            )
+
+    @work(exclusive=True, group="send")
+    async def _send(self, draft: str) -> None:
+        chat = await self._ensure_session()
+        composer = self.composer
+        count = len({s.session_id for s in find_session_reference_spans(draft) if s.session_id})
+        composer.clear_draft()
+        self._cancel_prepare = asyncio.Event()
+        self.preparing = True
+        composer.send_enabled = False
+        if count:
+            plural = "session" if count == 1 else "sessions"
+            self.status.set_status(f"Preparing {count} referenced {plural}… (Esc cancels)")
+        try:
+            submitted = await chat.submit(draft, cancel=self._cancel_prepare)
+        except SessionReferenceError as err:
+            self._restore_draft(draft)
+            self.notice.show_notice(
+                reference_error_message(
+                    err, self._label_of, self._config.references.max_references
+                ),
+                err.code,
+            )
+            return
+        except (StoreError, DshError) as err:
+            self._restore_draft(draft)
+            self.notice.show_notice(f"Could not send: {single_line(str(err), 200)}")
+            return
+        finally:
+            self.preparing = False
+            self._cancel_prepare = None
+            composer.send_enabled = True
+            self.status.set_status(None)
+        composer.add_to_history(draft)
+        self.transcript.follow()
+        self.transcript.add_events(submitted.events)
+        await self._stream_reply(chat)
+
+    def _restore_draft(self, draft: str) -> None:
+        """Put the draft back, unless the user has started a new one (never overwrite)."""
+        if not self.composer.draft:
+            self.composer.set_draft(draft)
+
+    async def _stream_reply(self, chat: ChatSession) -> None:
+        self._interrupt = asyncio.Event()
+        self.streaming = True
+        self.status.set_status("Replying… (Esc stops)")
+        view = self.transcript.begin_reply()
+        try:
+            async for update in chat.reply(interrupt=self._interrupt):
+                if isinstance(update, ReplyDelta):
+                    view.append(update.kind, update.text)
+                elif isinstance(update, ReplyFinished):
+                    error = str(update.error) if update.error is not None else None
+                    view.finish(update.status, error, event=update.message_event)
+                    if update.status == "error" and error is not None:
+                        self.notice.show_notice(
+                            f"The model failed: {single_line(error, 200)}. Your message and any partial reply are saved."
+                        )
+                elif isinstance(update, TitleChanged):
+                    await self.refresh_sessions()
+        except (StoreError, DshError) as err:
+            view.finish("error", str(err))
+            self.notice.show_notice(f"Could not save the reply: {single_line(str(err), 200)}")
+        finally:
+            self.streaming = False
+            self._interrupt = None
+            self.status.set_status(None)
+
+    def action_cancel(self) -> None:
+        """Esc: cancel preparation (draft kept) or stop a streaming reply (partial kept)."""
+        if self._cancel_prepare is not None:
+            self._cancel_prepare.set()
+        elif self._interrupt is not None:
+            self._interrupt.set()
+        else:
+            self.notice.clear()
+
+    # ------------------------------------------------------------------ actions
+
+    async def action_new_session(self) -> None:
+        if self.preparing or self.streaming:
+            return
+        header = await self.runtime.store.create_session(cwd=self._cwd)
+        await self.refresh_sessions()
+        await self.open_session(header.id)
+        self.composer.focus()
+
+    def action_rename_session(self) -> None:
+        if self.chat is None:
+            return
+        chat = self.chat
+
+        async def done(title: str | None) -> None:
+            if title:
+                await chat.rename(title)
+                await self.refresh_sessions()
+
+        self.push_screen(RenameScreen(self._label_of(chat.session_id)), done)
+
+    def action_delete_session(self) -> None:
+        if self.chat is not None:
+            self._confirm_delete(self.chat.session_id)
+
+    def _confirm_delete(self, session_id: str) -> None:
+        if self.preparing or self.streaming:
+            return
+
+        async def done(confirmed: bool | None) -> None:
+            if not confirmed:
+                return
+            with contextlib.suppress(SessionNotFoundError):
+                await self.runtime.store.delete_session(session_id)
+            if self.current_id == session_id:
+                self.chat = None
+            await self.refresh_sessions()
+            if self.chat is None:
+                remaining = self.sidebar.entries
+                if remaining:
+                    await self.open_session(remaining[0].header.id)
+                else:
+                    self.transcript.load([])
+                    self._update_title()
+
+        self.push_screen(
+            ConfirmScreen(delete_question(self._label_of(session_id), session_id)), done
+        )
+
+    @work(exclusive=True, group="compact")
+    async def action_compact_session(self) -> None:
+        if self.chat is None or self.preparing or self.streaming:
+            return
+        chat = self.chat
+        self.status.set_status("Compacting…")
+        try:
+            result = await chat.compact()
+        except CompactionError as err:
+            self.notice.show_notice(single_line(str(err), 200), warning=True)
+            return
+        finally:
+            self.status.set_status(None)
+        if self.chat is chat:
+            snapshot = await self.runtime.query.read_surface(chat.session_id)
+            self.transcript.load(snapshot.events)
+        self.notify(f"Compacted {len(result.shadowed)} messages into a summary.", markup=False)
+
+    def action_toggle_sidebar(self) -> None:
+        self.sidebar.toggle_class("-hidden")
+        if self.sidebar.has_class("-hidden"):
+            self.composer.focus()
+
+    def action_focus_sessions(self) -> None:
+        self.sidebar.remove_class("-hidden")
+        self.sidebar.filter_input.focus()
+
+    def action_copy_last_reply(self) -> None:
+        text = self.transcript.last_reply_text()
+        if not text:
+            self.notify("There is no reply to copy yet.", markup=False, severity="warning")
+            return
+        self.copy_to_clipboard(text)
+        self.notify("Copied the last reply to the clipboard.", markup=False)
+
+    async def action_export(self, fmt: str = "md") -> None:
+        if self.chat is None:
+            return
+        chat = self.chat
+        header = chat.header
+        if fmt == "json":
+            events = await self.runtime.store.read_events(header.id)
+            lines = list(export_jsonl(header, events))
+        else:
+            snapshot = await self.runtime.query.read_surface(header.id)
+            entry = self.sidebar.entry(header.id)
+            lines = export_markdown(header, entry.title if entry else None, snapshot.events)
+        safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in header.id)[:40] or "session"
+        path = Path(self._cwd) / f"dsh-{safe}.{'jsonl' if fmt == 'json' else 'md'}"
+        try:
+            await asyncio.to_thread(path.write_text, "\n".join(lines) + "\n", encoding="utf-8")
+        except OSError as err:
+            self.notice.show_notice(f"Could not export: {single_line(str(err), 200)}")
+            return
+        self.notify(f"Exported to {single_line(str(path))}", markup=False)
+
+    def switch_to(self, session_id: str) -> None:
+        self.run_worker(self._switch(session_id), exclusive=True, group="switch")
+
+    async def _switch(self, session_id: str) -> None:
+        if not (self.preparing or self.streaming):
+            await self.open_session(session_id)
+
+    def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        yield SystemCommand(
+            "New session", "Start a new chat session (Ctrl+N)", self.action_new_session
+        )
+        yield SystemCommand(
+            "Rename session", "Give the current session a title (F2)", self.action_rename_session
+        )
+        yield SystemCommand(
+            "Compact session",
+            "Replace the conversation by a summary (F6)",
+            self.action_compact_session,
+        )
+        yield SystemCommand(
+            "Delete session", "Delete the current session (F8)", self.action_delete_session
+        )
+        yield SystemCommand(
+            "Export as Markdown",
+            "Write the conversation to a .md file in the working directory",
+            lambda: self.run_worker(self.action_export("md")),
+        )
+        yield SystemCommand(
+            "Export as JSONL",
+            "Write the raw log (importable with dsh import)",
+            lambda: self.run_worker(self.action_export("json")),
+        )
+        yield SystemCommand(
+            "Copy last reply",
+            "Copy the newest assistant reply to the clipboard",
+            self.action_copy_last_reply,
+        )
+        yield SystemCommand(
+            "Toggle sidebar", "Show or hide the session list (Ctrl+B)", self.action_toggle_sidebar
+        )
+
+
+def run_app(config: DshConfig) -> int:
+    """Run the TUI; returns the process exit code."""
+    app = DshApp(config=config)
+    code = app.run()
+    if app.startup_error:
+        print(f"dsh: error: {app.startup_error}", file=sys.stderr)
+        return 1
+    return int(code or 0)

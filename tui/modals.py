@@ -1,0 +1,110 @@
+"""Small modal screens: rename a session, confirm a deletion."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Input, Label
+
+from core.display import single_line
+
+__all__ = ["ConfirmScreen", "RenameScreen"]
+
+_MODAL_CSS = """
+{name} {{ align: center middle; background: $background 60%; }}
+{name} > Vertical {{
+    width: 64; max-width: 90%; height: auto; padding: 1 2;
+    border: thick $primary 70%; background: $surface;
+}}
+{name} Label {{ width: 100%; margin-bottom: 1; }}
+{name} Horizontal {{ height: auto; align-horizontal: right; margin-top: 1; }}
+{name} Button {{ margin-left: 1; }}
+"""
+
+
+class RenameScreen(ModalScreen[str | None]):
+    """Ask for a new title; dismisses with the title, or ``None`` when cancelled."""
+
+    DEFAULT_CSS = _MODAL_CSS.format(name="RenameScreen")
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
+
+    def __init__(self, current: str) -> None:
+        super().__init__()
+        self._current = current
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Label(Text("Rename session"), id="rename-title")
+            yield Input(value=self._current, id="rename-input", select_on_focus=True)
+            with Horizontal():
+                yield Button("Cancel", id="cancel")
+                yield Button("Rename", id="ok", variant="primary")
+
+    @on(Input.Submitted)
+    def _submitted(self) -> None:
+        self._accept()
+
+    @on(Button.Pressed, "#ok")
+    def _ok(self) -> None:
+        self._accept()
+
+    @on(Button.Pressed, "#cancel")
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+    def _accept(self) -> None:
+        value = " ".join(self.query_one(Input).value.split())
+        if not value:
+            self.notify("A title cannot be empty.", severity="warning", markup=False)
+            return
+        self.dismiss(value)
+
+
+class ConfirmScreen(ModalScreen[bool]):
+    """A yes/no question; the question text is untrusted-safe (rendered as ``Text``)."""
+
+    DEFAULT_CSS = _MODAL_CSS.format(name="ConfirmScreen")
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "no", "Cancel"),
+        Binding("y", "yes", "Yes", show=False),
+    ]
+
+    def __init__(self, question: Text, confirm_label: str = "Delete") -> None:
+        super().__init__()
+        self._question = question
+        self._confirm_label = confirm_label
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Label(self._question, id="confirm-question")
+            with Horizontal():
+                yield Button("Cancel", id="no")
+                yield Button(self._confirm_label, id="yes", variant="error")
+
+    def on_mount(self) -> None:
+        self.query_one("#no", Button).focus()
+
+    @on(Button.Pressed, "#yes")
+    def action_yes(self) -> None:
+        self.dismiss(True)
+
+    @on(Button.Pressed, "#no")
+    def action_no(self) -> None:
+        self.dismiss(False)
+
+
+def delete_question(label: str, session_id: str) -> Text:
+    text = Text("Delete the session ")
+    text.append(single_line(label, 60), style="bold")
+    if label != session_id:
+        text.append(f" ({single_line(session_id, 40)})", style="dim")
+    text.append(
+        "?\nIts whole log is removed. Reference cards in other sessions keep their snapshot."
+    )
+    return text

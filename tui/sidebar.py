@@ -1,0 +1,172 @@
+"""The session list: title or id, relative age and cwd; filter by typing; current highlighted."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import ClassVar
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical
+from textual.events import Key
+from textual.message import Message
+from textual.widgets import Input, OptionList, Static
+from textual.widgets.option_list import Option
+
+from core.display import relative_age, single_line
+from core.log import SessionHeader, now_ms
+from core.query import SessionTitle
+
+__all__ = ["SessionEntry", "Sidebar"]
+
+
+@dataclass(frozen=True, slots=True)
+class SessionEntry:
+    header: SessionHeader
+    title: str | None
+
+    @property
+    def label(self) -> str:
+        return self.title if self.title else self.header.id
+
+    def matches(self, query: str) -> bool:
+        needle = query.casefold()
+        return any(
+            needle in value.casefold()
+            for value in (self.header.id, self.title or "", self.header.cwd or "")
+        )
+
+
+class Sidebar(Vertical):
+    """Lists sessions newest first. Posts ``Sidebar.Selected`` when the user opens one."""
+
+    DEFAULT_CSS = """
+    Sidebar { width: 34; dock: left; border-right: vkey $foreground 20%; }
+    Sidebar #sidebar-title { padding: 0 1; color: $text-muted; text-style: bold; }
+    Sidebar Input { border: none; height: 1; padding: 0 1; margin: 0 0 1 0; }
+    Sidebar OptionList { border: none; height: 1fr; padding: 0; background: transparent; }
+    Sidebar.-hidden { display: none; }
+    """
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("delete", "delete_session", "Delete", show=False)
+    ]
+
+    class Selected(Message):
+        def __init__(self, session_id: str) -> None:
+            super().__init__()
+            self.session_id = session_id
+
+    class DeleteRequested(Message):
+        def __init__(self, session_id: str) -> None:
+            super().__init__()
+            self.session_id = session_id
+
+    def __init__(self, *, now: Callable[[], int] = now_ms, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._now = now
+        self._entries: list[SessionEntry] = []
+        self._visible: list[SessionEntry] = []
+        self.current_id: str | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Static("Sessions", id="sidebar-title")
+        yield Input(placeholder="Filter sessions…", id="session-filter")
+        yield OptionList(id="session-list")
+
+    @property
+    def option_list(self) -> OptionList:
+        return self.query_one("#session-list", OptionList)
+
+    @property
+    def filter_input(self) -> Input:
+        return self.query_one("#session-filter", Input)
+
+    @property
+    def entries(self) -> Sequence[SessionEntry]:
+        return tuple(self._entries)
+
+    @property
+    def visible_ids(self) -> list[str]:
+        return [e.header.id for e in self._visible]
+
+    def set_sessions(
+        self,
+        headers: Sequence[SessionHeader],
+        titles: Mapping[str, SessionTitle],
+        current_id: str | None,
+    ) -> None:
+        self._entries = [
+            SessionEntry(h, titles[h.id].title if h.id in titles else None) for h in headers
+        ]
+        self.current_id = current_id
+        self._refresh_options()
+
+    def set_current(self, session_id: str | None) -> None:
+        self.current_id = session_id
+        self._refresh_options()
+
+    def entry(self, session_id: str) -> SessionEntry | None:
+        return next((e for e in self._entries if e.header.id == session_id), None)
+
+    def _row(self, entry: SessionEntry, width: int) -> Text:
+        current = entry.header.id == self.current_id
+        row = Text(no_wrap=True, overflow="ellipsis")
+        row.append("● " if current else "  ", style="bold green")
+        row.append(single_line(entry.label, max(8, width - 3)), style="bold" if current else "")
+        row.append("\n  ")
+        age = relative_age(entry.header.created_at, self._now())
+        cwd = single_line(entry.header.cwd) if entry.header.cwd is not None else "no cwd"
+        row.append(single_line(f"{age} · {cwd}", max(8, width - 3)), style="dim")
+        return row
+
+    def _refresh_options(self) -> None:
+        if not self.is_mounted:
+            return
+        query = self.filter_input.value.strip()
+        self._visible = [e for e in self._entries if not query or e.matches(query)]
+        width = max(12, (self.size.width or 34) - 2)
+        options = self.option_list
+        options.clear_options()
+        options.add_options([Option(self._row(e, width), id=None) for e in self._visible])
+        if self.current_id in self.visible_ids:
+            options.highlighted = self.visible_ids.index(self.current_id)
+
+    def on_mount(self) -> None:
+        self._refresh_options()
+
+    @on(Input.Changed, "#session-filter")
+    def _filter_changed(self, event: Input.Changed) -> None:
+        event.stop()
+        self._refresh_options()
+
+    @on(Input.Submitted, "#session-filter")
+    def _filter_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        if self._visible:
+            index = self.option_list.highlighted or 0
+            self.post_message(self.Selected(self._visible[index].header.id))
+
+    @on(OptionList.OptionSelected, "#session-list")
+    def _option_selected(self, event: OptionList.OptionSelected) -> None:
+        event.stop()
+        if 0 <= event.option_index < len(self._visible):
+            self.post_message(self.Selected(self._visible[event.option_index].header.id))
+
+    def on_key(self, event: Key) -> None:
+        # Typing while the list has focus filters it: send printable keys to the filter.
+        if self.option_list.has_focus and event.is_printable and event.character:
+            self.filter_input.focus()
+            self.filter_input.insert_text_at_cursor(event.character)
+            event.stop()
+        elif self.filter_input.has_focus and event.key in ("down", "up"):
+            self.option_list.focus()
+            event.stop()
+
+    def action_delete_session(self) -> None:
+        index = self.option_list.highlighted
+        if index is not None and 0 <= index < len(self._visible):
+            self.post_message(self.DeleteRequested(self._visible[index].header.id))

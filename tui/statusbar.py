@@ -1,0 +1,77 @@
+"""The title bar, the status line and the notice bar: plain ``Text`` only, never markup."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.widgets import Static
+
+from core.display import single_line
+
+__all__ = ["NoticeBar", "StatusLine", "TitleBar"]
+
+
+class TitleBar(Static):
+    """Session title (or id), its cwd, and the model in use."""
+
+    DEFAULT_CSS = """
+    TitleBar { dock: top; height: 1; background: $panel; color: $text; padding: 0 1; }
+    """
+
+    def show(self, title: str | None, session_id: str | None, cwd: str | None, model: str) -> None:
+        text = Text(no_wrap=True, overflow="ellipsis")
+        text.append("dsh", style="bold")
+        text.append("  ")
+        if session_id is None:
+            text.append("no session", style="dim")
+        else:
+            text.append(single_line(title or session_id, 80), style="bold")
+            if cwd is not None:
+                text.append(f"  {single_line(cwd, 40)}", style="dim")
+        text.append("  ·  model ", style="dim")
+        text.append(single_line(model, 40))
+        self.update(text)
+
+
+class StatusLine(Static):
+    """What the app is doing right now (preparing, streaming, compacting)."""
+
+    DEFAULT_CSS = """
+    StatusLine { height: 1; padding: 0 1; color: $text-muted; }
+    StatusLine.-idle { display: none; }
+    """
+
+    def set_status(self, message: str | None) -> None:
+        self.set_class(message is None, "-idle")
+        self.update(Text(message or "", style="italic"))
+
+
+class NoticeBar(Static):
+    """The latest problem in plain words, with its error code dimmed; stays until dismissed."""
+
+    DEFAULT_CSS = """
+    NoticeBar {
+        height: auto; max-height: 4; padding: 0 1; margin: 0 1;
+        border-left: thick $error; background: $error 15%;
+    }
+    NoticeBar.-warning { border-left: thick $warning; background: $warning 15%; }
+    NoticeBar.-hidden { display: none; }
+    """
+
+    def on_mount(self) -> None:
+        self.add_class("-hidden")
+
+    def show_notice(self, message: str, code: str | None = None, *, warning: bool = False) -> None:
+        text = Text(message)
+        if code:
+            text.append(f"  {code}", style="dim")
+        self.update(text)
+        self.set_class(warning, "-warning")
+        self.remove_class("-hidden")
+
+    def clear(self) -> None:
+        self.add_class("-hidden")
+        self.update("")
+
+    @property
+    def visible_text(self) -> str:
+        return "" if self.has_class("-hidden") else str(self.render())

@@ -1,0 +1,904 @@
+"""The transcript: a windowed replay of a session's current surface plus the streaming reply.
+
+Only the newest ``page_size`` items are mounted; a "Load earlier messages" button at the
+top mounts the previous page while keeping the view where it was. Assistant messages are
+Markdown (raw HTML disabled, so ``</referenced-sessions>`` stays visible text), but Textual's
+``Markdown`` costs one widget per block, so a history message first shows its escaped source
+as one plain ``Static`` and is upgraded to ``Markdown`` only when it comes near the viewport.
+Every piece of stored text is untrusted: it is escaped with ``escape_control`` and shown as
+``rich.text.Text`` (or parsed as Markdown without HTML), never as Textual/Rich markup.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from markdown_it import MarkdownIt
+from rich.text import Text
+from textual import events
+from textual.app import ComposeResult
+from textual.await_complete import AwaitComplete
+from textual.containers import Vertical, VerticalScroll
+from textual.message import Message
+from textual.timer import Timer
+from textual.widget import MountError, Widget
+from textual.widgets import Button, Markdown, Static
+
+from core.display import escape_control, single_line
+from core.jsoncodec import thaw_json
+from core.log import Event, message_text
+from tui.cards import CheckpointCard, CollapsedItem, ReferenceCard
+from tui.render import TranscriptItem, classify_surface, highlight_mentions
+
+__all__ = [
+    "EMPTY_STATE_TEXT",
+    "EMPTY_STATE_TITLE",
+    "FLUSH_INTERVAL",
+    "MAX_MOUNTED",
+    "PAGE_SIZE",
+    "TRANSCRIPT_CSS_PATH",
+    "AssistantMessage",
+    "EmptyState",
+    "ReplyRecord",
+    "ReplyView",
+    "TimeFormat",
+    "Transcript",
+    "UserMessage",
+    "format_time",
+    "literal_markdown_parser",
+    "reasoning_text",
+    "tool_result_text",
+]
+
+TRANSCRIPT_CSS_PATH = Path(__file__).with_name("transcript.tcss")
+"""Styles of the transcript and its items; include it in the app's or screen's ``CSS_PATH``."""
+
+PAGE_SIZE = 40
+"""Items mounted on open and by each "Load earlier messages"."""
+MAX_MOUNTED = 200
+"""While following the tail, older items beyond this many are unmounted (they can be
+loaded again); keeps a long live session as light as a freshly opened one."""
+FLUSH_INTERVAL = 0.05
+"""Streaming text is handed to the Markdown widget at most this often (seconds)."""
+RENDER_MARGIN = 1.0
+"""Deferred messages within this many screen heights of the viewport become Markdown."""
+
+EMPTY_STATE_TITLE = "Start a conversation"
+EMPTY_STATE_TEXT = (
+    "Type a message below and press Enter to send it.\n"
+    "Type @ to reference another session: a read-only snapshot of that session is attached "
+    "to your message as background for the model.\n"
+    "\n"
+    "Ctrl+N starts a new session · Ctrl+P opens the command palette."
+)
+
+TimeFormat = Callable[[int], str]
+Status = Literal["completed", "interrupted", "error"]
+
+
+def format_time(ms: int) -> str:
+    """Epoch milliseconds as local ``YYYY-MM-DD HH:MM`` (deterministic under a pinned TZ)."""
+    try:
+        return datetime.fromtimestamp(ms / 1000).strftime("%Y-%m-%d %H:%M")
+    except (OverflowError, OSError, ValueError):
+        return "?"
+
+
+def literal_markdown_parser() -> MarkdownIt:
+    """GFM-like Markdown with raw HTML disabled, so tags in a message stay visible text."""
+    return MarkdownIt("gfm-like", {"html": False})
+
+
+def reasoning_text(message: Mapping[str, Any]) -> str:
+    """The message's ``reasoning`` blocks joined by newlines."""
+    content = message.get("content")
+    if not isinstance(content, (list, tuple)):
+        return ""
+    return "\n".join(
+        block["text"]
+        for block in content
+        if isinstance(block, Mapping)
+        and block.get("type") == "reasoning"
+        and isinstance(block.get("text"), str)
+    )
+
+
+def tool_result_text(message: Mapping[str, Any]) -> tuple[str, bool]:
+    """The text of a tool-result message (top-level and nested text blocks) and its error flag."""
+    content = message.get("content")
+    parts: list[str] = []
+    is_error = False
+    for block in content if isinstance(content, (list, tuple)) else ():
+        if not isinstance(block, Mapping):
+            continue
+        if block.get("type") == "text" and isinstance(block.get("text"), str):
+            parts.append(block["text"])
+        elif block.get("type") == "tool-result":
+            is_error = is_error or block.get("isError") is True
+            inner = block.get("content")
+            for sub in inner if isinstance(inner, (list, tuple)) else ():
+                if (
+                    isinstance(sub, Mapping)
+                    and sub.get("type") == "text"
+                    and isinstance(sub.get("text"), str)
+                ):
+                    parts.append(sub["text"])
+    return "\n".join(parts), is_error
+
+
+def _attached(widget: Widget) -> bool:
+    """``widget.is_attached``, re-read after an await (a plain call keeps mypy from narrowing)."""
+    return widget.is_attached
+
+
+def _done() -> AwaitComplete:
+    """An already finished awaitable, for calls that have nothing to do."""
+
+    async def nothing() -> None:
+        return None
+
+    return AwaitComplete(nothing())
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _first_line(text: str, limit: int = 80) -> str:
+    for line in text.splitlines():
+        if line.strip():
+            return single_line(line.strip(), limit)
+    return ""
+
+
+def _header(label: str, detail: Iterable[str]) -> Text:
+    text = Text(label, style="bold")
+    for part in detail:
+        if part:
+            text.append(" · " + part, style="dim")
+    return text
+
+
+# --------------------------------------------------------------------------- items
+
+
+class UserMessage(Static):
+    """A direct user message (or steering message): readable text, ``@label`` mentions styled."""
+
+    def __init__(
+        self,
+        text: str,
+        *,
+        labels: Sequence[str] = (),
+        title: str = "You",
+        time: str = "",
+        classes: str | None = None,
+    ) -> None:
+        self.text = text
+        body = _header(title, [time])
+        body.append("\n")
+        body.append_text(highlight_mentions(text, labels))
+        super().__init__(body, markup=False, classes=classes)
+
+
+class EmptyState(Static):
+    """What a newcomer sees in an empty session."""
+
+    def __init__(self) -> None:
+        text = Text(EMPTY_STATE_TITLE + "\n\n", style="bold")
+        text.append(EMPTY_STATE_TEXT)
+        super().__init__(text, id="transcript-empty", markup=False)
+
+
+def _marker(status: str | None, error: str | None) -> Text | None:
+    if error is not None or status == "error":
+        text = Text("✖ Error", style="bold")
+        if error:
+            text.append(": " + escape_control(error))
+        return text
+    if status == "interrupted":
+        return Text("⏸ Interrupted: the reply was stopped", style="bold")
+    return None
+
+
+class AssistantMessage(Vertical):
+    """A stored assistant message. Its body starts as escaped plain text and becomes
+    Markdown when ``render_markdown`` is called (the transcript does it near the viewport)."""
+
+    def __init__(
+        self,
+        text: str,
+        *,
+        reasoning: str = "",
+        model: str | None = None,
+        time: str = "",
+        status: str | None = None,
+        error: str | None = None,
+        markdown: bool = False,
+        classes: str | None = None,
+    ) -> None:
+        super().__init__(classes=classes)
+        self.text = text
+        self.reasoning = reasoning
+        self.status = status
+        self.error = error
+        self._header = Static(
+            _header("Assistant", [single_line(model, 60) if model else "", time]),
+            classes="message-header",
+            markup=False,
+        )
+        self._source = escape_control(text)
+        self._body: Widget
+        self._deferred = bool(text) and not markdown
+        if not text:
+            self._body = Static(Text("(no text)", style="dim italic"), classes="message-empty")
+        elif markdown:
+            self._body = self._new_markdown(self._source)
+        else:
+            self._body = Static(Text(self._source), classes="md-placeholder", markup=False)
+        marker = _marker(status, error)
+        self._marker = (
+            None
+            if marker is None
+            else Static(
+                marker,
+                markup=False,
+                classes="message-marker "
+                + ("-error" if error or status == "error" else "-interrupted"),
+            )
+        )
+
+    @classmethod
+    def from_event(cls, event: Event, *, time_format: TimeFormat | None = None) -> AssistantMessage:
+        data = event.data
+        message = _mapping(data.get("message"))
+        source = _mapping(message.get("source"))
+        model = source.get("model")
+        finish = data.get("finish")
+        status = finish if isinstance(finish, str) else None
+        if data.get("interrupted") is True and status is None:
+            status = "interrupted"
+        error_data = data.get("error")
+        error: str | None = None
+        if isinstance(error_data, Mapping):
+            error = str(error_data.get("message") or error_data.get("kind") or "")
+        elif error_data is not None:
+            error = str(error_data)
+        return cls(
+            message_text(message),
+            reasoning=reasoning_text(message),
+            model=model if isinstance(model, str) else None,
+            time=time_format(event.time) if time_format is not None else "",
+            status=status,
+            error=error,
+        )
+
+    @staticmethod
+    def _new_markdown(source: str) -> Markdown:
+        return Markdown(
+            source, parser_factory=literal_markdown_parser, open_links=False, classes="message-body"
+        )
+
+    @property
+    def deferred(self) -> bool:
+        """True while the body is still the plain-text stand-in."""
+        return self._deferred
+
+    def compose(self) -> ComposeResult:
+        yield self._header
+        if self.reasoning:
+            yield CollapsedItem("Reasoning", self.reasoning, classes="reasoning")
+        yield self._body
+        if self._marker is not None:
+            yield self._marker
+
+    async def render_markdown(self) -> None:
+        """Swap the plain-text stand-in for Markdown (mounted hidden, shown when ready)."""
+        if not self._deferred or not self.is_attached:
+            return
+        self._deferred = False
+        placeholder = self._body
+        markdown = Markdown(
+            parser_factory=literal_markdown_parser, open_links=False, classes="message-body"
+        )
+        markdown.display = False
+        await self.mount(markdown, after=placeholder)
+        await markdown.update(self._source)
+        if not _attached(self):  # removed meanwhile (a new load)
+            return
+        with self.app.batch_update():
+            markdown.display = True
+            self._body = markdown
+            await placeholder.remove()
+
+
+@dataclass
+class ReplyRecord:
+    """What a live reply has shown (kept so the reply can be mounted again after paging)."""
+
+    text: str = ""
+    reasoning: str = ""
+    status: Status | None = None  # None while streaming
+    error: str | None = None
+    event: Event | None = None
+
+
+class ReplyView(Vertical):
+    """The streaming assistant reply.
+
+    ``append`` is cheap and synchronous; text reaches the Markdown widget in batches at most
+    every ``FLUSH_INTERVAL`` seconds. ``finish`` flushes and shows the interrupted/error marker.
+    """
+
+    class Finished(Message):
+        """The reply finished (posted after the last text was rendered)."""
+
+        def __init__(self, view: ReplyView) -> None:
+            super().__init__()
+            self.view = view
+
+        @property
+        def control(self) -> ReplyView:
+            return self.view
+
+    def __init__(self, record: ReplyRecord | None = None, *, classes: str | None = None) -> None:
+        super().__init__(classes=classes)
+        self.record = record if record is not None else ReplyRecord()
+        self._pending_text: list[str] = []
+        self._reasoning_dirty = False
+        self._timer: Timer | None = None
+        self._lock = asyncio.Lock()
+        self._ready = asyncio.Event()
+        self._header = Static(_header("Assistant", []), classes="message-header", markup=False)
+        self._thinking = Static(Text("thinking…", style="dim italic"), classes="reply-thinking")
+        self._reasoning: CollapsedItem | None = None
+        self._markdown = Markdown(
+            parser_factory=literal_markdown_parser, open_links=False, classes="message-body"
+        )
+        self._marker = Static(classes="message-marker", markup=False)
+        self._marker.display = False
+
+    @property
+    def text(self) -> str:
+        return self.record.text
+
+    @property
+    def finished(self) -> bool:
+        return self.record.status is not None
+
+    @property
+    def markdown(self) -> Markdown:
+        return self._markdown
+
+    def compose(self) -> ComposeResult:
+        yield self._header
+        yield self._thinking
+        yield self._markdown
+        yield self._marker
+
+    def on_mount(self) -> None:
+        self._ready.set()
+        if self._pending_text or self._reasoning_dirty:
+            self._schedule()
+
+    def on_unmount(self) -> None:
+        if self._timer is not None:
+            self._timer.stop()
+            self._timer = None
+        self._ready.set()  # release anyone waiting in finish()
+
+    def append(self, kind: Literal["text", "reasoning"] | str, text: str) -> None:
+        """Add a streamed delta: ``"text"`` (Markdown) or ``"reasoning"`` (collapsed, dimmed)."""
+        if not text or self.finished:
+            return
+        if kind == "reasoning":
+            self.record.reasoning += text
+            self._reasoning_dirty = True
+        else:
+            self.record.text += text
+            self._pending_text.append(text)
+        self._schedule()
+
+    def _schedule(self) -> None:
+        if self._timer is None and self.is_mounted and self.is_attached:
+            self._timer = self.set_timer(FLUSH_INTERVAL, self._on_flush_timer)
+
+    async def _on_flush_timer(self) -> None:
+        self._timer = None
+        await self._flush()
+
+    async def _flush(self) -> None:
+        async with self._lock:
+            if not self.is_attached:
+                return
+            if self._reasoning_dirty:
+                self._reasoning_dirty = False
+                if self._reasoning is None:
+                    self._reasoning = CollapsedItem(
+                        "Thinking…", self.record.reasoning, classes="reasoning"
+                    )
+                    self._thinking.display = False  # the fold's "Thinking…" says it
+                    await self.mount(self._reasoning, before=self._markdown)
+                else:
+                    self._reasoning.set_body(self.record.reasoning)
+            if self._pending_text:
+                chunk = escape_control("".join(self._pending_text))
+                self._pending_text.clear()
+                self._thinking.display = False
+                await self._markdown.append(chunk)
+
+    def finish(
+        self, status: Status | str, error_message: str | None = None, *, event: Event | None = None
+    ) -> AwaitComplete:
+        """End the stream: render what is left and show a marker for interrupted/error.
+
+        ``event`` (the stored ``assistant/message``) lets the transcript know this reply is
+        already on screen, so adding that event later does not show it twice.
+        """
+        if self.finished:
+            return _done()
+        normalized: Status = "error"
+        if status == "completed":
+            normalized = "completed"
+        elif status == "interrupted":
+            normalized = "interrupted"
+        self.record.status = normalized
+        self.record.error = error_message
+        if event is not None:
+            self.record.event = event
+        if self._timer is not None:
+            self._timer.stop()
+            self._timer = None
+
+        async def finishing() -> None:
+            await self._ready.wait()
+            await self._flush()
+            if not self.is_attached:
+                return
+            self._thinking.display = False
+            if self._reasoning is not None:
+                self._reasoning.set_title("Reasoning")
+            marker = _marker(normalized, error_message)
+            if marker is not None:
+                self._marker.update(marker)
+                self._marker.set_class(normalized == "error", "-error")
+                self._marker.set_class(normalized == "interrupted", "-interrupted")
+                self._marker.display = True
+            elif not self.record.text:
+                self._marker.update(Text("(no text)", style="dim italic"))
+                self._marker.display = True
+            self.post_message(self.Finished(self))
+
+        return AwaitComplete(finishing())
+
+
+# --------------------------------------------------------------------------- transcript
+
+Entry = TranscriptItem | ReplyRecord
+
+
+class Transcript(VerticalScroll):
+    """The scrollable transcript of one session (see the module docstring)."""
+
+    class EarlierLoaded(Message):
+        """A page of earlier items was mounted; ``remaining`` are still unmounted."""
+
+        def __init__(self, transcript: Transcript, count: int, remaining: int) -> None:
+            super().__init__()
+            self.transcript = transcript
+            self.count = count
+            self.remaining = remaining
+
+        @property
+        def control(self) -> Transcript:
+            return self.transcript
+
+    def __init__(
+        self,
+        *,
+        page_size: int = PAGE_SIZE,
+        max_mounted: int = MAX_MOUNTED,
+        time_format: TimeFormat | None = format_time,
+        name: str | None = None,
+        id: str | None = None,
+        classes: str | None = None,
+    ) -> None:
+        super().__init__(name=name, id=id, classes=classes)
+        self.page_size = max(1, page_size)
+        self.max_mounted = max(self.page_size, max_mounted)
+        self.time_format = time_format
+        self._entries: list[Entry] = []
+        self._widgets: list[Widget] = []  # mounted, aligned with self._entries[self._first :]
+        self._first = 0
+        self._known_seqs: set[int] = set()
+        self._reply: ReplyView | None = None
+        self._button = Button("Load earlier messages", id="load-earlier", compact=True)
+        self._button.display = False
+        self._empty = EmptyState()
+        self._render_timer: Timer | None = None
+        self._render_requested = False
+        self._render_running = False
+        self._render_again = False
+        self._layout_retries = 0
+        self._settled = asyncio.Event()
+        self._settled.set()
+
+    # -- state -------------------------------------------------------------------------
+
+    @property
+    def item_count(self) -> int:
+        """Items in the transcript (mounted or not), the live reply included."""
+        return len(self._entries)
+
+    @property
+    def mounted_count(self) -> int:
+        return len(self._widgets)
+
+    @property
+    def hidden_count(self) -> int:
+        """Earlier items not mounted (what "Load earlier messages" would bring back)."""
+        return self._first
+
+    @property
+    def item_widgets(self) -> list[Widget]:
+        """The mounted item widgets, oldest first."""
+        return list(self._widgets)
+
+    @property
+    def load_earlier_button(self) -> Button:
+        return self._button
+
+    @property
+    def empty_state(self) -> EmptyState:
+        return self._empty
+
+    @property
+    def reply(self) -> ReplyView | None:
+        """The newest reply view started with ``begin_reply`` (finished or not)."""
+        return self._reply
+
+    @property
+    def following(self) -> bool:
+        """True while new content keeps the view at the bottom (the user has not scrolled away)."""
+        # Textual keeps the release flag private; anchoring itself is public API.
+        return self.is_anchored and not self._anchor_released
+
+    @property
+    def settled(self) -> bool:
+        """True when no Markdown upgrade is pending (useful before a snapshot)."""
+        return not (self._render_running or self._render_requested)
+
+    async def wait_until_settled(self) -> None:
+        """Wait until near-view messages are Markdown (e.g. before a snapshot); wrap it in
+        ``asyncio.timeout`` to bound the wait."""
+        await self._settled.wait()
+
+    def _sync_settled(self) -> None:
+        if self.settled:
+            self._settled.set()
+        else:
+            self._settled.clear()
+
+    def compose(self) -> ComposeResult:
+        yield self._button
+        yield self._empty
+
+    def on_mount(self) -> None:
+        self.anchor()
+
+    # -- replay ------------------------------------------------------------------------
+
+    def load(self, events: Sequence[Event]) -> AwaitComplete:
+        """Replace everything with the replay of a whole current surface (newest page mounted)."""
+        old = [*self._widgets]
+        self._reply = None
+        self._entries = list(classify_surface(events))
+        self._known_seqs = {event.seq for event in events}
+        self._first = max(0, len(self._entries) - self.page_size)
+        self._widgets = [self._make_widget(entry) for entry in self._entries[self._first :]]
+        removing = self.remove_children(old)
+        mounting = self.mount_all(self._widgets) if self._widgets else None
+        self._update_chrome()
+        self.anchor()
+
+        async def loading() -> None:
+            await removing
+            if mounting is not None:
+                await mounting
+            self._render_after_refresh()
+
+        return AwaitComplete(loading())
+
+    def show_empty_state(self) -> AwaitComplete:
+        """Clear the transcript and show the newcomer's guide (no session, or an empty one)."""
+        return self.load(())
+
+    def add_events(self, events: Sequence[Event]) -> AwaitComplete:
+        """Append newly stored surface events (already shown ones are skipped)."""
+        new = [event for event in events if event.seq not in self._known_seqs]
+        if not new:
+            return _done()
+        self._known_seqs.update(event.seq for event in new)
+        items = self._classify_tail(new)
+        widgets: list[Widget] = []
+        for item in items:
+            if item.kind == "assistant" and self._adopt_reply(item):
+                continue
+            self._entries.append(item)
+            widget = self._make_widget(item)
+            self._widgets.append(widget)
+            widgets.append(widget)
+        mounting = self.mount_all(widgets) if widgets else None
+        pruning = self._prune()
+        self._update_chrome()
+
+        async def adding() -> None:
+            if mounting is not None:
+                await mounting
+            if pruning is not None:
+                await pruning
+            self._render_after_refresh()
+
+        return AwaitComplete(adding())
+
+    def begin_reply(self) -> ReplyView:
+        """Mount and return a streaming assistant block at the end of the transcript."""
+        record = ReplyRecord()
+        view = ReplyView(record)
+        self._entries.append(record)
+        self._widgets.append(view)
+        self._reply = view
+        self.mount(view)
+        self._prune()
+        self._update_chrome()
+        return view
+
+    def follow(self) -> None:
+        """Jump to the newest content and follow it again (e.g. when the user sends)."""
+        self.anchor()
+
+    def last_reply_text(self) -> str | None:
+        """The text of the newest assistant message with text (``None`` if there is none)."""
+        for entry in reversed(self._entries):
+            if isinstance(entry, ReplyRecord):
+                text = entry.text
+            elif entry.kind == "assistant":
+                text = message_text(_mapping(entry.event.data.get("message")))
+            else:
+                continue
+            if text:
+                return text
+        return None
+
+    # -- paging ------------------------------------------------------------------------
+
+    def load_earlier(self) -> AwaitComplete:
+        """Mount the previous page above the current items, keeping the view in place."""
+        if self._first == 0:
+            return _done()
+        start = max(0, self._first - self.page_size)
+        widgets = [self._make_widget(entry) for entry in self._entries[start : self._first]]
+        position = self._capture_position()
+        self._first = start
+        self._widgets[:0] = widgets
+        mounting = self.mount_all(widgets, after=self._button)
+        self._update_chrome()
+        count, remaining = len(widgets), start
+
+        async def loading() -> None:
+            await mounting
+            if position is not None:
+                self.call_after_refresh(self._restore_position, position)
+            self._render_after_refresh()
+            self.post_message(self.EarlierLoaded(self, count, remaining))
+
+        return AwaitComplete(loading())
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button is self._button:
+            event.stop()
+            self.load_earlier()
+
+    # -- internals ---------------------------------------------------------------------
+
+    def _classify_tail(self, events: Sequence[Event]) -> list[TranscriptItem]:
+        """Classify new events; a user message right after an already shown card keeps its labels."""
+        last = self._entries[-1] if self._entries else None
+        if isinstance(last, TranscriptItem) and last.kind == "card":
+            return classify_surface([last.event, *events])[1:]
+        return classify_surface(events)
+
+    def _adopt_reply(self, item: TranscriptItem) -> bool:
+        """Bind a stored assistant message to the finished reply already on screen."""
+        for index in range(len(self._entries) - 1, -1, -1):
+            entry = self._entries[index]
+            if isinstance(entry, ReplyRecord):
+                if entry.status is None or (
+                    entry.event is not None and entry.event.seq != item.event.seq
+                ):
+                    return False
+                entry.event = item.event
+                self._entries[index] = item
+                return True
+            if entry.kind in ("assistant", "user", "card"):
+                return False  # a newer reply or a new turn: not the reply on screen
+        return False
+
+    def _time(self, event: Event) -> str:
+        return self.time_format(event.time) if self.time_format is not None else ""
+
+    def _make_widget(self, entry: Entry) -> Widget:
+        if isinstance(entry, ReplyRecord):
+            if entry.event is not None:
+                return AssistantMessage.from_event(entry.event, time_format=self.time_format)
+            return AssistantMessage(
+                entry.text, reasoning=entry.reasoning, status=entry.status, error=entry.error
+            )
+        event, data = entry.event, entry.event.data
+        if entry.kind == "card" and entry.card is not None:
+            return ReferenceCard(entry.card)
+        if entry.kind == "user":
+            return UserMessage(
+                message_text(data), labels=entry.labels, time=self._time(event), classes="user"
+            )
+        if entry.kind == "steering":
+            return UserMessage(
+                message_text(_mapping(data.get("message"))),
+                title="You (steering)",
+                time=self._time(event),
+                classes="steering",
+            )
+        if entry.kind == "assistant":
+            return AssistantMessage.from_event(event, time_format=self.time_format)
+        if entry.kind == "checkpoint":
+            summary = message_text(data)
+            return CheckpointCard(summary, detail=_first_line(summary) or None)
+        if entry.kind == "tool":
+            message = _mapping(data.get("message"))
+            call = _mapping(message.get("source")).get("callId")
+            text, is_error = tool_result_text(message)
+            title = "Tool result" + (f" {call}" if isinstance(call, str) and call else "")
+            if is_error:
+                title += " (error)"
+            preview = _first_line(text)
+            return CollapsedItem(
+                title + (f": {preview}" if preview else ""), text, classes="tool-result"
+            )
+        if entry.kind == "context":
+            source = _mapping(data.get("source"))
+            who = source.get("plugin") or source.get("kind") or "?"
+            return CollapsedItem(f"Context from {who}", message_text(data), classes="context")
+        body = json.dumps(thaw_json(data), ensure_ascii=False, indent=2, default=str)
+        return CollapsedItem(f"{event.type} event", body, classes="unknown")
+
+    def _update_chrome(self) -> None:
+        self._empty.display = not self._entries
+        self._button.display = self._first > 0
+        if self._first:
+            self._button.label = f"Load earlier messages ({self._first} more)"
+
+    def _prune(self) -> Awaitable[Any] | None:
+        """Unmount the oldest items of a long live session while the view follows the tail."""
+        excess = len(self._widgets) - self.max_mounted
+        if excess <= 0 or not self.following:
+            return None
+        excess = max(excess, len(self._widgets) - (self.max_mounted - self.page_size))
+        gone = [w for w in self._widgets[:excess] if w is not self._reply]
+        if len(gone) != excess:
+            return None
+        del self._widgets[:excess]
+        self._first += excess
+        return self.remove_children(gone)
+
+    def _capture_position(self) -> tuple[Widget, int] | None:
+        """The first item that starts in the view and its offset from the top of the view
+        (None when following: Textual then keeps the bottom pinned by itself)."""
+        if self.following:
+            return None
+        top = round(self.scroll_y)
+        straddling: tuple[Widget, int] | None = None
+        for widget in self._widgets:
+            region = widget.virtual_region
+            if region.y >= top:
+                # The first item starting inside the view: growth above it is what moves it.
+                return widget, region.y - top
+            if region.bottom > top and straddling is None:
+                straddling = widget, region.y - top
+        return straddling
+
+    def _restore_position(self, position: tuple[Widget, int]) -> None:
+        widget, offset = position
+        if widget.is_attached and not self.following:
+            self.scroll_to(y=widget.virtual_region.y - offset, animate=False, immediate=True)
+
+    # -- lazy Markdown -----------------------------------------------------------------
+
+    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
+        super().watch_scroll_y(old_value, new_value)
+        if round(old_value) != round(new_value):
+            self._request_render()
+
+    def on_resize(self, event: events.Resize) -> None:
+        self._request_render()
+
+    def _render_after_refresh(self) -> None:
+        self._render_requested = True
+        self._sync_settled()
+        self.call_after_refresh(self._schedule_render)
+
+    def _request_render(self) -> None:
+        """Debounced: scrolling fires many times a second."""
+        if self._render_timer is None and self.is_mounted:
+            self._render_requested = True
+            self._sync_settled()
+            self._render_timer = self.set_timer(FLUSH_INTERVAL, self._schedule_render)
+
+    def _schedule_render(self) -> None:
+        if self._render_timer is not None:
+            self._render_timer.stop()
+            self._render_timer = None
+        self._render_requested = False
+        if self._render_running:
+            self._render_again = True
+            return
+        targets, unplaced = self._near_view()
+        if targets:
+            self._layout_retries = 0
+            self._render_running = True
+            self.run_worker(self._render_near_view(), group="transcript-markdown")
+        elif unplaced and self._layout_retries < 40:
+            # Freshly mounted items are not laid out yet: look again a little later.
+            self._layout_retries += 1
+            self._request_render()
+        self._sync_settled()
+
+    def _near_view(self) -> tuple[list[AssistantMessage], bool]:
+        """Deferred messages near the view (visible ones first, newest first), and whether
+        some deferred message has no layout yet."""
+        height = max(1, self.scrollable_content_region.height)
+        top = self.scroll_y - height * RENDER_MARGIN
+        bottom = self.scroll_y + height * (1 + RENDER_MARGIN)
+        visible: list[AssistantMessage] = []
+        nearby: list[AssistantMessage] = []
+        unplaced = False
+        for widget in reversed(self._widgets):
+            if not isinstance(widget, AssistantMessage) or not widget.deferred:
+                continue
+            region = widget.virtual_region
+            if not region.height:
+                unplaced = True
+                continue
+            if region.bottom < top or region.y > bottom:
+                continue
+            inside = region.bottom >= self.scroll_y and region.y <= self.scroll_y + height
+            (visible if inside else nearby).append(widget)
+        return visible + nearby, unplaced
+
+    async def _render_near_view(self) -> None:
+        try:
+            while targets := self._near_view()[0]:
+                position = self._capture_position()
+                results = await asyncio.gather(
+                    *(message.render_markdown() for message in targets), return_exceptions=True
+                )
+                for result in results:  # a message removed meanwhile (a new load) is fine
+                    if isinstance(result, BaseException) and not isinstance(result, MountError):
+                        raise result
+                if position is not None:
+                    self.call_after_refresh(self._restore_position, position)
+                # Let the layout settle before looking at what is near the view again.
+                settled = asyncio.Event()
+                self.call_after_refresh(settled.set)
+                await settled.wait()
+        finally:
+            self._render_running = False
+        if self._render_again or (_attached(self) and self._near_view()[1]):
+            self._render_again = False
+            self._request_render()
+        self._sync_settled()
