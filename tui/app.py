@@ -17,7 +17,7 @@ from contextlib import AsyncExitStack
 from pathlib import Path, PurePath
 from typing import ClassVar
 
-from textual import on, work
+from textual import events, on, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
@@ -113,6 +113,7 @@ class ChatScreen(Screen[None]):
 class DshApp(App[int]):
     """dsh in the terminal."""
 
+    _chat_screen: ChatScreen | None = None  # set by get_default_screen (may run in App.__init__)
     CSS_PATH: ClassVar[list[str | PurePath]] = ["app.tcss", TRANSCRIPT_CSS_PATH]
     TITLE = "dsh"
     COMMANDS = App.COMMANDS | {SessionCommands}
@@ -122,7 +123,7 @@ class DshApp(App[int]):
         Binding("ctrl+n", "new_session", "New"),
         Binding("f2", "rename_session", "Rename"),
         Binding("f8", "delete_session", "Delete"),
-        Binding("f6", "compact_session", "Compact"),
+        Binding("f4", "compact_session", "Compact"),
         Binding("ctrl+b", "toggle_sidebar", "Sidebar"),
         Binding("ctrl+l", "focus_sessions", "Sessions", show=False),
         Binding("escape", "cancel", "Cancel/stop", show=False),
@@ -157,6 +158,7 @@ class DshApp(App[int]):
         self._cancel_prepare: asyncio.Event | None = None
         self._interrupt: asyncio.Event | None = None
         self.startup_error: str | None = None
+        self._sidebar_choice: bool | None = None  # None until the user toggles it
 
     # ------------------------------------------------------------------ set-up
 
@@ -167,9 +169,10 @@ class DshApp(App[int]):
 
     def get_default_screen(self) -> Screen[None]:
         limits = self._config.references
-        return ChatScreen(
+        self._chat_screen = ChatScreen(
             self._now, self._cursor_blink, limits.max_references, limits.candidate_limit
         )
+        return self._chat_screen
 
     async def on_ready(self) -> None:
         """After the main screen is composed: open the store and show the newest session."""
@@ -190,6 +193,7 @@ class DshApp(App[int]):
             self.notice.show_notice(
                 "This database is read-only: you can read sessions but not send.", warning=True
             )
+        self._fit_sidebar(self.size.width)
         await self.refresh_sessions()
         headers = self.sidebar.entries
         first = self._initial_session or (headers[0].header.id if headers else None)
@@ -205,24 +209,29 @@ class DshApp(App[int]):
     # ------------------------------------------------------------------ widgets
 
     @property
+    def _main(self) -> ChatScreen:
+        assert self._chat_screen is not None, "the main screen is built first"
+        return self._chat_screen
+
+    @property
     def composer(self) -> Composer:
-        return self.screen.query_one("#composer", Composer)
+        return self._main.query_one("#composer", Composer)
 
     @property
     def transcript(self) -> Transcript:
-        return self.screen.query_one("#transcript", Transcript)
+        return self._main.query_one("#transcript", Transcript)
 
     @property
     def sidebar(self) -> Sidebar:
-        return self.screen.query_one("#sidebar", Sidebar)
+        return self._main.query_one("#sidebar", Sidebar)
 
     @property
     def notice(self) -> NoticeBar:
-        return self.screen.query_one("#notice", NoticeBar)
+        return self._main.query_one("#notice", NoticeBar)
 
     @property
     def status(self) -> StatusLine:
-        return self.screen.query_one("#status", StatusLine)
+        return self._main.query_one("#status", StatusLine)
 
     @property
     def current_id(self) -> str | None:
@@ -241,7 +250,7 @@ class DshApp(App[int]):
         return entry.label if entry is not None else session_id
 
     def _update_title(self) -> None:
-        bar = self.screen.query_one("#title-bar", TitleBar)
+        bar = self._main.query_one("#title-bar", TitleBar)
         model = self.runtime.provider.model if self._runtime is not None else ""
         if self.chat is None:
             bar.show(None, None, None, model)
@@ -320,7 +329,9 @@ class DshApp(App[int]):
     async def _send(self, draft: str) -> None:
         chat = await self._ensure_session()
         composer = self.composer
-        count = len({s.session_id for s in find_session_reference_spans(draft) if s.session_id})
+        spans = find_session_reference_spans(draft)
+        labels = {s.session_id: s.label for s in spans if s.session_id is not None}
+        count = len(labels)
         composer.clear_draft()
         self._cancel_prepare = asyncio.Event()
         self.preparing = True
@@ -334,7 +345,9 @@ class DshApp(App[int]):
             self._restore_draft(draft)
             self.notice.show_notice(
                 reference_error_message(
-                    err, self._label_of, self._config.references.max_references
+                    err,
+                    lambda sid: labels.get(sid) or self._label_of(sid),
+                    self._config.references.max_references,
                 ),
                 err.code,
             )
@@ -413,7 +426,8 @@ class DshApp(App[int]):
                 await chat.rename(title)
                 await self.refresh_sessions()
 
-        self.push_screen(RenameScreen(self._label_of(chat.session_id)), done)
+        entry = self.sidebar.entry(chat.session_id)
+        self.push_screen(RenameScreen(entry.title or "" if entry else ""), done)
 
     def action_delete_session(self) -> None:
         if self.chat is not None:
@@ -461,7 +475,19 @@ class DshApp(App[int]):
             self.transcript.load(snapshot.events)
         self.notify(f"Compacted {len(result.shadowed)} messages into a summary.", markup=False)
 
+    NARROW = 80
+
+    def _fit_sidebar(self, width: int) -> None:
+        """Narrow terminals start without the sidebar (Ctrl+B still shows it)."""
+        if self._sidebar_choice is None:
+            self.sidebar.set_class(width < self.NARROW, "-hidden")
+
+    def on_resize(self, event: events.Resize) -> None:
+        if self._chat_screen is not None and self._chat_screen.query("#sidebar"):
+            self._fit_sidebar(event.size.width)
+
     def action_toggle_sidebar(self) -> None:
+        self._sidebar_choice = self.sidebar.has_class("-hidden")
         self.sidebar.toggle_class("-hidden")
         if self.sidebar.has_class("-hidden"):
             self.composer.focus()
@@ -516,7 +542,7 @@ class DshApp(App[int]):
         )
         yield SystemCommand(
             "Compact session",
-            "Replace the conversation by a summary (F6)",
+            "Replace the conversation by a summary (F4)",
             self.action_compact_session,
         )
         yield SystemCommand(

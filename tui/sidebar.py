@@ -47,7 +47,10 @@ class Sidebar(Vertical):
     Sidebar { width: 34; dock: left; border-right: vkey $foreground 20%; }
     Sidebar #sidebar-title { padding: 0 1; color: $text-muted; text-style: bold; }
     Sidebar Input { border: none; height: 1; padding: 0 1; margin: 0 0 1 0; }
-    Sidebar OptionList { border: none; height: 1fr; padding: 0; background: transparent; }
+    Sidebar OptionList, Sidebar OptionList:focus {
+        border: none; height: 1fr; padding: 0; background: transparent;
+    }
+    Sidebar OptionList:focus { background: $boost; }
     Sidebar.-hidden { display: none; }
     """
 
@@ -74,7 +77,7 @@ class Sidebar(Vertical):
 
     def compose(self) -> ComposeResult:
         yield Static("Sessions", id="sidebar-title")
-        yield Input(placeholder="Filter sessions…", id="session-filter")
+        yield Input(placeholder="Filter sessions…", id="session-filter", select_on_focus=False)
         yield OptionList(id="session-list")
 
     @property

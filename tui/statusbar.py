@@ -20,15 +20,15 @@ class TitleBar(Static):
     def show(self, title: str | None, session_id: str | None, cwd: str | None, model: str) -> None:
         text = Text(no_wrap=True, overflow="ellipsis")
         text.append("dsh", style="bold")
-        text.append("  ")
+        text.append(" · ", style="dim")
+        text.append(single_line(model, 30), style="italic")
+        text.append(" · ", style="dim")
         if session_id is None:
             text.append("no session", style="dim")
         else:
-            text.append(single_line(title or session_id, 80), style="bold")
+            text.append(single_line(title or session_id, 60), style="bold")
             if cwd is not None:
                 text.append(f"  {single_line(cwd, 40)}", style="dim")
-        text.append("  ·  model ", style="dim")
-        text.append(single_line(model, 40))
         self.update(text)
 
 
@@ -39,6 +39,9 @@ class StatusLine(Static):
     StatusLine { height: 1; padding: 0 1; color: $text-muted; }
     StatusLine.-idle { display: none; }
     """
+
+    def on_mount(self) -> None:
+        self.add_class("-idle")
 
     def set_status(self, message: str | None) -> None:
         self.set_class(message is None, "-idle")
@@ -60,7 +63,10 @@ class NoticeBar(Static):
     def on_mount(self) -> None:
         self.add_class("-hidden")
 
+    _plain = ""
+
     def show_notice(self, message: str, code: str | None = None, *, warning: bool = False) -> None:
+        self._plain = message + (f"  {code}" if code else "")
         text = Text(message)
         if code:
             text.append(f"  {code}", style="dim")
@@ -69,9 +75,11 @@ class NoticeBar(Static):
         self.remove_class("-hidden")
 
     def clear(self) -> None:
+        self._plain = ""
         self.add_class("-hidden")
         self.update("")
 
     @property
     def visible_text(self) -> str:
-        return "" if self.has_class("-hidden") else str(self.render())
+        """The notice as plain text ('' when hidden)."""
+        return "" if self.has_class("-hidden") else self._plain

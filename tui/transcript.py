@@ -464,6 +464,21 @@ class ReplyView(Vertical):
             self._thinking.display = False
             if self._reasoning is not None:
                 self._reasoning.set_title("Reasoning")
+            stored = self.record.event
+            if stored is not None:  # the same header a replayed reply gets
+                message = stored.data.get("message")
+                source = message.get("source") if isinstance(message, Mapping) else None
+                model = source.get("model") if isinstance(source, Mapping) else None
+                fmt = getattr(self.parent, "time_format", format_time)
+                self._header.update(
+                    _header(
+                        "Assistant",
+                        [
+                            single_line(str(model), 60) if model else "",
+                            fmt(stored.time) if fmt is not None else "",
+                        ],
+                    )
+                )
             marker = _marker(normalized, error_message)
             if marker is not None:
                 self._marker.update(marker)

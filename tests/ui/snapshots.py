@@ -43,3 +43,24 @@ def assert_snapshot(request: pytest.FixtureRequest, app: App[object], name: str)
         )
         pytest.fail(f"snapshot {path.name} differs (new rendering in {candidate.name}):\n{diff}")
     candidate.unlink(missing_ok=True)
+
+
+def screen_text(app: App[object]) -> str:
+    """The screen as plain text, one line per terminal row (for content assertions)."""
+    import io
+
+    from rich.console import Console
+
+    width, height = app.size
+    console = Console(
+        width=width,
+        height=height,
+        file=io.StringIO(),
+        force_terminal=True,
+        record=True,
+        legacy_windows=False,
+    )
+    console.print(
+        app.screen._compositor.render_update(full=True, screen_stack=app._background_screens)
+    )
+    return console.export_text(styles=False)
