@@ -773,7 +773,8 @@ class Transcript(VerticalScroll):
             return AssistantMessage.from_event(event, time_format=self.time_format)
         if entry.kind == "checkpoint":
             summary = message_text(data)
-            return CheckpointCard(summary, detail=_first_line(summary) or None)
+            inner = summary.removeprefix("<compacted-summary>").removesuffix("</compacted-summary>")
+            return CheckpointCard(summary, detail=_first_line(inner.strip()) or None)
         if entry.kind == "tool":
             message = _mapping(data.get("message"))
             call = _mapping(message.get("source")).get("callId")
