@@ -293,8 +293,9 @@ def assistant_message(
     }
 
 
-def message_text(message: Mapping[str, Any]) -> str:
-    """The message's ``text`` blocks joined by newlines (other blocks ignored)."""
+def message_text(message: Mapping[str, Any], block_type: str = "text") -> str:
+    """The message's ``block_type`` blocks (``text`` by default, or ``reasoning``) joined
+    by newlines; other blocks are ignored."""
     content = message.get("content")
     if not isinstance(content, (list, tuple)):
         return ""
@@ -302,6 +303,6 @@ def message_text(message: Mapping[str, Any]) -> str:
         block["text"]
         for block in content
         if isinstance(block, Mapping)
-        and block.get("type") == "text"
+        and block.get("type") == block_type
         and isinstance(block.get("text"), str)
     )

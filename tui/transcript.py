@@ -97,16 +97,7 @@ def literal_markdown_parser() -> MarkdownIt:
 
 def reasoning_text(message: Mapping[str, Any]) -> str:
     """The message's ``reasoning`` blocks joined by newlines."""
-    content = message.get("content")
-    if not isinstance(content, (list, tuple)):
-        return ""
-    return "\n".join(
-        block["text"]
-        for block in content
-        if isinstance(block, Mapping)
-        and block.get("type") == "reasoning"
-        and isinstance(block.get("text"), str)
-    )
+    return message_text(message, "reasoning")
 
 
 def tool_result_text(message: Mapping[str, Any]) -> tuple[str, bool]:
