@@ -1,8 +1,10 @@
 """Retention (SPEC §4.7): fit one source object into ``max_reference_bytes``, exactly.
 
-The size is kept as a running total (fixed overhead + per-item JSON sizes + commas), each
-item's JSON size computed once and updated when it is dropped or shortened, and the
-"longest current text, earliest on ties" item comes from a lazy heap: O(n log n) at worst.
+The size is kept as a running total (fixed overhead + per-item JSON sizes + commas). The
+drop phase walks back from the newest item and JSON-sizes only what it keeps (dropped
+items cost one UTF-8 length each); each kept item's size is updated when it is shortened,
+and the "longest current text, earliest on ties" item comes from a lazy heap: O(n log n)
+at worst.
 """
 
 from __future__ import annotations
@@ -142,25 +144,41 @@ def retain_source(
         role: tag_safe_json_size({"role": role, "text": ""}) - 2 for role in ("user", "assistant")
     }
     texts = [m.text for m in messages]
-    sizes = [overhead[m.role] + tag_safe_json_size(m.text) for m in messages]
-    total = tag_safe_json_size(shell) + sum(sizes) + max(count - 1, 0)
     alive = [True] * count
     omitted_messages = 0
     omitted_bytes = 0
 
-    # 1. Drop the oldest items that are neither a checkpoint nor the newest.
-    cursor = 0
+    # 1. Drop the oldest items that are neither a checkpoint nor the newest. Dropping goes
+    # oldest first and stops as soon as the rest fits, so what survives is the fixed part
+    # (checkpoints and the newest) plus the longest run of newest droppable items that fits
+    # with it: found walking back from the newest, sizing only the items that are kept
+    # (plus one). A dropped item only needs its UTF-8 length, never its JSON size.
+    sizes = [0] * count  # JSON size of each alive item (dropped ones are never read)
+    total = tag_safe_json_size(shell)
+    kept = 0
     last = count - 1
-    while total > max_bytes:
-        while cursor < last and messages[cursor].checkpoint:
-            cursor += 1
-        if cursor >= last:
-            break
-        alive[cursor] = False
-        total -= sizes[cursor] + 1  # the newest is never dropped, so a comma goes too
-        omitted_messages += 1
-        omitted_bytes += utf8_len(texts[cursor])
-        cursor += 1
+    for i, message in enumerate(messages):
+        if message.checkpoint or i == last:
+            sizes[i] = overhead[message.role] + tag_safe_json_size(message.text)
+            total += sizes[i]
+            kept += 1
+    cursor = last - 1
+    while cursor >= 0:
+        message = messages[cursor]
+        if not message.checkpoint:
+            size = overhead[message.role] + tag_safe_json_size(message.text)
+            if total + size + kept > max_bytes:  # kept + 1 items need kept commas
+                break
+            sizes[cursor] = size
+            total += size
+            kept += 1
+        cursor -= 1
+    for i in range(cursor + 1):
+        if not messages[i].checkpoint:
+            alive[i] = False
+            omitted_messages += 1
+            omitted_bytes += utf8_len(texts[i])
+    total += max(kept - 1, 0)  # the commas between the kept items
 
     # 2. Shorten the longest current text (earliest on ties) from its original.
     if total > max_bytes:

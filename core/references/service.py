@@ -23,7 +23,7 @@ from core.references.config import (
     SessionReferenceError,
 )
 from core.references.mentions import SessionReferenceInput, format_session_reference_mention
-from core.references.projection import project_surface
+from core.references.projection import ProjectedMessage, project_surface
 from core.references.prompt import (
     reference_entry,
     render_reference_prompt,
@@ -57,6 +57,15 @@ class PreparedReferencedMessage:
     additional_context: dict[str, Any] | None
 
 
+@dataclass(frozen=True, slots=True)
+class _Projected:
+    """What ``prepare`` keeps of one source's snapshot: its projection, not its events."""
+
+    cwd: str | None
+    captured_through_seq: int | None
+    messages: list[ProjectedMessage]
+
+
 def _cancelled() -> SessionReferenceError:
     return SessionReferenceError("session reference was cancelled", SESSION_REFERENCE_CANCELLED)
 
@@ -68,12 +77,6 @@ def _invalid(message: str) -> SessionReferenceError:
 def _check_cancel(cancel: asyncio.Event | None) -> None:
     if cancel is not None and cancel.is_set():
         raise _cancelled()
-
-
-def _group(cwd: str | None, target_cwd: str | None) -> int:
-    if cwd is not None and target_cwd is not None and cwd == target_cwd:
-        return 0
-    return 1 if cwd is None else 2
 
 
 class SessionReferenceService:
@@ -150,20 +153,33 @@ class SessionReferenceService:
         limit: int,
     ) -> list[SessionReferenceCandidate]:
         needle = query.casefold()
-        rows: list[tuple[SessionHeader, str | None]] = []
+        target_id, target_cwd = target.id, target.cwd
+        # The three groups, filled in list order (so each keeps it): the stable sort by
+        # group without sorting, and a full first group ends the scan.
+        same: list[tuple[SessionHeader, str | None]] = []
+        no_cwd: list[tuple[SessionHeader, str | None]] = []
+        other: list[tuple[SessionHeader, str | None]] = []
         for header in sessions:
-            if header.id == target.id:
+            session_id, cwd = header.id, header.cwd
+            if session_id == target_id:
                 continue
-            entry = titles.get(header.id)
+            entry = titles.get(session_id)
             title = entry.title if entry is not None else None
             if needle and not (
-                needle in header.id.casefold()
-                or (header.cwd is not None and needle in header.cwd.casefold())
+                needle in session_id.casefold()
+                or (cwd is not None and needle in cwd.casefold())
                 or (title is not None and needle in title.casefold())
             ):
                 continue
-            rows.append((header, title))
-        rows.sort(key=lambda row: _group(row[0].cwd, target.cwd))
+            if cwd is None:
+                no_cwd.append((header, title))
+            elif cwd == target_cwd:
+                same.append((header, title))
+                if len(same) >= limit:
+                    break
+            else:
+                other.append((header, title))
+        rows = same + no_cwd + other
         out: list[SessionReferenceCandidate] = []
         for header, title in rows[:limit]:
             label = title if title else header.id
@@ -220,10 +236,22 @@ class SessionReferenceService:
         if not refs:
             return PreparedReferencedMessage(content_copy, None)
 
-        def reader(session_id: str) -> Callable[[], Awaitable[SurfaceSnapshot]]:
-            return lambda: self._query.read_surface(session_id)
+        def reader(session_id: str) -> Callable[[], Awaitable[_Projected | object]]:
+            async def read() -> _Projected | object:
+                snapshot: object = await self._query.read_surface(session_id)
+                if not isinstance(snapshot, SurfaceSnapshot):
+                    return snapshot  # reported below, in reference order
+                # Project as soon as this source arrives: its events (the bulk of the
+                # memory) are released here instead of all sources being held at once.
+                return _Projected(
+                    snapshot.session.cwd,
+                    snapshot.captured_through_seq,
+                    project_surface(snapshot.events),
+                )
 
-        snapshots = await self._read(
+            return read
+
+        projected = await self._read(
             "session",
             [reader(ref.session_id) for ref in refs],
             [repr(ref.session_id) for ref in refs],
@@ -232,10 +260,10 @@ class SessionReferenceService:
         )
         sources: list[dict[str, Any]] = []
         entries: list[dict[str, Any]] = []
-        for index, (ref, snapshot) in enumerate(zip(refs, snapshots, strict=True)):
-            if not isinstance(snapshot, SurfaceSnapshot):
+        for index, (ref, source) in enumerate(zip(refs, projected, strict=True)):
+            if not isinstance(source, _Projected):
                 raise SessionReferenceError(
-                    f"reading session {ref.session_id!r} returned {type(snapshot).__name__}",
+                    f"reading session {ref.session_id!r} returned {type(source).__name__}",
                     SESSION_REFERENCE_READ_FAILED,
                     session_id=ref.session_id,
                 )
@@ -243,9 +271,9 @@ class SessionReferenceService:
             retained = retain_source(
                 session_id=ref.session_id,
                 label=ref.label,
-                cwd=snapshot.session.cwd,
-                captured_through_seq=snapshot.captured_through_seq,
-                messages=project_surface(snapshot.events),
+                cwd=source.cwd,
+                captured_through_seq=source.captured_through_seq,
+                messages=source.messages,
                 max_bytes=self._config.max_reference_bytes,
             )
             sources.append(retained.source)
@@ -253,7 +281,7 @@ class SessionReferenceService:
                 reference_entry(
                     session_id=ref.session_id,
                     label=ref.label,
-                    captured_through_seq=snapshot.captured_through_seq,
+                    captured_through_seq=source.captured_through_seq,
                     stats=retained.stats,
                     input_index=index,
                 )

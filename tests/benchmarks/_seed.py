@@ -1,0 +1,129 @@
+"""Fast seeding of large SQLite databases for the benchmarks.
+
+The schema comes from ``SqliteSessionStore.open`` itself; rows are then inserted in one
+transaction with plain ``sqlite3``, encoded exactly as the store encodes them (ids as
+``surrogatepass`` UTF-8 blobs, data as ``dumps_js`` text, the store's ``kind`` column).
+``check_seeded`` reads a sample back through the store to prove the rows are well formed.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sqlite3
+from pathlib import Path
+
+from core.jsoncodec import dumps_js
+from core.log import (
+    ASSISTANT_MESSAGE,
+    SESSION_TITLE,
+    USER_MESSAGE,
+    SessionHeader,
+    assistant_message,
+    user_message,
+)
+from stores import SqliteSessionStore
+from stores.validation import KIND_SURFACE, KIND_TITLE
+
+BASE_TIME = 1_764_000_000_000
+PROJECTS = ("/home/dev/shop", "/home/dev/infra", "/home/dev/dsh", "/srv/data", None)
+_TOPICS = (
+    "Checkout redesign",
+    "Kubernetes upgrade",
+    "Search relevance",
+    "Release notes",
+    "Billing migration",
+    "Latency budget",
+    "Onboarding flow",
+    "Café menu",
+    "日本語 docs",
+    "Incident review",
+)
+
+
+def session_id(i: int) -> str:
+    return f"{random.Random(i).getrandbits(64):016x}-{i:06d}"
+
+
+def _enc(text: str) -> bytes:
+    return text.encode("utf-8", "surrogatepass")
+
+
+async def create_schema(path: Path) -> None:
+    store = await SqliteSessionStore.open(path)
+    await store.close()
+
+
+def seed_sessions(path: Path, count: int) -> list[SessionHeader]:
+    """``count`` titled sessions (a third renamed once), each with one short exchange."""
+    headers: list[SessionHeader] = []
+    session_rows: list[tuple[bytes, int, bytes | None]] = []
+    event_rows: list[tuple[bytes, int, bytes, int, int, str, str | None]] = []
+    for i in range(count):
+        sid = session_id(i)
+        cwd = PROJECTS[i % len(PROJECTS)]
+        created = BASE_TIME - i * 60_000
+        headers.append(SessionHeader(sid, created, cwd))
+        session_rows.append((_enc(sid), created, None if cwd is None else _enc(cwd)))
+        key = _enc(sid)
+        topic = _TOPICS[i % len(_TOPICS)]
+        events: list[tuple[str, object, int, str | None]] = [
+            (SESSION_TITLE, {"title": "Draft", "source": {"kind": "fallback"}}, KIND_TITLE, None),
+            (
+                USER_MESSAGE,
+                user_message(f"About {topic} #{i}", id=f"u{i}"),
+                KIND_SURFACE,
+                '"append"',
+            ),
+            (
+                ASSISTANT_MESSAGE,
+                {
+                    "turn": 1,
+                    "step": 0,
+                    "message": assistant_message(
+                        f"Answer {i}", provider="bench", model="m1", id=f"a{i}"
+                    ),
+                    "finish": "completed",
+                },
+                KIND_SURFACE,
+                '"append"',
+            ),
+            (
+                SESSION_TITLE,
+                {"title": f"{topic} #{i}", "source": {"kind": "user"}},
+                KIND_TITLE,
+                None,
+            ),
+        ]
+        for seq, (type_, data, kind, op) in enumerate(events):
+            event_rows.append((key, seq, _enc(type_), created + seq, kind, dumps_js(data), op))
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        conn.executemany(
+            "INSERT INTO sessions (id, created_at, cwd) VALUES (?, ?, ?)", session_rows
+        )
+        conn.executemany(
+            "INSERT INTO events (session_id, seq, type, time, kind, data, surface_op) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            event_rows,
+        )
+        conn.execute("COMMIT")
+    finally:
+        conn.close()
+    return headers
+
+
+async def check_seeded(path: Path, headers: list[SessionHeader]) -> None:
+    """Read the seeded data back through the store (a seeding bug fails loudly)."""
+    async with await SqliteSessionStore.open(path) as store:
+        listed = await store.list_headers()
+        if sorted(listed, key=lambda h: h.id) != sorted(headers, key=lambda h: h.id):
+            raise AssertionError("seeded headers do not read back")
+        titles = await store.read_titles()
+        if len(titles) != len(headers):
+            raise AssertionError("seeded titles do not read back")
+        sample = headers[len(headers) // 2]
+        events = await store.read_events(sample.id)
+        if [e.seq for e in events] != [0, 1, 2, 3] or not json.dumps(events[1].data):
+            raise AssertionError("seeded events do not read back")

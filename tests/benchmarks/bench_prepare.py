@@ -1,0 +1,125 @@
+"""Workload 3: ``prepare`` end to end on SQLite (SPEC §4.5): three sources of 20,000
+messages each, default budget.
+
+The floor reads the same rows (each source's surface events) with plain ``sqlite3`` and
+decodes their JSON with ``json.loads``: the least any implementation must do. Peak memory
+is the tracemalloc peak of one ``prepare`` (a separate, untimed run), compared with the
+bytes of JSON it reads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+import tempfile
+import tracemalloc
+from pathlib import Path
+
+from core.log import SessionHeader, text_block
+from core.references import SessionReferenceInput, SessionReferenceService
+from stores import SessionQuery, SqliteSessionStore
+from stores.validation import KIND_SURFACE
+from tests.benchmarks._common import Row, Settings, median, time_async, time_sync
+from tests.benchmarks._data import conversation
+
+SURFACE_SQL = f"SELECT data FROM events WHERE session_id = ? AND kind = {KIND_SURFACE} ORDER BY seq"
+
+
+def floor(path: Path, ids: list[str]) -> int:
+    conn = sqlite3.connect(path)
+    try:
+        count = 0
+        for sid in ids:
+            rows = conn.execute(SURFACE_SQL, (sid.encode(),)).fetchall()
+            count += len([json.loads(data) for (data,) in rows])
+        return count
+    finally:
+        conn.close()
+
+
+def bytes_read(path: Path, ids: list[str]) -> int:
+    conn = sqlite3.connect(path)
+    try:
+        total = 0
+        for sid in ids:
+            (size,) = conn.execute(
+                "SELECT sum(length(CAST(data AS BLOB))) FROM events "
+                f"WHERE session_id = ? AND kind = {KIND_SURFACE}",
+                (sid.encode(),),
+            ).fetchone()
+            total += size
+        return total
+    finally:
+        conn.close()
+
+
+async def run_workload(settings: Settings) -> list[Row]:
+    messages = 5_000 if settings.quick else 20_000
+    with tempfile.TemporaryDirectory(prefix="dsh-bench-") as tmp:
+        path = Path(tmp) / "prepare.sqlite3"
+        ids = [f"source-{k}" for k in range(3)]
+        async with await SqliteSessionStore.open(path) as store:
+            for k, sid in enumerate(ids):
+                header = SessionHeader(sid, 1_700_000_000_000 + k, "/home/dev/bench")
+                await store.import_session(header, conversation(messages, seed=100 + k))
+            target = await store.create_session("target", cwd="/home/dev/bench")
+            service = SessionReferenceService(SessionQuery(store))
+            refs = [SessionReferenceInput(sid, f"Source {k}") for k, sid in enumerate(ids)]
+            content = [text_block("What did we decide?")]
+
+            async def ours() -> object:
+                prepared = await service.prepare(target, content, refs)
+                assert prepared.additional_context is not None
+                return prepared
+
+            reps = settings.reps(7, 3)
+            floor_t, _ = time_sync(lambda: floor(path, ids), reps)
+            ours_t, _ = await time_async(ours, reps)
+            read = bytes_read(path, ids)
+
+            tracemalloc.start()
+            try:
+                tracemalloc.reset_peak()
+                base, _ = tracemalloc.get_traced_memory()
+                await ours()
+                _, peak = tracemalloc.get_traced_memory()
+            finally:
+                tracemalloc.stop()
+            peak_bytes = peak - base
+
+    ratio = median(ours_t) / median(floor_t)
+    mem_ratio = peak_bytes / read
+    size = f"3 x {messages:,} msgs"
+    return [
+        Row(
+            "prepare end to end",
+            size,
+            median(ours_t),
+            "s",
+            "<= 1.5x floor",
+            ratio <= 1.5,
+            baseline=median(floor_t),
+            ratio=ratio,
+            note=f"{read / 1e6:,.1f} MB of JSON read",
+            samples=ours_t,
+            baseline_samples=floor_t,
+        ),
+        Row(
+            "prepare peak memory",
+            size,
+            peak_bytes / 1e6,
+            "MB",
+            "<= 3x bytes read",
+            mem_ratio <= 3,
+            baseline=read / 1e6,
+            ratio=mem_ratio,
+            note="baseline column: MB of JSON read; tracemalloc peak (Python heap)",
+        ),
+    ]
+
+
+if __name__ == "__main__":  # pragma: no cover - manual runs
+    from tests.benchmarks._common import format_table
+
+    print(format_table(asyncio.run(run_workload(Settings(quick=False)))))

@@ -1,0 +1,3 @@
+"""Benchmarks are run with ``python -m tests.benchmarks``, never collected by pytest."""
+
+collect_ignore_glob = ["*"]
