@@ -168,6 +168,10 @@ class SqliteSessionStore:
         # each keystroke) then only decodes what changed. The values are immutable.
         self._header_memo: dict[Any, SessionHeader] = {}
         self._title_memo: dict[Any, tuple[str, SessionTitle]] = {}
+        # Whole listings (all headers, all titles) are reused while the database is
+        # unchanged: no commit by another connection (PRAGMA data_version) nor by us.
+        self._writes = 0
+        self._listings: dict[str, tuple[tuple[int, int], Any]] = {}
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -368,6 +372,9 @@ class SqliteSessionStore:
                 with contextlib.suppress(sqlite3.Error):
                     await conn.execute("ROLLBACK")
                 raise
+            finally:
+                if write:
+                    self._writes += 1
             return result
 
         try:
@@ -502,8 +509,19 @@ class SqliteSessionStore:
 
     # ------------------------------------------------------------------ reads
 
+    async def _listing_key(
+        self, conn: aiosqlite.Connection, name: str
+    ) -> tuple[tuple[int, int], Any]:
+        """The cache key of a whole listing now, and the cached value if still valid."""
+        key = (int(await _scalar(conn, "PRAGMA data_version")), self._writes)
+        cached = self._listings.get(name)
+        return key, (cached[1] if cached is not None and cached[0] == key else None)
+
     async def list_headers(self) -> list[SessionHeader]:
         async def body(conn: aiosqlite.Connection) -> list[SessionHeader]:
+            key, cached = await self._listing_key(conn, "headers")
+            if cached is not None:
+                return list(cached)
             rows = await conn.execute_fetchall(
                 "SELECT id, created_at, cwd FROM sessions ORDER BY created_at DESC, id"
             )
@@ -518,6 +536,7 @@ class SqliteSessionStore:
                     )
                 out.append(header)
             _trim(memo)
+            self._listings["headers"] = (key, tuple(out))
             return out
 
         return await self._run(body, write=False)
@@ -578,6 +597,9 @@ class SqliteSessionStore:
 
         async def body(conn: aiosqlite.Connection) -> dict[str, SessionTitle]:
             out: dict[str, SessionTitle] = {}
+            key, cached = await self._listing_key(conn, "titles")
+            if wanted is None and cached is not None:
+                return dict(cached)
             if wanted is None:
                 queries: Iterable[tuple[str, list[bytes]]] = [(select(None), [])]
             else:
@@ -601,6 +623,8 @@ class SqliteSessionStore:
                             ) from err
                     out[entry[0]] = entry[1]
             _trim(memo)
+            if wanted is None:
+                self._listings["titles"] = (key, dict(out))
             return out
 
         return await self._run(body, write=False)

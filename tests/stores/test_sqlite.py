@@ -337,3 +337,27 @@ async def test_two_stores_on_one_file_interleave(db_path: Path) -> None:
             store = one if i % 2 else two
             assert (await store.append("s", "x", {"i": i})).seq == i
         assert [e.data["i"] for e in await two.read_events("s")] == list(range(20))
+
+
+async def test_cached_listings_see_commits_from_other_connections(tmp_path: Path) -> None:
+    """Whole listings are reused only while nothing was committed, by us or by anyone."""
+    path = tmp_path / "shared.sqlite3"
+    async with await SqliteSessionStore.open(path) as a, await SqliteSessionStore.open(path) as b:
+        await a.create_session("one", created_at=1)
+        assert [h.id for h in await a.list_headers()] == ["one"]
+        assert await a.read_titles() == {}
+        await b.create_session("two", created_at=2)
+        await b.append("one", "session/title", {"title": "T1", "source": {"kind": "user"}})
+        assert [h.id for h in await a.list_headers()] == ["two", "one"]
+        assert {k: v.title for k, v in (await a.read_titles()).items()} == {"one": "T1"}
+        await a.append("two", "session/title", {"title": "T2", "source": {"kind": "user"}})
+        assert {k: v.title for k, v in (await a.read_titles()).items()} == {
+            "one": "T1",
+            "two": "T2",
+        }
+        await a.delete_session("one")
+        assert [h.id for h in await b.list_headers()] == ["two"]
+        assert [h.id for h in await a.list_headers()] == ["two"]
+        listed = await a.list_headers()
+        listed.clear()  # callers get their own copy
+        assert [h.id for h in await a.list_headers()] == ["two"]
