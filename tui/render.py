@@ -43,13 +43,22 @@ class LiteralMarkdown(Markdown):
     """Markdown in which raw HTML (``</referenced-sessions>``, ``<script>``) stays visible text.
 
     Rich's parser enables HTML and then drops those tokens, which would hide hostile
-    content; links are printed as text, never as terminal hyperlinks.
+    content; links are printed as text, never as terminal hyperlinks. One parser serves
+    every instance (building a MarkdownIt costs ~5 ms, more than rendering a message), so
+    the attributes Rich's ``__init__`` sets are set here directly (rich is pinned).
     """
 
-    def __init__(self, markup: str) -> None:
-        super().__init__(markup, hyperlinks=False)
-        parser = MarkdownIt("commonmark", {"html": False}).enable("strikethrough").enable("table")
-        self.parsed = parser.parse(markup)
+    _parser = MarkdownIt("commonmark", {"html": False}).enable("strikethrough").enable("table")
+
+    def __init__(self, markup: str) -> None:  # no super().__init__: it would build a parser
+        self.markup = markup
+        self.parsed = self._parser.parse(markup)
+        self.code_theme = "monokai"
+        self.justify = None
+        self.style = "none"
+        self.hyperlinks = False
+        self.inline_code_lexer = None
+        self.inline_code_theme = "monokai"
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,7 +34,7 @@ from core.display import escape_control, single_line
 from core.jsoncodec import thaw_json
 from core.log import Event, message_text
 from tui.cards import CheckpointCard, CollapsedItem, ReferenceCard
-from tui.render import TranscriptItem, classify_surface, highlight_mentions
+from tui.render import LiteralMarkdown, TranscriptItem, classify_surface, highlight_mentions
 
 __all__ = [
     "EMPTY_STATE_TEXT",
@@ -59,7 +59,7 @@ __all__ = [
 TRANSCRIPT_CSS_PATH = Path(__file__).with_name("transcript.tcss")
 """Styles of the transcript and its items; include it in the app's or screen's ``CSS_PATH``."""
 
-PAGE_SIZE = 40
+PAGE_SIZE = 24
 """Items mounted on open and by each "Load earlier messages"."""
 MAX_MOUNTED = 200
 """While following the tail, older items beyond this many are unmounted (they can be
@@ -226,13 +226,15 @@ class AssistantMessage(Vertical):
         )
         self._source = escape_control(text)
         self._body: Widget
-        self._deferred = bool(text) and not markdown
+        # History bodies are one Static rendering Rich Markdown (HTML kept as text): a
+        # Textual Markdown widget tree per message is far too slow to mount by the dozen.
+        self._deferred = False
         if not text:
             self._body = Static(Text("(no text)", style="dim italic"), classes="message-empty")
         elif markdown:
             self._body = self._new_markdown(self._source)
         else:
-            self._body = Static(Text(self._source), classes="md-placeholder", markup=False)
+            self._body = Static(LiteralMarkdown(self._source), classes="message-body-static")
         marker = _marker(status, error)
         self._marker = (
             None
