@@ -128,6 +128,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
 
     sub.add_parser("demo", help="create or refresh demo sessions in the database")
+
+    p = sub.add_parser(
+        "acp",
+        help="serve the Agent Client Protocol on stdin/stdout (for editors such as Zed)",
+        description="Run dsh as an ACP agent: JSON-RPC on stdin/stdout until end of input. "
+        "Logs go to stderr, or to --log FILE.",
+    )
+    p.add_argument("--log", metavar="FILE", help="append the agent's log to FILE")
     sub.add_parser("tui", help="open the terminal UI (the default)")
     return parser
 
@@ -469,6 +477,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 args.json = False
                 return asyncio.run(_run(config, args, "sessions"))
             return int(app_module.run_app(config))
+        if command == "acp":  # speaks JSON-RPC on stdout: never the Rich output path
+            from tui.acp import run_acp
+
+            return run_acp(config, log_file=args.log)
         return asyncio.run(_run(config, args))
     except ConfigError as err:
         return _fail(single_line(str(err)))

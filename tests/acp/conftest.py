@@ -1,0 +1,12 @@
+"""ACP end-to-end tests: every test spawns ``dsh acp`` on a temp database."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    return tmp_path / "db.sqlite3"

@@ -1,0 +1,156 @@
+"""``dsh acp`` on raw pipes: stdout carries JSON-RPC lines only, and EOF ends the process."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.acp.harness import dsh_command
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def _env(tmp_path: Path) -> dict[str, str]:
+    return {
+        "PATH": os.environ.get("PATH", ""),
+        "HOME": str(tmp_path),
+        "XDG_CONFIG_HOME": str(tmp_path / "config"),
+    }
+
+
+async def test_stdout_is_protocol_only_and_eof_exits_cleanly(tmp_path: Path) -> None:
+    requests = [
+        {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}},
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "session/new",
+            "params": {"cwd": "/p", "mcpServers": []},
+        },
+        {"jsonrpc": "2.0", "id": 2, "method": "no/such", "params": {}},
+    ]
+    process = await asyncio.create_subprocess_exec(
+        *dsh_command(),
+        "--db",
+        str(tmp_path / "db.sqlite3"),
+        "acp",
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=_env(tmp_path),
+    )
+    assert process.stdin is not None and process.stdout is not None
+    process.stdin.write("".join(json.dumps(r) + "\n" for r in requests).encode())
+    await process.stdin.drain()
+
+    messages: list[dict[str, Any]] = []
+
+    def seen_all() -> bool:
+        ids = {m.get("id") for m in messages}
+        updates = [m for m in messages if m.get("method") == "session/update"]
+        return {0, 1, 2} <= ids and bool(updates)
+
+    while not seen_all():
+        line = await asyncio.wait_for(process.stdout.readline(), 30)
+        assert line, "the agent closed stdout early"
+        messages.append(json.loads(line))  # every line is one JSON-RPC message
+    process.stdin.close()
+    rest, err = await asyncio.wait_for(process.communicate(), 30)
+    assert process.returncode == 0, err.decode()
+    messages += [json.loads(line) for line in rest.decode().splitlines()]
+
+    assert all(m.get("jsonrpc") == "2.0" for m in messages)
+    responses = {m["id"]: m for m in messages if "id" in m}
+    assert responses[0]["result"]["protocolVersion"] == 1
+    assert responses[0]["result"]["agentInfo"]["name"] == "dsh"
+    assert responses[1]["result"]["sessionId"]
+    assert responses[2]["error"]["code"] == -32601
+    # The commands are announced once the client knows the new session's id.
+    announce = next(
+        i
+        for i, m in enumerate(messages)
+        if m.get("method") == "session/update"
+        and m["params"]["update"]["sessionUpdate"] == "available_commands_update"
+    )
+    assert messages.index(responses[1]) < announce
+    assert messages[announce]["params"]["sessionId"] == responses[1]["result"]["sessionId"]
+
+
+def test_requests_piped_from_a_file_are_all_answered_before_exit(tmp_path: Path) -> None:
+    requests = tmp_path / "requests.jsonl"
+    requests.write_text(
+        json.dumps(
+            {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}}
+        )
+        + "\n"
+        + json.dumps({"jsonrpc": "2.0", "id": 1, "method": "session/list", "params": {}})
+        + "\n"
+    )
+    out = tmp_path / "out.jsonl"
+    with requests.open("rb") as stdin, out.open("wb") as stdout:
+        done = subprocess.run(
+            [*dsh_command(), "--db", str(tmp_path / "db.sqlite3"), "acp"],
+            stdin=stdin,
+            stdout=stdout,
+            stderr=subprocess.PIPE,
+            env=_env(tmp_path),
+            timeout=45,
+            check=False,
+        )
+    assert done.returncode == 0, done.stderr.decode()
+    answers = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [a["id"] for a in answers] == [0, 1]
+    assert answers[1]["result"] == {"sessions": []}
+
+
+def test_a_bad_offline_delay_is_a_one_line_error(tmp_path: Path) -> None:
+    env = {**_env(tmp_path), "DSH_OFFLINE_DELAY": "soon"}
+    done = subprocess.run(
+        [*dsh_command(), "--db", str(tmp_path / "db.sqlite3"), "acp"],
+        input=b"",
+        capture_output=True,
+        env=env,
+        timeout=45,
+        check=False,
+    )
+    assert done.returncode == 1 and done.stdout == b""
+    assert done.stderr.decode().strip() == (
+        "dsh: error: environment: DSH_OFFLINE_DELAY must be a number of seconds (0–60)"
+    )
+
+
+STRAY_OUTPUT = """
+import os, sys
+from tui.acp.agent import DshAcpAgent
+original = DshAcpAgent.initialize
+async def noisy(self, *args, **kwargs):
+    print("stray print")
+    os.write(1, b"stray write to fd 1\\n")
+    return await original(self, *args, **kwargs)
+DshAcpAgent.initialize = noisy
+from tui.cli import main
+raise SystemExit(main(sys.argv[1:]))
+"""
+
+
+def test_stray_output_goes_to_stderr_not_into_the_protocol(tmp_path: Path) -> None:
+    request = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}}
+    done = subprocess.run(
+        [sys.executable, "-c", STRAY_OUTPUT, "--db", str(tmp_path / "db.sqlite3"), "acp"],
+        input=(json.dumps(request) + "\n").encode(),
+        capture_output=True,
+        env=_env(tmp_path),
+        timeout=45,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    assert [json.loads(line)["id"] for line in done.stdout.decode().splitlines()] == [0]
+    assert "stray print" in done.stderr.decode()
+    assert "stray write to fd 1" in done.stderr.decode()

@@ -1,0 +1,409 @@
+"""``DshAcpAgent``: dsh as an Agent Client Protocol agent over the shared store and engine.
+
+One agent per connection. It keeps the sessions the client opened (``session/new`` or
+``session/load``) and, for each, the cancel event of the prompt in flight. A prompt is sent
+exactly like a TUI draft: parsed, prepared (all or nothing) and appended as one batch, then
+the reply streams as ``agent_message_chunk`` updates and is stored by the engine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Coroutine, Iterator
+from dataclasses import dataclass
+from importlib import metadata
+from typing import Any, Literal
+
+from acp import PROTOCOL_VERSION, RequestError, text_block
+from acp.interfaces import Client
+from acp.schema import (
+    AgentCapabilities,
+    AgentMessageChunk,
+    AgentThoughtChunk,
+    AvailableCommand,
+    AvailableCommandInput,
+    AvailableCommandsUpdate,
+    ClientCapabilities,
+    Implementation,
+    InitializeResponse,
+    ListSessionsResponse,
+    LoadSessionResponse,
+    NewSessionResponse,
+    PromptCapabilities,
+    PromptResponse,
+    SessionCapabilities,
+    SessionInfoUpdate,
+    SessionListCapabilities,
+    UnstructuredCommandInput,
+)
+
+from core.engine import ChatSession, ReplyDelta, ReplyFinished, TitleChanged
+from core.errors import SessionNotFoundError
+from core.references import SESSION_REFERENCE_CANCELLED, SessionReferenceError
+from tui.acp.listing import PAGE_SIZE, InvalidCursorError, candidates_markdown, list_page
+from tui.acp.prompt import (
+    PromptCommand,
+    UnsupportedContentError,
+    parse_command,
+    prompt_to_draft,
+)
+from tui.acp.replay import replay_updates
+from tui.acp.text import client_label, client_text
+from tui.cli import REFERENCE_ERROR_HELP
+from tui.runtime import Runtime
+
+__all__ = ["AGENT_NAME", "DshAcpAgent", "reference_request_error"]
+
+log = logging.getLogger("dsh.acp")
+
+AGENT_NAME = "dsh"
+INVALID_PARAMS = -32602
+INVALID_REQUEST = -32600
+INTERNAL_ERROR = -32603
+
+StopReason = Literal["end_turn", "cancelled"]
+
+COMMANDS = (
+    AvailableCommand(
+        name="sessions",
+        description="List the sessions you can reference from here, with ready-to-paste mentions",
+        input=AvailableCommandInput(
+            root=UnstructuredCommandInput(hint="filter by title, id or cwd (optional)")
+        ),
+    ),
+)
+
+
+def _version() -> str:
+    try:
+        return metadata.version("dsh")
+    except metadata.PackageNotFoundError:  # pragma: no cover - running from a bare checkout
+        return "0"
+
+
+def reference_request_error(err: SessionReferenceError) -> RequestError:
+    """A failed preparation as the JSON-RPC error that ends the prompt (nothing was stored)."""
+    plain = REFERENCE_ERROR_HELP.get(err.code, "the session references could not be prepared")
+    message = f"{plain}: {client_label(str(err))} [{err.code}] — nothing was sent"
+    data: dict[str, Any] = {"code": err.code}
+    if err.session_id is not None:
+        data["sessionId"] = err.session_id
+    return RequestError(INVALID_PARAMS, message, data)
+
+
+def _agent_text(text: str) -> AgentMessageChunk:
+    return AgentMessageChunk(
+        session_update="agent_message_chunk", content=text_block(client_text(text))
+    )
+
+
+def _thought_text(text: str) -> AgentThoughtChunk:
+    return AgentThoughtChunk(
+        session_update="agent_thought_chunk", content=text_block(client_text(text))
+    )
+
+
+@dataclass
+class _OpenSession:
+    chat: ChatSession
+    title: str | None  # the last title the client was told
+    cancel: asyncio.Event | None = None  # set while a prompt runs; session/cancel sets it
+
+
+class DshAcpAgent:
+    """The ACP agent. The SDK's connection finds handlers by name; the methods not defined
+    here answer "method not found"."""
+
+    def __init__(self, runtime: Runtime, *, page_size: int = PAGE_SIZE) -> None:
+        self.runtime = runtime
+        self.page_size = page_size
+        self._client: Client | None = None
+        self._sessions: dict[str, _OpenSession] = {}
+        self._background: set[asyncio.Task[None]] = set()
+        self._in_flight = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    # -- connection --------------------------------------------------------------------
+
+    def on_connect(self, conn: Client) -> None:
+        self._client = conn
+
+    @contextlib.contextmanager
+    def _request(self) -> Iterator[None]:
+        """Count a request in flight, so the end of input can let it finish."""
+        self._in_flight += 1
+        self._idle.clear()
+        try:
+            yield
+        finally:
+            self._in_flight -= 1
+            if self._in_flight == 0:
+                self._idle.set()
+
+    async def drain(self, grace: float) -> None:
+        """The client closed its end: stop every reply (each keeps what was received) and
+        give the requests in flight up to ``grace`` seconds to finish."""
+        await asyncio.sleep(0)  # requests read just before the end have their tasks start
+        for state in self._sessions.values():
+            if state.cancel is not None:
+                state.cancel.set()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._idle.wait(), grace)
+        if self._background:
+            await asyncio.wait(set(self._background), timeout=grace)
+
+    async def _notify(self, session_id: str, update: Any) -> bool:
+        """Send one update; ``False`` when the client is gone (the turn goes on storing)."""
+        if self._client is None:
+            return False
+        try:
+            await self._client.session_update(session_id=session_id, update=update)
+        except (ConnectionError, RuntimeError) as err:
+            log.warning("could not send an update to the client: %s", err)
+            return False
+        return True
+
+    def _after_response(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run ``work`` once the current request's response is queued.
+
+        The connection queues a handler's response before this task first runs (the
+        handler returns without awaiting after scheduling it), so the client knows the
+        session id before it hears about it.
+        """
+        task = asyncio.get_running_loop().create_task(work)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _announce(self, session_id: str) -> None:
+        await self._notify(
+            session_id,
+            AvailableCommandsUpdate(
+                session_update="available_commands_update", available_commands=list(COMMANDS)
+            ),
+        )
+
+    async def _push_title(self, state: _OpenSession, title: str | None) -> None:
+        if title is None or title == state.title:
+            return
+        state.title = title
+        await self._notify(
+            state.chat.session_id,
+            SessionInfoUpdate(session_update="session_info_update", title=client_label(title)),
+        )
+
+    async def _open(self, session_id: str) -> _OpenSession:
+        state = self._sessions.get(session_id)
+        if state is not None:
+            return state
+        try:
+            chat = await self.runtime.chat(session_id)
+        except SessionNotFoundError as err:
+            raise RequestError(
+                INVALID_PARAMS,
+                f"unknown session {client_label(session_id)}",
+                {"sessionId": session_id},
+            ) from err
+        title = await chat.title()
+        state = _OpenSession(chat, title.title if title is not None else None)
+        self._sessions[session_id] = state
+        return state
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    async def initialize(
+        self,
+        protocol_version: int,
+        client_capabilities: ClientCapabilities | None = None,
+        client_info: Implementation | None = None,
+        **kwargs: Any,
+    ) -> InitializeResponse:
+        if client_info is not None:
+            log.info("client %s %s", client_info.name, client_info.version)
+        return InitializeResponse(
+            # dsh speaks version 1 only: the client's version if it is that, else ours.
+            protocol_version=PROTOCOL_VERSION,
+            agent_capabilities=AgentCapabilities(
+                load_session=True,
+                # Text and resource links (the baseline) only: no images, audio or
+                # embedded resources.
+                prompt_capabilities=PromptCapabilities(
+                    image=False, audio=False, embedded_context=False
+                ),
+                session_capabilities=SessionCapabilities(list=SessionListCapabilities()),
+            ),
+            agent_info=Implementation(name=AGENT_NAME, title="dsh", version=_version()),
+            auth_methods=[],
+        )
+
+    async def new_session(self, cwd: str, **kwargs: Any) -> NewSessionResponse:
+        with self._request():
+            return await self._new_session(cwd)
+
+    async def _new_session(self, cwd: str) -> NewSessionResponse:
+        header = await self.runtime.store.create_session(cwd=cwd)
+        chat = ChatSession(
+            self.runtime.store,
+            self.runtime.query,
+            self.runtime.service,
+            self.runtime.provider,
+            header,
+        )
+        self._sessions[header.id] = _OpenSession(chat, None)
+        self._after_response(self._announce(header.id))
+        return NewSessionResponse(session_id=header.id)
+
+    async def load_session(
+        self, cwd: str, session_id: str, **kwargs: Any
+    ) -> LoadSessionResponse | None:
+        with self._request():
+            return await self._load_session(session_id)
+
+    async def _load_session(self, session_id: str) -> LoadSessionResponse:
+        """Replay the session before answering (the client knows the id already)."""
+        running = self._sessions.get(session_id)
+        if running is not None and running.cancel is not None:
+            raise RequestError(
+                INVALID_REQUEST,
+                "a prompt is running in this session; cancel it before loading it again",
+                {"sessionId": session_id},
+            )
+        self._sessions.pop(session_id, None)
+        state = await self._open(session_id)
+        state.title = None  # tell the client the title again after the replay
+        snapshot = await self.runtime.query.read_surface(session_id)
+        for update in replay_updates(snapshot.events):
+            await self._notify(session_id, update)
+        title = await state.chat.title()
+        await self._push_title(state, title.title if title is not None else None)
+        await self._announce(session_id)
+        return LoadSessionResponse()
+
+    async def list_sessions(
+        self, cwd: str | None = None, cursor: str | None = None, **kwargs: Any
+    ) -> ListSessionsResponse:
+        with self._request():
+            return await self._list_sessions(cwd, cursor)
+
+    async def _list_sessions(self, cwd: str | None, cursor: str | None) -> ListSessionsResponse:
+        headers = await self.runtime.query.list_sessions()
+        titles = await self.runtime.query.read_titles()
+        try:
+            page = list_page(headers, titles, cwd=cwd, cursor=cursor, page_size=self.page_size)
+        except InvalidCursorError as err:
+            raise RequestError(INVALID_PARAMS, str(err), {"cursor": cursor}) from err
+        return ListSessionsResponse(sessions=page.sessions, next_cursor=page.next_cursor)
+
+    # -- prompts -----------------------------------------------------------------------
+
+    async def prompt(self, prompt: list[Any], session_id: str, **kwargs: Any) -> PromptResponse:
+        with self._request():
+            return await self._prompt(prompt, session_id)
+
+    async def _prompt(self, prompt: list[Any], session_id: str) -> PromptResponse:
+        state = await self._open(session_id)
+        if state.cancel is not None:
+            raise RequestError(
+                INVALID_REQUEST,
+                "a prompt is already running in this session; cancel it first",
+                {"sessionId": session_id},
+            )
+        try:
+            draft = prompt_to_draft(prompt)
+        except UnsupportedContentError as err:
+            raise RequestError(INVALID_PARAMS, str(err)) from err
+        except SessionReferenceError as err:
+            raise reference_request_error(err) from err
+        command = parse_command(draft)
+        if command is None and not draft.strip():
+            raise RequestError(INVALID_PARAMS, "the message is empty")
+        cancel = asyncio.Event()
+        state.cancel = cancel
+        try:
+            if command is not None:
+                stop = await self._command(state, command, cancel)
+            else:
+                stop = await self._send(state, draft, cancel)
+        finally:
+            state.cancel = None
+        return PromptResponse(stop_reason=stop)
+
+    async def _command(
+        self, state: _OpenSession, command: PromptCommand, cancel: asyncio.Event
+    ) -> StopReason:
+        """A slash command is answered here, with no model call and nothing stored."""
+        try:
+            candidates = await self.runtime.service.list_candidates(
+                state.chat.header, command.argument, cancel=cancel
+            )
+        except SessionReferenceError as err:
+            if err.code == SESSION_REFERENCE_CANCELLED:
+                return "cancelled"
+            raise reference_request_error(err) from err
+        await self._notify(
+            state.chat.session_id, _agent_text(candidates_markdown(candidates, command.argument))
+        )
+        return "end_turn"
+
+    async def _send(self, state: _OpenSession, draft: str, cancel: asyncio.Event) -> StopReason:
+        chat = state.chat
+        try:
+            await chat.submit(draft, cancel=cancel)
+        except SessionReferenceError as err:
+            if err.code == SESSION_REFERENCE_CANCELLED or cancel.is_set():
+                return "cancelled"
+            raise reference_request_error(err) from err
+
+        # From here the user's message is stored. The reply is consumed to its end even if
+        # this task is cancelled (the client went away): the engine then stores what was
+        # received, marked interrupted, instead of losing it.
+        stop: StopReason = "end_turn"
+        failure: RequestError | None = None
+        torn_down = False
+        client_gone = False
+        async for update in chat.reply(interrupt=cancel):
+            try:
+                if isinstance(update, ReplyDelta):
+                    if not client_gone:
+                        chunk = (
+                            _agent_text(update.text)
+                            if update.kind == "text"
+                            else _thought_text(update.text)
+                        )
+                        if not await self._notify(chat.session_id, chunk):
+                            client_gone = True
+                            cancel.set()
+                elif isinstance(update, ReplyFinished):
+                    if update.status == "interrupted":
+                        stop = "cancelled"
+                    elif update.status == "error":
+                        detail = client_label(str(update.error)) if update.error else "unknown"
+                        failure = RequestError(
+                            INTERNAL_ERROR,
+                            f"the model failed: {detail} (your message is saved;"
+                            " the partial reply is kept)",
+                            {"kind": update.error.kind if update.error else None},
+                        )
+                elif isinstance(update, TitleChanged) and not client_gone:
+                    await self._push_title(state, update.title)
+            except asyncio.CancelledError:
+                torn_down = True
+                cancel.set()
+        if torn_down:
+            raise asyncio.CancelledError
+        if failure is not None:
+            raise failure
+        if not client_gone:
+            # A title set elsewhere (a rename in the TUI) reaches the client too.
+            title = await chat.title()
+            await self._push_title(state, title.title if title is not None else None)
+        if cancel.is_set():
+            stop = "cancelled"
+        return stop
+
+    async def cancel(self, session_id: str, **kwargs: Any) -> None:
+        state = self._sessions.get(session_id)
+        if state is not None and state.cancel is not None:
+            state.cancel.set()

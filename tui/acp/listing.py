@@ -1,0 +1,143 @@
+"""Discovery: ``session/list`` pages and the ``/sessions`` command's answer.
+
+``session/list`` pages with a keyset cursor — the (created_at, id) of the last session
+shown — so sessions created between two requests neither repeat nor shift a page.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from acp.schema import SessionInfo
+
+from core.jsoncodec import dumps_js
+from core.log import SessionHeader
+from core.query import SessionTitle
+from core.references import SessionReferenceCandidate, SessionReferenceInput
+from core.references import format_session_reference_mention as mention_of
+from tui.acp.text import client_label, client_text, code_span
+
+__all__ = [
+    "NO_CWD",
+    "PAGE_SIZE",
+    "InvalidCursorError",
+    "SessionPage",
+    "candidates_markdown",
+    "decode_cursor",
+    "encode_cursor",
+    "list_page",
+]
+
+PAGE_SIZE = 50
+NO_CWD = "/"  # ACP requires an absolute cwd; a session created without one reports the root
+
+
+class InvalidCursorError(ValueError):
+    """The cursor was not one this agent handed out."""
+
+
+@dataclass(frozen=True, slots=True)
+class SessionPage:
+    sessions: list[SessionInfo]
+    next_cursor: str | None
+
+
+def encode_cursor(header: SessionHeader) -> str:
+    payload = dumps_js([header.created_at, header.id]).encode("utf-8", "surrogatepass")
+    return base64.urlsafe_b64encode(payload).decode("ascii").rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[int, str]:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        value = json.loads(raw.decode("utf-8", "surrogatepass"))
+    except (binascii.Error, ValueError) as err:
+        raise InvalidCursorError(f"invalid cursor {cursor!r}") from err
+    if (
+        isinstance(value, list)
+        and len(value) == 2
+        and isinstance(value[0], int)
+        and not isinstance(value[0], bool)
+        and isinstance(value[1], str)
+    ):
+        return value[0], value[1]
+    raise InvalidCursorError(f"invalid cursor {cursor!r}")
+
+
+def _same_dir(a: str, b: str) -> bool:
+    return a == b or os.path.normpath(a) == os.path.normpath(b)
+
+
+def _after(header: SessionHeader, key: tuple[int, str]) -> bool:
+    """Whether ``header`` comes after ``key`` in list order (newest first, then id)."""
+    created_at, session_id = key
+    return header.created_at < created_at or (
+        header.created_at == created_at and header.id > session_id
+    )
+
+
+def list_page(
+    headers: Sequence[SessionHeader],
+    titles: Mapping[str, SessionTitle],
+    *,
+    cwd: str | None,
+    cursor: str | None,
+    page_size: int = PAGE_SIZE,
+) -> SessionPage:
+    """One page of ``headers`` (already in list order), filtered by ``cwd`` when given."""
+    key = decode_cursor(cursor) if cursor else None
+    page: list[SessionHeader] = []
+    more = False
+    for header in headers:
+        if cwd is not None and (header.cwd is None or not _same_dir(header.cwd, cwd)):
+            continue
+        if key is not None and not _after(header, key):
+            continue
+        if len(page) == page_size:
+            more = True
+            break
+        page.append(header)
+    infos = []
+    for header in page:
+        title = titles.get(header.id)
+        infos.append(
+            SessionInfo(
+                session_id=header.id,
+                cwd=client_text(header.cwd) if header.cwd is not None else NO_CWD,
+                title=client_label(title.title) if title is not None else None,
+                field_meta={
+                    "dsh": {"createdAt": header.created_at, "hasCwd": header.cwd is not None}
+                },
+            )
+        )
+    return SessionPage(infos, encode_cursor(page[-1]) if more and page else None)
+
+
+def candidates_markdown(candidates: Sequence[SessionReferenceCandidate], query: str) -> str:
+    """The ``/sessions`` answer: the candidates in ranking order, each with its mention."""
+    if not candidates:
+        if query:
+            return f"No other session matches {code_span(client_label(query))}."
+        return "There are no other sessions to reference yet."
+    head = "Sessions you can reference" + (
+        f" matching {code_span(client_label(query))}" if query else ""
+    )
+    lines = [head + " (paste a mention into your message):", ""]
+    for number, candidate in enumerate(candidates, 1):
+        where = client_label(candidate.cwd) if candidate.cwd is not None else "no cwd"
+        # A label with newlines, controls or lone surrogates would not paste (or parse) as
+        # one mention: such a label is shown in its escaped one-line form.
+        label = client_label(candidate.label)
+        mention = (
+            candidate.mention
+            if label == candidate.label
+            else mention_of(SessionReferenceInput(candidate.session_id, label))
+        )
+        lines.append(f"{number}. {label} — {where}")
+        lines.append(f"   {code_span(mention)}")
+    return "\n".join(lines)

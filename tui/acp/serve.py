@@ -1,0 +1,163 @@
+"""``dsh acp``: run the agent on standard input/output until the client closes stdin.
+
+Standard output carries protocol messages and nothing else: the process's file descriptor 1
+is handed to the protocol writer and then pointed at stderr, so a stray ``print`` (ours, a
+library's or a C extension's) lands in the log instead of corrupting a JSON-RPC frame.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import sys
+import threading
+from collections.abc import Iterator, Mapping
+from typing import BinaryIO, cast
+
+from acp import Agent
+from acp.agent.connection import AgentSideConnection
+
+from core.config import ConfigError, DshConfig
+from tui.acp.agent import DshAcpAgent
+from tui.runtime import open_runtime
+
+__all__ = ["OFFLINE_DELAY_ENV", "offline_delay_from_env", "run_acp", "serve"]
+
+OFFLINE_DELAY_ENV = "DSH_OFFLINE_DELAY"
+DRAIN_SECONDS = 10.0
+STREAM_LIMIT = 50 * 1024 * 1024  # one JSON-RPC line may carry a long prompt
+
+
+def offline_delay_from_env(env: Mapping[str, str]) -> float:
+    """Seconds the offline provider waits before each chunk (``DSH_OFFLINE_DELAY``; tests use
+    it to make a reply slow enough to cancel). ``0`` when unset."""
+    raw = env.get(OFFLINE_DELAY_ENV, "").strip()
+    if not raw:
+        return 0.0
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0.0 <= value <= 60.0:
+        raise ConfigError(f"environment: {OFFLINE_DELAY_ENV} must be a number of seconds (0–60)")
+    return value
+
+
+def _configure_logging(log_file: str | None) -> None:
+    handler: logging.Handler = (
+        logging.FileHandler(log_file, encoding="utf-8")
+        if log_file
+        else logging.StreamHandler(sys.stderr)
+    )
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(logging.INFO if log_file else logging.WARNING)
+
+
+@contextlib.contextmanager
+def _protocol_stdout() -> Iterator[BinaryIO]:
+    """The real stdout for the protocol only; fd 1 and ``sys.stdout`` go to stderr meanwhile."""
+    sys.stdout.flush()
+    protocol_fd = os.dup(1)
+    saved_stdout = sys.stdout
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    stream = os.fdopen(protocol_fd, "wb", buffering=0)
+    try:
+        yield stream
+    finally:
+        sys.stdout = saved_stdout
+        with contextlib.suppress(OSError):
+            os.dup2(protocol_fd, 1)
+        with contextlib.suppress(OSError):
+            stream.close()
+
+
+class _FileWriteTransport(asyncio.WriteTransport):
+    """Writes straight to a regular file (``dsh acp > out.jsonl``): the event loop's pipe
+    transport refuses files, and a file write does not block for long."""
+
+    def __init__(self, stream: BinaryIO) -> None:
+        super().__init__()
+        self._stream = stream
+        self._closing = False
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        if not self._closing:
+            self._stream.write(data)
+
+    def can_write_eof(self) -> bool:
+        return False
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+    def is_closing(self) -> bool:
+        return self._closing
+
+    def close(self) -> None:
+        self._closing = True
+        with contextlib.suppress(OSError):
+            self._stream.flush()
+
+
+def _feed_in_thread(reader: asyncio.StreamReader, stream: BinaryIO) -> None:
+    """Feed ``reader`` from a file that cannot be watched by the loop (a regular file)."""
+    loop = asyncio.get_running_loop()
+
+    def pump() -> None:
+        try:
+            for line in iter(stream.readline, b""):
+                loop.call_soon_threadsafe(reader.feed_data, line)
+        finally:
+            loop.call_soon_threadsafe(reader.feed_eof)
+
+    threading.Thread(target=pump, name="dsh-acp-stdin", daemon=True).start()
+
+
+async def _stdio(protocol_out: BinaryIO) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=STREAM_LIMIT)
+    try:
+        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    except ValueError:  # not a pipe, socket or terminal
+        _feed_in_thread(reader, sys.stdin.buffer)
+    protocol = asyncio.streams.FlowControlMixin()
+    transport: asyncio.WriteTransport
+    try:
+        transport, _ = await loop.connect_write_pipe(lambda: protocol, protocol_out)
+    except ValueError:
+        transport = _FileWriteTransport(protocol_out)
+    return reader, asyncio.StreamWriter(transport, protocol, None, loop)
+
+
+async def serve(config: DshConfig, protocol_out: BinaryIO, *, offline_delay: float = 0.0) -> None:
+    """Serve one client on stdin/``protocol_out`` until end of input."""
+    reader, writer = await _stdio(protocol_out)
+    async with open_runtime(config, offline_delay=offline_delay) as runtime:
+        agent = DshAcpAgent(runtime)
+        # The SDK looks handlers up by name; the methods dsh does not implement answer
+        # "method not found", so the agent need not spell out the whole protocol.
+        conn = AgentSideConnection(cast(Agent, agent), writer, reader, listening=False)
+        try:
+            await conn.listen()  # returns at the end of input
+            # Unlike ``acp.run_agent``, answer what was already asked (a script may pipe
+            # its requests and close stdin) and let interrupted replies be stored.
+            await agent.drain(DRAIN_SECONDS)
+        finally:
+            await asyncio.shield(conn.close())
+
+
+def run_acp(config: DshConfig, *, log_file: str | None = None) -> int:
+    """The ``dsh acp`` command: 0 after the client closed the connection."""
+    delay = offline_delay_from_env(os.environ)
+    _configure_logging(log_file)
+    with _protocol_stdout() as protocol_out:
+        try:
+            asyncio.run(serve(config, protocol_out, offline_delay=delay))
+        except KeyboardInterrupt:
+            return 130
+    return 0

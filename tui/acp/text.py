@@ -1,0 +1,37 @@
+"""Stored text on its way to an ACP client.
+
+Python ``str`` may hold lone surrogates (ids, titles and bodies are arbitrary), but a client
+parses our JSON with a strict UTF-8 decoder (Zed's serde_json rejects ``\\ud800`` alone), so
+every surrogate in display text becomes U+FFFD. Session ids are never altered.
+"""
+
+from __future__ import annotations
+
+import re
+
+from core.display import single_line
+
+__all__ = ["client_label", "client_text", "code_span"]
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def client_text(text: str) -> str:
+    """``text`` with every lone surrogate replaced by U+FFFD (nothing else changes)."""
+    return _SURROGATE.sub("\ufffd", text) if not text.isascii() else text
+
+
+def client_label(text: str, limit: int | None = None) -> str:
+    """An untrusted label or title on one line: controls and newlines made visible."""
+    return single_line(client_text(text), limit)
+
+
+def code_span(text: str) -> str:
+    """``text`` as one Markdown code span, whatever backticks it holds."""
+    longest = run = 0
+    for char in text:
+        run = run + 1 if char == "`" else 0
+        longest = max(longest, run)
+    fence = "`" * (longest + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
