@@ -34,6 +34,10 @@ __all__ = [
     "source_details",
 ]
 
+LIMIT = 300
+"""Labels, ids and cwds longer than this are cut with an ellipsis (a multi-megabyte
+title would otherwise be wrapped on every layout)."""
+
 COLLAPSED_ICON = "▸ "
 EXPANDED_ICON = "▾ "
 SHOW_CONVERSATION = "Show what the model received"
@@ -157,8 +161,8 @@ class CollapsedItem(Foldable):
         id: str | None = None,
         classes: str | None = None,
     ) -> None:
-        self._title = single_line(title)
-        self._summary_line = None if summary is None else single_line(summary)
+        self._title = single_line(title, LIMIT)
+        self._summary_line = None if summary is None else single_line(summary, LIMIT)
         self._body_text = body
         self._body_static: Static | None = None
         super().__init__(expanded=expanded, id=id, classes=classes)
@@ -181,7 +185,7 @@ class CollapsedItem(Foldable):
         return Text(escape_control(self._body_text) if self._body_text else "(empty)")
 
     def set_title(self, title: str) -> None:
-        self._title = single_line(title)
+        self._title = single_line(title, LIMIT)
         self._refresh_header()
 
     def set_body(self, body: str) -> None:
@@ -209,10 +213,10 @@ def source_details(source: CardSource) -> Text:
     """Every stored statistic of one referenced session, as safe text."""
     out = Text()
     out.append("• ", style="bold")
-    out.append(single_line(source.label) or "(no label)", style="bold")
+    out.append(single_line(source.label, LIMIT) or "(no label)", style="bold")
     rows = [
-        ("id", single_line(source.session_id)),
-        ("cwd", single_line(source.cwd) if source.cwd is not None else "no cwd"),
+        ("id", single_line(source.session_id, LIMIT)),
+        ("cwd", single_line(source.cwd, LIMIT) if source.cwd is not None else "no cwd"),
         (
             "captured through",
             f"seq {source.captured_through_seq}"
@@ -244,7 +248,7 @@ def conversation_text(source: CardSource) -> Text:
     for i, (role, text) in enumerate(source.conversation):
         if i:
             out.append("\n")
-        out.append(f"{single_line(role)}: ", style="bold")
+        out.append(f"{single_line(role, 40)}: ", style="bold")
         out.append(escape_control(text))
     return out
 
@@ -275,7 +279,7 @@ class ReferenceCard(Foldable):
         super().__init__(expanded=expanded, id=id, classes=classes)
 
     def title_text(self) -> Text:
-        return Text(single_line(card_title(self.card)))
+        return Text(single_line(card_title(self.card), 2 * LIMIT))
 
     def summary_text(self) -> Text | None:
         return Text(card_summary(self.card))
@@ -293,7 +297,7 @@ class ReferenceCard(Foldable):
     def _build_conversation(self) -> Vertical:
         parts: list[Widget] = []
         for source in self.card.sources:
-            heading = Text(single_line(source.label) or "(no label)", style="bold")
+            heading = Text(single_line(source.label, LIMIT) or "(no label)", style="bold")
             parts.append(Static(heading, classes="card-conversation-heading", markup=False))
             parts.append(
                 Static(conversation_text(source), classes="card-conversation", markup=False)

@@ -86,13 +86,18 @@ def _visible_line(line: str) -> str:
     return _UNSAFE_IN_LINE.sub(_visible_char, line)
 
 
+MAX_LABEL_CHARS = 80
+"""Longer titles are cut (with an ellipsis) when they become a mention's label."""
+
+
 def safe_mention(candidate: SessionReferenceCandidate) -> str:
     """The mention to insert for ``candidate``, with a label safe to display.
 
     Normally ``candidate.mention``; a label holding control or bidi characters is replaced
-    by its escaped form (the session id lives in the URI, so the reference is unchanged).
+    by its escaped form, and a very long one is cut to ``MAX_LABEL_CHARS`` (the session id
+    lives in the URI, so the reference is unchanged).
     """
-    label = single_line(candidate.label)
+    label = single_line(candidate.label, MAX_LABEL_CHARS)
     if label == candidate.label:
         return candidate.mention
     return format_session_reference_mention(SessionReferenceInput(candidate.session_id, label))

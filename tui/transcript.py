@@ -148,6 +148,21 @@ def _first_line(text: str, limit: int = 80) -> str:
     return ""
 
 
+MAX_SHOWN_CHARS = 20_000
+"""A stored message longer than this is shown cut, with a note; the log keeps it whole."""
+
+
+def _shown(text: str) -> str:
+    """``text`` cut for display: wrapping megabytes on every layout would freeze the UI."""
+    if len(text) <= MAX_SHOWN_CHARS:
+        return text
+    hidden = len(text) - MAX_SHOWN_CHARS
+    return (
+        text[:MAX_SHOWN_CHARS]
+        + f"\n\n[… {hidden:,} more characters not shown here; export the session to read it all]"
+    )
+
+
 def _header(label: str, detail: Iterable[str]) -> Text:
     text = Text(label, style="bold")
     for part in detail:
@@ -174,7 +189,7 @@ class UserMessage(Static):
         self.text = text
         body = _header(title, [time])
         body.append("\n")
-        body.append_text(highlight_mentions(text, labels))
+        body.append_text(highlight_mentions(_shown(text), labels))
         super().__init__(body, markup=False, classes=classes)
 
 
@@ -224,7 +239,7 @@ class AssistantMessage(Vertical):
             classes="message-header",
             markup=False,
         )
-        self._source = escape_control(text)
+        self._source = escape_control(_shown(text))
         self._body: Widget
         # History bodies are one Static rendering Rich Markdown (HTML kept as text): a
         # Textual Markdown widget tree per message is far too slow to mount by the dozen.
