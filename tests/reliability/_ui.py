@@ -1,0 +1,59 @@
+"""Pilot helpers for the reliability UI tests (typed for ``DshApp``; no test-module imports)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+from rich.text import Text
+from textual.app import App
+from textual.content import Content
+from textual.pilot import Pilot
+from textual.widget import Widget
+from textual.widgets import Static
+
+from tests.ui.snapshots import screen_text
+from tui.app import DshApp
+
+__all__ = ["screen", "send_idle", "settle", "shown_text", "wait_for"]
+
+
+def screen(app: DshApp) -> str:
+    """The screen as plain text (``tests.ui.snapshots.screen_text`` for a ``DshApp``)."""
+    plain_app: App[object] = app  # type: ignore[assignment]
+    return screen_text(plain_app)
+
+
+async def settle(app: DshApp, pilot: Pilot[int], limit: float = 10.0) -> None:
+    await pilot.pause()
+    await asyncio.wait_for(app.transcript.wait_until_settled(), limit)
+    await pilot.pause()
+
+
+async def wait_for(pilot: Pilot[int], condition: Callable[[], bool], limit: float = 10.0) -> None:
+    deadline = asyncio.get_running_loop().time() + limit
+    while not condition():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError("condition not met in time")
+        await pilot.pause(0.02)
+
+
+async def send_idle(app: DshApp, pilot: Pilot[int], limit: float = 10.0) -> None:
+    await wait_for(pilot, lambda: not app.preparing and not app.streaming, limit)
+    await settle(app, pilot, limit)
+
+
+def plain(widget: Static) -> str:
+    visual = widget.render()
+    if isinstance(visual, (Text, Content)):
+        return visual.plain
+    return str(visual)
+
+
+def shown_text(root: Widget) -> str:
+    """Every displayed Static's text under ``root`` (Markdown blocks included), in DOM order."""
+    parts = []
+    for widget in root.query(Static):
+        if widget.display and all(a.display for a in widget.ancestors if isinstance(a, Widget)):
+            parts.append(plain(widget))
+    return "\n".join(parts)
