@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib
 import os
 import sys
 import time
@@ -446,9 +445,9 @@ COMMANDS: dict[str, Callable[[Runtime, argparse.Namespace], Coroutine[Any, Any, 
 }
 
 
-async def _run(config: DshConfig, args: argparse.Namespace, command: str | None = None) -> int:
+async def _run(config: DshConfig, args: argparse.Namespace) -> int:
     async with open_runtime(config) as rt:
-        return await COMMANDS[command or args.command](rt, args)
+        return await COMMANDS[args.command](rt, args)
 
 
 def _configure(args: argparse.Namespace) -> DshConfig:
@@ -469,14 +468,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         config = _configure(args)
         if command == "tui":
-            try:
-                app_module = importlib.import_module("tui.app")
-            except ModuleNotFoundError as err:  # until the TUI lands: list the sessions
-                if err.name != "tui.app":
-                    raise
-                args.json = False
-                return asyncio.run(_run(config, args, "sessions"))
-            return int(app_module.run_app(config))
+            from tui.app import run_app  # Textual loads only when the app is wanted
+
+            return run_app(config)
         if command == "acp":  # speaks JSON-RPC on stdout: never the Rich output path
             from tui.acp import run_acp
 
