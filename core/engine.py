@@ -12,7 +12,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from core.errors import DshError
 from core.log import (
@@ -216,10 +216,6 @@ class CompactionResult:
     checkpoint: Event
     shadowed: tuple[int, ...]
     summary: str
-
-
-class _Clock(Protocol):
-    def __call__(self) -> float: ...
 
 
 @dataclass

@@ -8,11 +8,7 @@ from typing import Any, Protocol, runtime_checkable
 from core.log import Event, NewEvent, SessionHeader, SurfaceOp
 from core.query import SessionTitle
 
-__all__ = ["SessionStore", "SurfaceRead"]
-
-
-class SurfaceRead(tuple[SessionHeader, int | None, list[Event]]):
-    """(header, seq of the last raw event or None, surface events in seq order)."""
+__all__ = ["SessionStore"]
 
 
 @runtime_checkable

@@ -4,6 +4,6 @@ It is defined in ``core.store`` (the engine depends on it and ``core`` may not i
 ``stores``) and re-exported here, where the SPEC names it.
 """
 
-from core.store import SessionStore, SurfaceRead
+from core.store import SessionStore
 
-__all__ = ["SessionStore", "SurfaceRead"]
+__all__ = ["SessionStore"]
