@@ -9,7 +9,6 @@ ours alone on large sources to show linear growth.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -22,9 +21,7 @@ from core.log import (
     message_text,
 )
 from core.references import (
-    SESSION_REFERENCE_BUDGET_EXCEEDED,
     RetainedSource,
-    SessionReferenceError,
     omitted_marker,
     project_surface,
     retain_source,
@@ -32,6 +29,8 @@ from core.references import (
 )
 from tests.benchmarks._common import Row, Settings, median, time_sync
 from tests.benchmarks._data import as_events, conversation
+from tests.references.naive_retention import NaiveItem, nbytes
+from tests.references.naive_retention import naive_retain as naive_retain_items
 
 BUDGET = 65_536
 SESSION = {"session_id": "bench-source", "label": "Bench source", "cwd": "/home/dev/bench"}
@@ -50,22 +49,9 @@ def ours(events: Sequence[Event]) -> RetainedSource:
 # --------------------------------------------------------------------------- the baseline
 
 
-@dataclass
-class _Item:
-    role: str
-    original: str
-    text: str
-    checkpoint: bool
-    omitted: int = 0
-
-
-def _nbytes(text: str) -> int:
-    return len(text.encode("utf-8", "surrogatepass"))
-
-
-def naive_project(events: Sequence[Event]) -> list[_Item]:
+def naive_project(events: Sequence[Event]) -> list[NaiveItem]:
     """SPEC §4.6, read literally."""
-    out: list[_Item] = []
+    out: list[NaiveItem] = []
     for event in events:
         if event.surface_op is None:
             continue
@@ -89,7 +75,7 @@ def naive_project(events: Sequence[Event]) -> list[_Item]:
             continue
         text = message_text(message)
         if text:
-            out.append(_Item(role, text, text, checkpoint))
+            out.append(NaiveItem(role, text, text, checkpoint))
     return out
 
 
@@ -115,43 +101,13 @@ def naive_truncate(text: str, target: int) -> tuple[str, int]:
 
 def naive_retain(events: Sequence[Event]) -> tuple[dict[str, Any], tuple[int, int, int, int]]:
     """The quadratic way: serialise the whole source object after every step."""
-    items = naive_project(events)
-    original = len(items)
-
-    def source() -> dict[str, Any]:
-        return {
-            "sessionId": SESSION["session_id"],
-            "label": SESSION["label"],
-            "cwd": SESSION["cwd"],
-            "capturedThroughSeq": CAPTURED,
-            "conversation": [{"role": i.role, "text": i.text} for i in items],
-        }
-
-    def size() -> int:
-        return _nbytes(stringify_tag_safe_json(source()))
-
-    dropped = dropped_bytes = 0
-    while size() > BUDGET:
-        droppable = [k for k, i in enumerate(items) if not i.checkpoint and k != len(items) - 1]
-        if not droppable:
-            break
-        gone = items.pop(droppable[0])
-        dropped += 1
-        dropped_bytes += _nbytes(gone.original)
-    while (current_size := size()) > BUDGET:
-        if not items:
-            raise SessionReferenceError("no item", SESSION_REFERENCE_BUDGET_EXCEEDED)
-        longest = max(range(len(items)), key=lambda k: (_nbytes(items[k].text), -k))
-        item = items[longest]
-        current = _nbytes(item.text)
-        if current == 0:
-            raise SessionReferenceError("empty", SESSION_REFERENCE_BUDGET_EXCEEDED)
-        new_text, omitted = naive_truncate(item.original, max(0, current - (current_size - BUDGET)))
-        if new_text == item.text:
-            raise SessionReferenceError("no change", SESSION_REFERENCE_BUDGET_EXCEEDED)
-        item.text, item.omitted = new_text, omitted
-    omitted_bytes = dropped_bytes + sum(i.omitted for i in items)
-    return source(), (original, len(items), dropped, omitted_bytes)
+    header = {
+        "sessionId": SESSION["session_id"],
+        "label": SESSION["label"],
+        "cwd": SESSION["cwd"],
+        "capturedThroughSeq": CAPTURED,
+    }
+    return naive_retain_items(naive_project(events), BUDGET, header, naive_truncate)
 
 
 def _check_identical(
@@ -165,7 +121,7 @@ def _check_identical(
     got = (s.original_messages, s.retained_messages, s.omitted_messages, s.omitted_bytes)
     if got != expected[1]:
         raise AssertionError(f"retention stats {got} differ from the baseline's {expected[1]}")
-    if _nbytes(ours_json) > BUDGET:
+    if nbytes(ours_json) > BUDGET:
         raise AssertionError("retention output exceeds the budget")
 
 
@@ -217,7 +173,7 @@ def run_workload(settings: Settings) -> list[Row]:
     for n in scale_sizes:
         t = median(scale_t[n])
         growth = None if previous is None else t / previous
-        text_mb = sum(_nbytes(m.text) for m in project_surface(sources[n])) / 1e6
+        text_mb = sum(nbytes(m.text) for m in project_surface(sources[n])) / 1e6
         rows.append(
             Row(
                 "retention scale",

@@ -4,7 +4,6 @@ deliberately naive reference implementation that re-serialises after every step.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -21,6 +20,8 @@ from core.references import (
     stringify_tag_safe_json,
     truncate_head_tail,
 )
+from tests.references.naive_retention import NaiveItem
+from tests.references.naive_retention import naive_retain as naive_retain_items
 
 P = ProjectedMessage
 SHELL = (
@@ -297,56 +298,13 @@ def test_budget_exceeded_by_a_huge_label() -> None:
 # --------------------------------------------------------------------------- reference model
 
 
-@dataclass
-class _Item:
-    role: str
-    original: str
-    text: str
-    checkpoint: bool
-    omitted: int = 0
-
-
 def naive_retain(
     messages: list[ProjectedMessage], max_bytes: int
 ) -> tuple[dict[str, Any], tuple[int, ...]]:
-    """The obvious quadratic algorithm: serialise the whole object after every step."""
-    items = [_Item(m.role, m.text, m.text, m.checkpoint) for m in messages]
-
-    def nbytes(s: str) -> int:
-        return len(s.encode("utf-8", "surrogatepass"))
-
-    def source() -> dict[str, Any]:
-        return {
-            "sessionId": "s",
-            "label": "L",
-            "cwd": None,
-            "capturedThroughSeq": 7,
-            "conversation": [{"role": i.role, "text": i.text} for i in items],
-        }
-
-    dropped = dropped_bytes = 0
-    while size(source()) > max_bytes:
-        candidates = [k for k, i in enumerate(items) if not i.checkpoint and k != len(items) - 1]
-        if not candidates:
-            break
-        gone = items.pop(candidates[0])
-        dropped += 1
-        dropped_bytes += nbytes(gone.original)
-    while size(source()) > max_bytes:
-        if not items:
-            raise SessionReferenceError("no item", SESSION_REFERENCE_BUDGET_EXCEEDED)
-        longest = max(range(len(items)), key=lambda k: (nbytes(items[k].text), -k))
-        item = items[longest]
-        current = nbytes(item.text)
-        if current == 0:
-            raise SessionReferenceError("empty", SESSION_REFERENCE_BUDGET_EXCEEDED)
-        target = max(0, current - (size(source()) - max_bytes))
-        new_text, omitted = naive_truncate(item.original, target)
-        if new_text == item.text:
-            raise SessionReferenceError("no change", SESSION_REFERENCE_BUDGET_EXCEEDED)
-        item.text, item.omitted = new_text, omitted
-    omitted_bytes = dropped_bytes + sum(i.omitted for i in items)
-    return source(), (len(messages), len(items), dropped, omitted_bytes)
+    """The shared quadratic reference, with the spec-literal truncation above."""
+    items = [NaiveItem(m.role, m.text, m.text, m.checkpoint) for m in messages]
+    header = {"sessionId": "s", "label": "L", "cwd": None, "capturedThroughSeq": 7}
+    return naive_retain_items(items, max_bytes, header, naive_truncate)
 
 
 conversations = st.lists(
