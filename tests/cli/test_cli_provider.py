@@ -8,31 +8,17 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
 import sys
 from pathlib import Path
 
-from tests.providers.fake_openai import Drop, FakeOpenAIServer, Pause, chunk_json
+from tests.providers.fake_openai import Drop, FakeOpenAIServer, Pause, chunk_json, dsh_env
 
 DSH = [sys.executable, "-m", "tui.cli"]
 
 
 def _env(db: Path, server: FakeOpenAIServer) -> dict[str, str]:
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("DSH_", "HTTP", "http", "ALL_", "all_"))
-    }
-    env.update(
-        DSH_DB=str(db),
-        DSH_PROVIDER="openai",
-        DSH_BASE_URL=server.base_url,
-        DSH_MODEL="fake-model",
-        DEEPSEEK_API_KEY="sk-e2e",
-        XDG_CONFIG_HOME=str(db.parent / "config"),
-    )
-    return env
+    return dsh_env(db, server, api_key="sk-e2e")
 
 
 async def _run(env: dict[str, str], *args: str) -> tuple[int, str, str]:

@@ -11,10 +11,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 from collections import deque
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from http import HTTPStatus
+from pathlib import Path
 from typing import Any, Literal
 
 import pytest_asyncio
@@ -27,6 +29,7 @@ __all__ = [
     "ScriptedResponse",
     "chunk_json",
     "closed_port",
+    "dsh_env",
     "fake_openai",
     "sse_data",
 ]
@@ -276,6 +279,25 @@ def _reason(status: int) -> str:
 def _unscripted() -> ScriptedResponse:
     body = json.dumps({"error": {"message": "fake server: no scripted response left"}}).encode()
     return ScriptedResponse(status=599, body=[body], framing="length")
+
+
+def dsh_env(db: Path, server: FakeOpenAIServer, *, api_key: str = "sk-test") -> dict[str, str]:
+    """Environment for a real ``dsh`` process talking to ``server``: no inherited DSH_*
+    settings or proxies, its own config dir, the openai provider at the fake server."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("DSH_", "HTTP", "http", "ALL_", "all_"))
+    }
+    env.update(
+        DSH_DB=str(db),
+        DSH_PROVIDER="openai",
+        DSH_BASE_URL=server.base_url,
+        DSH_MODEL="fake-model",
+        DEEPSEEK_API_KEY=api_key,
+        XDG_CONFIG_HOME=str(db.parent / "config"),
+    )
+    return env
 
 
 def closed_port() -> int:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
 import sqlite3
 import stat
@@ -20,6 +19,7 @@ from typing import Any
 from core.log import ASSISTANT_CHUNK, ASSISTANT_MESSAGE, TURN_END, USER_MESSAGE
 from stores import SqliteSessionStore
 from tests.providers.fake_openai import FakeOpenAIServer, chunk_json
+from tests.providers.fake_openai import dsh_env as openai_env
 
 ROOT = Path(__file__).resolve().parents[2]
 DSH = [sys.executable, "-m", "tui.cli"]
@@ -62,21 +62,7 @@ asyncio.run(main(sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]))
 
 
 def dsh_env(db: Path, server: FakeOpenAIServer) -> dict[str, str]:
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("DSH_", "HTTP", "http", "ALL_", "all_"))
-    }
-    env.update(
-        DSH_DB=str(db),
-        DSH_PROVIDER="openai",
-        DSH_BASE_URL=server.base_url,
-        DSH_MODEL="fake-model",
-        DEEPSEEK_API_KEY="sk-reliability",
-        XDG_CONFIG_HOME=str(db.parent / "config"),
-        PYTHONPATH=str(ROOT),
-    )
-    return env
+    return {**openai_env(db, server, api_key="sk-reliability"), "PYTHONPATH": str(ROOT)}
 
 
 async def run_dsh(env: dict[str, str], *args: str) -> tuple[int, str, str]:
