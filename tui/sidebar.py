@@ -13,12 +13,12 @@ from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.events import Key
 from textual.message import Message
-from textual.widgets import Input, OptionList, Static
-from textual.widgets.option_list import Option
+from textual.widgets import Input, Static
 
 from core.display import relative_age, single_line
 from core.log import SessionHeader, now_ms
 from core.query import SessionTitle
+from tui.sessionlist import SessionList
 
 __all__ = ["SessionEntry", "Sidebar"]
 
@@ -47,10 +47,7 @@ class Sidebar(Vertical):
     Sidebar { width: 34; dock: left; border-right: vkey $foreground 20%; }
     Sidebar #sidebar-title { padding: 0 1; color: $text-muted; text-style: bold; }
     Sidebar Input { border: none; height: 1; padding: 0 1; margin: 0 0 1 0; }
-    Sidebar OptionList, Sidebar OptionList:focus {
-        border: none; height: 1fr; padding: 0; background: transparent;
-    }
-    Sidebar OptionList:focus { background: $boost; }
+    Sidebar SessionList { height: 1fr; }
     Sidebar.-hidden { display: none; }
     """
 
@@ -73,16 +70,18 @@ class Sidebar(Vertical):
         self._now = now
         self._entries: list[SessionEntry] = []
         self._visible: list[SessionEntry] = []
+        self._positions: dict[str, int] = {}
         self.current_id: str | None = None
 
     def compose(self) -> ComposeResult:
         yield Static("Sessions", id="sidebar-title")
         yield Input(placeholder="Filter sessions…", id="session-filter", select_on_focus=False)
-        yield OptionList(id="session-list")
+        yield SessionList(id="session-list")
 
     @property
-    def option_list(self) -> OptionList:
-        return self.query_one("#session-list", OptionList)
+    def option_list(self) -> SessionList:
+        """The list of sessions (virtual: only the rows in view are drawn)."""
+        return self.query_one("#session-list", SessionList)
 
     @property
     def filter_input(self) -> Input:
@@ -109,34 +108,41 @@ class Sidebar(Vertical):
         self._refresh_options()
 
     def set_current(self, session_id: str | None) -> None:
+        """Mark ``session_id`` as the open session (the list itself is not rebuilt)."""
         self.current_id = session_id
-        self._refresh_options()
+        if not self.is_mounted:
+            return
+        options = self.option_list
+        position = self._positions.get(session_id) if session_id is not None else None
+        if position is not None:
+            options.highlighted = position
+        options.refresh_rows()
 
     def entry(self, session_id: str) -> SessionEntry | None:
         return next((e for e in self._entries if e.header.id == session_id), None)
 
-    def _row(self, entry: SessionEntry, width: int) -> Text:
+    def row_lines(self, index: int) -> tuple[Text, Text]:
+        """The two lines of visible row ``index``: label (current marked), then age and cwd."""
+        entry = self._visible[index]
+        width = max(12, (self.size.width or 34) - 2)
         current = entry.header.id == self.current_id
-        row = Text(no_wrap=True, overflow="ellipsis")
-        row.append("● " if current else "  ", style="bold green")
-        row.append(single_line(entry.label, max(8, width - 3)), style="bold" if current else "")
-        row.append("\n  ")
+        label = Text(no_wrap=True, overflow="ellipsis")
+        label.append("● " if current else "  ", style="bold green")
+        label.append(single_line(entry.label, max(8, width - 3)), style="bold" if current else "")
         age = relative_age(entry.header.created_at, self._now())
         cwd = single_line(entry.header.cwd) if entry.header.cwd is not None else "no cwd"
-        row.append(single_line(f"{age} · {cwd}", max(8, width - 3)), style="dim")
-        return row
+        detail = Text("  ", no_wrap=True, overflow="ellipsis")
+        detail.append(single_line(f"{age} · {cwd}", max(8, width - 3)), style="dim")
+        return label, detail
 
     def _refresh_options(self) -> None:
         if not self.is_mounted:
             return
         query = self.filter_input.value.strip()
         self._visible = [e for e in self._entries if not query or e.matches(query)]
-        width = max(12, (self.size.width or 34) - 2)
-        options = self.option_list
-        options.clear_options()
-        options.add_options([Option(self._row(e, width), id=None) for e in self._visible])
-        if self.current_id in self.visible_ids:
-            options.highlighted = self.visible_ids.index(self.current_id)
+        self._positions = {e.header.id: i for i, e in enumerate(self._visible)}
+        current = self._positions.get(self.current_id) if self.current_id is not None else None
+        self.option_list.set_rows(len(self._visible), self.row_lines, current)
 
     def on_mount(self) -> None:
         self._refresh_options()
@@ -153,11 +159,11 @@ class Sidebar(Vertical):
             index = self.option_list.highlighted or 0
             self.post_message(self.Selected(self._visible[index].header.id))
 
-    @on(OptionList.OptionSelected, "#session-list")
-    def _option_selected(self, event: OptionList.OptionSelected) -> None:
+    @on(SessionList.Selected, "#session-list")
+    def _option_selected(self, event: SessionList.Selected) -> None:
         event.stop()
-        if 0 <= event.option_index < len(self._visible):
-            self.post_message(self.Selected(self._visible[event.option_index].header.id))
+        if 0 <= event.index < len(self._visible):
+            self.post_message(self.Selected(self._visible[event.index].header.id))
 
     def on_key(self, event: Key) -> None:
         # Typing while the list has focus filters it: send printable keys to the filter.

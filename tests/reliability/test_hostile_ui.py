@@ -118,8 +118,8 @@ async def test_hostile_text_is_exact_in_store_and_literal_everywhere_in_the_ui(
         await settle(app, pilot, LIMIT)
         # The session list: the hostile row is shown escaped, never interpreted.
         rows = [
-            visible(app.sidebar.option_list.get_option_at_index(i).prompt)
-            for i in range(app.sidebar.option_list.option_count)
+            "\n".join(visible(line) for line in app.sidebar.row_lines(i))
+            for i in range(app.sidebar.option_list.row_count)
         ]
         hostile_rows = [r for r in rows if "zz title" in r]
         assert len(hostile_rows) == 1
