@@ -6,7 +6,7 @@ import time as _time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from core.errors import InvalidEventError
 from core.jsoncodec import FrozenDict, dumps_js, loads_exact
@@ -30,6 +30,7 @@ __all__ = [
     "Replace",
     "SessionHeader",
     "SurfaceOp",
+    "SurfaceRow",
     "assistant_message",
     "is_compact_checkpoint_source",
     "message_text",
@@ -115,6 +116,14 @@ class Event:
     @property
     def is_surface(self) -> bool:
         return self.surface_op is not None
+
+
+class SurfaceRow(NamedTuple):
+    """What folding needs of a surface event: no type, time or data (a light read)."""
+
+    seq: int
+    surface_op: SurfaceOp
+    source_event_seqs: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,7 @@ from typing import Any, Protocol
 
 from core.log import Event, SessionHeader
 
-__all__ = ["SessionQueryLike", "SessionTitle", "SurfaceSnapshot"]
+__all__ = ["SessionQueryLike", "SessionTitle", "SurfaceSnapshot", "SurfaceWindow"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,6 +19,22 @@ class SurfaceSnapshot:
     session: SessionHeader
     captured_through_seq: int | None
     events: tuple[Event, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SurfaceWindow:
+    """The newest part of a session's current surface, for showing it without reading all of
+    it: every surface seq (node order) and the events of the last ``len(events)`` of them."""
+
+    session: SessionHeader
+    captured_through_seq: int | None
+    seqs: tuple[int, ...]
+    events: tuple[Event, ...]
+
+    @property
+    def unread(self) -> tuple[int, ...]:
+        """The seqs before ``events`` (older surface events not read yet)."""
+        return self.seqs[: len(self.seqs) - len(self.events)]
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from core.log import Event, NewEvent, SessionHeader, SurfaceOp
+from core.log import Event, NewEvent, SessionHeader, SurfaceOp, SurfaceRow
 from core.query import SessionTitle
 
 __all__ = ["SessionStore"]
@@ -44,6 +44,18 @@ class SessionStore(Protocol):
         self, session_id: str
     ) -> tuple[SessionHeader, int | None, list[Event]]:
         """Header, last raw seq and the surface events (in seq order) in one consistent read."""
+        ...
+
+    async def read_surface_rows(
+        self, session_id: str
+    ) -> tuple[SessionHeader, int | None, list[SurfaceRow]]:
+        """Like ``read_surface_events`` without types, times and data: enough to fold the
+        surface and learn its seqs cheaply (then ``read_events_at`` fetches what is shown)."""
+        ...
+
+    async def read_events_at(self, session_id: str, seqs: Sequence[int]) -> list[Event]:
+        """The events with these seqs, in the order given (an unknown seq is an
+        ``InvalidEventError``; events never change, so any earlier read's seqs are valid)."""
         ...
 
     async def read_titles(

@@ -7,14 +7,30 @@ run it shadows and a whole fold is linear in the log.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Generic, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 from core.errors import InvalidEventError
-from core.log import Event, Replace, SurfaceOp
+from core.log import Replace, SurfaceOp
 
-__all__ = ["SurfaceFolder", "fold_surface"]
+__all__ = ["Foldable", "SurfaceFolder", "fold_surface"]
 
 T = TypeVar("T")
+
+
+class Foldable(Protocol):
+    """What folding reads of an event: an ``Event`` or a light ``SurfaceRow``."""
+
+    @property
+    def seq(self) -> int: ...
+
+    @property
+    def surface_op(self) -> SurfaceOp | None: ...
+
+    @property
+    def source_event_seqs(self) -> Sequence[int] | None: ...
+
+
+F = TypeVar("F", bound=Foldable)
 
 
 class _Node(Generic[T]):
@@ -142,20 +158,20 @@ class SurfaceFolder(Generic[T]):
         return out
 
 
-def fold_surface(events: Iterable[Event]) -> list[Event]:
+def fold_surface(events: Iterable[F]) -> list[F]:
     """The current surface of a log, in node order. Log-only events are skipped.
 
     Raises ``InvalidEventError`` if the log breaks a folding rule. Logs without replaces
     (the common case) take a list-only path; the linked list starts at the first replace.
     """
-    surface: list[Event] = []
+    surface: list[F] = []
     iterator = iter(events)
     for event in iterator:
         op = event.surface_op
         if op is None:
             continue
         if op != "append":
-            folder: SurfaceFolder[Event] = SurfaceFolder()
+            folder: SurfaceFolder[F] = SurfaceFolder()
             folder.extend_appended((e.seq, e) for e in surface)
             folder.apply(event.seq, op, event.source_event_seqs, event)
             for later in iterator:

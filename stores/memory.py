@@ -8,16 +8,18 @@ from types import TracebackType
 from typing import Any
 
 from core.errors import InvalidEventError, SessionExistsError, SessionNotFoundError, StoreError
-from core.log import Event, NewEvent, SessionHeader, SurfaceOp, ValidatedEvent
+from core.log import Event, NewEvent, SessionHeader, SurfaceOp, SurfaceRow, ValidatedEvent
 from core.query import SessionTitle
 from core.surface import SurfaceFolder
 from stores.validation import (
     KIND_TITLE,
     check_batch,
+    check_seqs,
     check_session_id,
     check_session_ids,
     event_kind,
     import_header,
+    missing_seq_error,
     new_header,
     title_of,
     validate_batch,
@@ -185,6 +187,29 @@ class MemorySessionStore:
         events = session.events
         last = events[-1].seq if events else None
         return session.header, last, [e for e in events if e.is_surface]
+
+    async def read_surface_rows(
+        self, session_id: str
+    ) -> tuple[SessionHeader, int | None, list[SurfaceRow]]:
+        header, last, events = await self.read_surface_events(session_id)
+        return (
+            header,
+            last,
+            [
+                SurfaceRow(e.seq, e.surface_op, e.source_event_seqs)
+                for e in events
+                if e.surface_op is not None
+            ],
+        )
+
+    async def read_events_at(self, session_id: str, seqs: Sequence[int]) -> list[Event]:
+        session = self._session(session_id)
+        wanted = check_seqs(seqs)
+        events = session.events
+        for seq in wanted:
+            if seq >= len(events):
+                raise missing_seq_error(session.header.id, seq)
+        return [events[seq] for seq in wanted]
 
     async def read_titles(
         self, session_ids: Sequence[str] | None = None

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from core.log import SessionHeader
-from core.query import SessionTitle, SurfaceSnapshot
+from core.log import Event, SessionHeader
+from core.query import SessionTitle, SurfaceSnapshot, SurfaceWindow
 from core.surface import fold_surface
 from stores.base import SessionStore
 from stores.validation import check_session_id
@@ -39,6 +39,21 @@ class SessionQuery:
             captured_through_seq=last_seq,
             events=tuple(fold_surface(surface_events)),
         )
+
+    async def read_surface_window(self, session_id: str, newest: int) -> SurfaceWindow:
+        """The surface's seqs and the events of its ``newest`` last nodes: folding reads
+        only seqs and surface ops, so opening a long session costs one page of data."""
+        if isinstance(newest, bool) or not isinstance(newest, int) or newest < 0:
+            raise ValueError(f"newest must be a non-negative int, not {newest!r}")
+        header, last_seq, rows = await self._store.read_surface_rows(session_id)
+        seqs = tuple(row.seq for row in fold_surface(rows))
+        tail = seqs[len(seqs) - min(newest, len(seqs)) :]
+        events = await self._store.read_events_at(session_id, tail) if tail else []
+        return SurfaceWindow(header, last_seq, seqs, tuple(events))
+
+    async def read_events_at(self, session_id: str, seqs: Sequence[int]) -> list[Event]:
+        """The events with these seqs, in the order given (e.g. an earlier page of a window)."""
+        return await self._store.read_events_at(session_id, seqs)
 
     async def read_title(self, session_id: str) -> SessionTitle | None:
         """The latest title of the session, ``None`` without one (unknown id raises

@@ -33,6 +33,7 @@ from core.log import (
     NewEvent,
     SessionHeader,
     SurfaceOp,
+    SurfaceRow,
     ValidatedEvent,
     surface_op_from_json,
     surface_op_to_json,
@@ -45,10 +46,12 @@ from stores.validation import (
     KIND_TITLE,
     batch_has_replace,
     check_batch,
+    check_seqs,
     check_session_id,
     check_session_ids,
     event_kind,
     import_header,
+    missing_seq_error,
     new_header,
     title_of,
     validate_batch,
@@ -100,6 +103,8 @@ _RETRY_WINDOW_S = 30.0
 _IN_CHUNK = 500
 
 _EVENT_COLUMNS = "seq, type, time, data, surface_op, source_event_seqs"
+_SEQS_PER_QUERY = 500
+"""Seqs bound per ``IN (…)`` (well under SQLite's 32,766 host parameters)."""
 
 
 def _enc(text: str) -> bytes:
@@ -407,6 +412,19 @@ class SqliteSessionStore:
             rows[i] = None
         return out
 
+    def _decode_surface_rows(self, rows: list[Any]) -> list[SurfaceRow]:
+        try:
+            return [
+                SurfaceRow(
+                    seq,
+                    _decode_op(surface_op),
+                    None if source_seqs is None else _decode_seqs(source_seqs),
+                )
+                for seq, surface_op, source_seqs in rows
+            ]
+        except (ValueError, TypeError) as err:
+            raise StoreError(f"{self._path}: a stored event is corrupt ({err})") from err
+
     def _decode_event(self, row: Sequence[Any]) -> Event:
         seq, type_, time, data, surface_op, source_seqs = row
         try:
@@ -583,6 +601,53 @@ class SqliteSessionStore:
 
         header, last, rows = await self._run(body, write=False)
         return header, last, await asyncio.to_thread(self._decode_events, rows)
+
+    async def read_surface_rows(
+        self, session_id: str
+    ) -> tuple[SessionHeader, int | None, list[SurfaceRow]]:
+        sid = check_session_id(session_id)
+
+        async def body(
+            conn: aiosqlite.Connection,
+        ) -> tuple[SessionHeader, int | None, list[Any]]:
+            header = await self._require_session(conn, sid)
+            key = _enc(sid)
+            last = await _scalar(conn, "SELECT max(seq) FROM events WHERE session_id = ?", (key,))
+            rows = await conn.execute_fetchall(
+                "SELECT seq, surface_op, source_event_seqs FROM events "
+                f"WHERE session_id = ? AND kind = {KIND_SURFACE} ORDER BY seq",
+                (key,),
+            )
+            return header, last, list(rows)
+
+        header, last, rows = await self._run(body, write=False)
+        return header, last, await asyncio.to_thread(self._decode_surface_rows, rows)
+
+    async def read_events_at(self, session_id: str, seqs: Sequence[int]) -> list[Event]:
+        sid = check_session_id(session_id)
+        wanted = check_seqs(seqs)
+
+        async def body(conn: aiosqlite.Connection) -> list[Any]:
+            await self._require_session(conn, sid)
+            rows: list[Any] = []
+            distinct = sorted(set(wanted))
+            for start in range(0, len(distinct), _SEQS_PER_QUERY):
+                chunk = distinct[start : start + _SEQS_PER_QUERY]
+                rows.extend(
+                    await conn.execute_fetchall(
+                        f"SELECT {_EVENT_COLUMNS} FROM events WHERE session_id = ? "
+                        f"AND seq IN ({', '.join('?' * len(chunk))})",
+                        (_enc(sid), *chunk),
+                    )
+                )
+            return rows
+
+        rows = await self._run(body, write=False)
+        by_seq = {event.seq: event for event in await asyncio.to_thread(self._decode_events, rows)}
+        for seq in wanted:
+            if seq not in by_seq:
+                raise missing_seq_error(sid, seq)
+        return [by_seq[seq] for seq in wanted]
 
     async def read_titles(
         self, session_ids: Sequence[str] | None = None

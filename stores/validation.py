@@ -30,10 +30,12 @@ __all__ = [
     "KIND_TITLE",
     "batch_has_replace",
     "check_batch",
+    "check_seqs",
     "check_session_id",
     "check_session_ids",
     "event_kind",
     "import_header",
+    "missing_seq_error",
     "new_header",
     "title_of",
     "validate_batch",
@@ -67,6 +69,21 @@ def check_session_ids(session_ids: object) -> list[str]:
     if isinstance(session_ids, (str, bytes)) or not isinstance(session_ids, Iterable):
         raise TypeError("session_ids must be a sequence of str ids (or None)")
     return list(dict.fromkeys(check_session_id(sid) for sid in session_ids))
+
+
+def check_seqs(seqs: object) -> tuple[int, ...]:
+    """``seqs`` as a tuple of non-negative ints (``TypeError`` or ``InvalidEventError``)."""
+    if isinstance(seqs, (str, bytes)) or not isinstance(seqs, Sequence):
+        raise TypeError("seqs must be a sequence of ints")
+    out = tuple(seqs)
+    for seq in out:
+        if not _is_int64(seq) or seq < 0:
+            raise InvalidEventError(f"{seq!r} is not an event seq")
+    return out
+
+
+def missing_seq_error(session_id: str, seq: int) -> InvalidEventError:
+    return InvalidEventError(f"session {session_id!r} has no event with seq {seq}")
 
 
 def new_header(session_id: object, cwd: object, created_at: object) -> SessionHeader:

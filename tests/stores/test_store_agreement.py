@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from core.errors import SessionNotFoundError
 from core.log import NewEvent, Replace, SurfaceOp
 from core.surface import fold_surface
-from stores import MemorySessionStore, SessionStore, SqliteSessionStore
+from stores import MemorySessionStore, SessionQuery, SessionStore, SqliteSessionStore
 
 IDS = ["a", "\ud83d\ude00", "😀", ""]
 SURFACE_TYPES = ["user/message", "assistant/message", "tool/result", "steering/message"]
@@ -114,12 +114,14 @@ others = {
     16: st.builds(Op, st.just("delete"), ids),
     17: st.builds(Op, st.just("surface"), ids),
     18: st.builds(Op, st.just("titles"), st.just("")),
+    19: st.builds(Op, st.just("rows"), ids),
+    20: st.builds(Op, st.just("window"), ids, st.tuples(st.integers(0, 6))),
 }
 
 
 @st.composite
 def operation(draw: st.DrawFn) -> Op:
-    pick = draw(st.integers(0, 18))  # weighted towards appends and batches
+    pick = draw(st.integers(0, 20))  # weighted towards appends and batches
     if pick <= 8:
         return draw(appends)
     if pick <= 13:
@@ -150,6 +152,8 @@ def call(store: SessionStore, op: Op) -> Awaitable[Any]:
         "batch": lambda: store.append_batch(sid, op.args[0]),
         "delete": lambda: store.delete_session(sid),
         "surface": lambda: store.read_surface_events(sid),
+        "rows": lambda: store.read_surface_rows(sid),
+        "window": lambda: SessionQuery(store).read_surface_window(sid, op.args[0]),
         "titles": lambda: store.read_titles(),
     }
     return actions[op.name]()
@@ -206,6 +210,13 @@ async def run(ops: list[Op], db: Path) -> None:
             expected = await outcome(call(memory, op))
             got = await outcome(call(sqlite, op))
             assert got == expected, f"step {index}: {op}"
+            if op.name == "window" and expected[0] == "ok":
+                # The window is the newest part of exactly what a whole read folds to.
+                window, whole = expected[1], await SessionQuery(memory).read_surface(op.session_id)
+                assert window.seqs == tuple(e.seq for e in whole.events)
+                newest = min(op.args[0], len(whole.events))
+                assert window.events == whole.events[len(whole.events) - newest :]
+                assert window.captured_through_seq == whole.captured_through_seq
             label = f"{op.name} {expected[0]}"
             if op.name in ("append", "batch") and expected[0] == "ok":
                 events = expected[1] if op.name == "batch" else [expected[1]]

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from core.errors import InvalidEventError, SessionExistsError, SessionNotFoundError, StoreError
-from core.log import Event, NewEvent, Replace, SessionHeader, SurfaceOp, now_ms
+from core.log import Event, NewEvent, Replace, SessionHeader, SurfaceOp, SurfaceRow, now_ms
 from core.surface import fold_surface
 from stores import MemorySessionStore, SessionStore, SqliteSessionStore
 
@@ -384,6 +384,57 @@ async def test_read_surface_events(store: SessionStore) -> None:
     assert seqs(surface) == [1, 2, 3, 4]  # every surface event, in seq order (not folded)
     log = await store.read_events("s")
     assert surface == [e for e in log if e.surface_op is not None]
+
+
+async def test_read_surface_rows_are_the_surface_events_without_data(store: SessionStore) -> None:
+    header = await store.create_session("s", cwd="/w", created_at=7)
+    assert await store.read_surface_rows("s") == (header, None, [])
+    await store.append("s", CHUNK, {})
+    await add(store, "s", 3)
+    await store.append("s", ASSISTANT, {}, surface_op=Replace(1, 2), source_event_seqs=[1, 2])
+    await store.append("s", CHUNK, {})
+    got_header, last, rows = await store.read_surface_rows("s")
+    _, last_full, surface = await store.read_surface_events("s")
+    assert (got_header, last) == (header, last_full) == (header, 5)
+    assert rows == [SurfaceRow(e.seq, e.surface_op, e.source_event_seqs) for e in surface]  # type: ignore[arg-type]
+    assert rows[-1] == SurfaceRow(4, Replace(1, 2), (1, 2))
+    assert [r.seq for r in fold_surface(rows)] == [e.seq for e in fold_surface(surface)] == [4, 3]
+    with pytest.raises(SessionNotFoundError):
+        await store.read_surface_rows("nope")
+
+
+async def test_read_events_at_returns_the_seqs_asked_for_in_that_order(
+    store: SessionStore,
+) -> None:
+    await store.create_session("s", created_at=1)
+    await store.create_session("other", created_at=2)
+    await add(store, "other", 9)
+    await store.append("s", CHUNK, {"n": 0})
+    await add(store, "s", 4)
+    log = await store.read_events("s")
+    assert await store.read_events_at("s", []) == []
+    assert await store.read_events_at("s", [3, 0, 3, 4]) == [log[3], log[0], log[3], log[4]]
+    assert await store.read_events_at("s", range(5)) == log
+    with pytest.raises(InvalidEventError, match="no event with seq 5"):
+        await store.read_events_at("s", [1, 5])
+    with pytest.raises(InvalidEventError):
+        await store.read_events_at("s", [-1])
+    with pytest.raises(InvalidEventError):
+        await store.read_events_at("s", [True])  # type: ignore[list-item]
+    with pytest.raises(TypeError):
+        await store.read_events_at("s", "01")
+    with pytest.raises(SessionNotFoundError):
+        await store.read_events_at("nope", [0])
+
+
+async def test_read_events_at_many_seqs(store: SessionStore) -> None:
+    """More seqs than one SQL statement binds: chunked, still in the order asked for."""
+    await store.create_session("s", created_at=1)
+    await store.append_batch("s", [NewEvent(MSG, {"i": i}, "append") for i in range(1_234)])
+    wanted = [i * 7 % 1_234 for i in range(1_234)]
+    got = await store.read_events_at("s", wanted)
+    assert [e.seq for e in got] == wanted
+    assert [e.data["i"] for e in got] == wanted
 
 
 async def test_titles_latest_by_seq_in_the_raw_log(store: SessionStore) -> None:
