@@ -48,7 +48,7 @@ class SessionQuery:
         header, last_seq, rows = await self._store.read_surface_rows(session_id)
         seqs = tuple(row.seq for row in fold_surface(rows))
         tail = seqs[len(seqs) - min(newest, len(seqs)) :]
-        events = await self._store.read_events_at(session_id, tail) if tail else []
+        events = await self.read_events_at(session_id, tail) if tail else []
         return SurfaceWindow(header, last_seq, seqs, tuple(events))
 
     async def read_events_at(self, session_id: str, seqs: Sequence[int]) -> list[Event]:

@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import os
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path, PurePath
 from typing import ClassVar
@@ -34,8 +34,9 @@ from core.engine import (
     TitleChanged,
 )
 from core.errors import DshError, SessionNotFoundError, StoreError
-from core.log import now_ms
+from core.log import Event, now_ms
 from core.logfile import export_jsonl
+from core.query import SurfaceWindow
 from core.references import (
     SessionReferenceCandidate,
     SessionReferenceError,
@@ -48,7 +49,7 @@ from tui.modals import ConfirmScreen, RenameScreen, delete_question
 from tui.runtime import Runtime, open_runtime
 from tui.sidebar import Sidebar
 from tui.statusbar import NoticeBar, StatusLine, TitleBar
-from tui.transcript import TRANSCRIPT_CSS_PATH, Transcript
+from tui.transcript import TRANSCRIPT_CSS_PATH, Transcript, last_assistant_text
 
 __all__ = ["DshApp", "reference_error_message", "run_app"]
 
@@ -262,15 +263,38 @@ class DshApp(App[int]):
         """Show a session: replay its current surface (windowed)."""
         try:
             chat = await self.runtime.chat(session_id)
-            snapshot = await self.runtime.query.read_surface(session_id)
+            window = await self._read_window(session_id)
         except SessionNotFoundError:
             self.notice.show_notice("That session no longer exists.", warning=True)
             await self.refresh_sessions()
             return
         self.chat = chat
         self.sidebar.set_current(session_id)
-        self.transcript.load(snapshot.events)
+        self._show_window(window)
         self._update_title()
+
+    async def _read_window(self, session_id: str) -> SurfaceWindow:
+        """The newest page of the session's surface (plus one event of context): opening a
+        long session reads one page of data, not the whole surface."""
+        return await self.runtime.query.read_surface_window(
+            session_id, self.transcript.page_size + 1
+        )
+
+    def _show_window(self, window: SurfaceWindow) -> None:
+        query, session_id = self.runtime.query, window.session.id
+
+        async def fetch(seqs: Sequence[int]) -> list[Event]:
+            return await query.read_events_at(session_id, seqs)
+
+        self.transcript.load_window(window, fetch)
+
+    @on(Transcript.LoadFailed)
+    def _load_failed(self, message: Transcript.LoadFailed) -> None:
+        if isinstance(message.error, SessionNotFoundError):
+            text = "That session no longer exists."
+        else:
+            text = "Could not read earlier messages: " + single_line(str(message.error), 200)
+        self.notice.show_notice(text, warning=True)
 
     async def _candidates(self, query: str) -> list[SessionReferenceCandidate]:
         if self.chat is None:
@@ -471,8 +495,7 @@ class DshApp(App[int]):
         finally:
             self.status.set_status(None)
         if self.chat is chat:
-            snapshot = await self.runtime.query.read_surface(chat.session_id)
-            self.transcript.load(snapshot.events)
+            self._show_window(await self._read_window(chat.session_id))
         self.notify(f"Compacted {len(result.shadowed)} messages into a summary.", markup=False)
 
     NARROW = 80
@@ -496,8 +519,12 @@ class DshApp(App[int]):
         self.sidebar.remove_class("-hidden")
         self.sidebar.filter_input.focus()
 
-    def action_copy_last_reply(self) -> None:
+    async def action_copy_last_reply(self) -> None:
         text = self.transcript.last_reply_text()
+        if not text and self.transcript.unread_count and self.chat is not None:
+            # Not among the items read so far: look through the whole surface.
+            snapshot = await self.runtime.query.read_surface(self.chat.session_id)
+            text = last_assistant_text(snapshot.events)
         if not text:
             self.notify("There is no reply to copy yet.", markup=False, severity="warning")
             return
@@ -561,7 +588,7 @@ class DshApp(App[int]):
         yield SystemCommand(
             "Copy last reply",
             "Copy the newest assistant reply to the clipboard",
-            self.action_copy_last_reply,
+            lambda: self.run_worker(self.action_copy_last_reply()),
         )
         yield SystemCommand(
             "Toggle sidebar", "Show or hide the session list (Ctrl+B)", self.action_toggle_sidebar

@@ -31,8 +31,10 @@ from textual.widget import MountError, Widget
 from textual.widgets import Button, Markdown, Static
 
 from core.display import escape_control, single_line
+from core.errors import DshError
 from core.jsoncodec import thaw_json
-from core.log import Event, message_text
+from core.log import ASSISTANT_MESSAGE, Event, message_text
+from core.query import SurfaceWindow
 from tui.cards import CheckpointCard, CollapsedItem, ReferenceCard
 from tui.render import LiteralMarkdown, TranscriptItem, classify_surface, highlight_mentions
 
@@ -45,12 +47,14 @@ __all__ = [
     "TRANSCRIPT_CSS_PATH",
     "AssistantMessage",
     "EmptyState",
+    "FetchEvents",
     "ReplyRecord",
     "ReplyView",
     "TimeFormat",
     "Transcript",
     "UserMessage",
     "format_time",
+    "last_assistant_text",
     "literal_markdown_parser",
     "reasoning_text",
     "tool_result_text",
@@ -79,6 +83,8 @@ EMPTY_STATE_TEXT = (
 )
 
 TimeFormat = Callable[[int], str]
+FetchEvents = Callable[[Sequence[int]], Awaitable[Sequence[Event]]]
+"""Reads the events with the given seqs (``SessionQuery.read_events_at`` for one session)."""
 Status = Literal["completed", "interrupted", "error"]
 
 
@@ -121,6 +127,16 @@ def tool_result_text(message: Mapping[str, Any]) -> tuple[str, bool]:
                 ):
                     parts.append(sub["text"])
     return "\n".join(parts), is_error
+
+
+def last_assistant_text(events: Sequence[Event]) -> str | None:
+    """The text of the newest assistant message with text among ``events`` (or ``None``)."""
+    for event in reversed(events):
+        if event.type == ASSISTANT_MESSAGE:
+            text = message_text(_mapping(event.data.get("message")))
+            if text:
+                return text
+    return None
 
 
 def _attached(widget: Widget) -> bool:
@@ -522,6 +538,18 @@ class Transcript(VerticalScroll):
         def control(self) -> Transcript:
             return self.transcript
 
+    class LoadFailed(Message):
+        """Reading earlier messages failed (e.g. the session was deleted meanwhile)."""
+
+        def __init__(self, transcript: Transcript, error: DshError) -> None:
+            super().__init__()
+            self.transcript = transcript
+            self.error = error
+
+        @property
+        def control(self) -> Transcript:
+            return self.transcript
+
     def __init__(
         self,
         *,
@@ -539,6 +567,12 @@ class Transcript(VerticalScroll):
         self._entries: list[Entry] = []
         self._widgets: list[Widget] = []  # mounted, aligned with self._entries[self._first :]
         self._first = 0
+        # Older surface seqs whose events were not read yet (a window load); they come
+        # before self._entries and are read a page at a time by "Load earlier messages".
+        self._unread: list[int] = []
+        self._fetch: FetchEvents | None = None
+        self._generation = 0  # bumped by every load: late reads of an old load are dropped
+        self._fetching: int | None = None  # the generation being read, if any
         self._known_seqs: set[int] = set()
         self._reply: ReplyView | None = None
         self._button = Button("Load earlier messages", id="load-earlier", compact=True)
@@ -556,8 +590,9 @@ class Transcript(VerticalScroll):
 
     @property
     def item_count(self) -> int:
-        """Items in the transcript (mounted or not), the live reply included."""
-        return len(self._entries)
+        """Items in the transcript (mounted, unmounted or not yet read), the live reply
+        included."""
+        return len(self._unread) + len(self._entries)
 
     @property
     def mounted_count(self) -> int:
@@ -566,7 +601,12 @@ class Transcript(VerticalScroll):
     @property
     def hidden_count(self) -> int:
         """Earlier items not mounted (what "Load earlier messages" would bring back)."""
-        return self._first
+        return len(self._unread) + self._first
+
+    @property
+    def unread_count(self) -> int:
+        """Earlier items whose events were not read from the store yet."""
+        return len(self._unread)
 
     @property
     def item_widgets(self) -> list[Widget]:
@@ -619,10 +659,35 @@ class Transcript(VerticalScroll):
 
     def load(self, events: Sequence[Event]) -> AwaitComplete:
         """Replace everything with the replay of a whole current surface (newest page mounted)."""
+        return self._replace(list(classify_surface(events)), {event.seq for event in events}, [])
+
+    def load_window(self, window: SurfaceWindow, fetch: FetchEvents) -> AwaitComplete:
+        """Replace everything with the replay of a surface of which only the newest events
+        were read; ``fetch`` reads earlier pages when the user asks for them.
+
+        Unless the window starts at the surface's beginning, its first event only gives
+        context (a user message after a reference card shows the card's labels) and is
+        read again with the page before it.
+        """
+        unread = list(window.unread)
+        items = classify_surface(window.events)
+        if unread and items:
+            unread.append(items[0].event.seq)
+            items = items[1:]
+        replacing = self._replace(items, set(window.seqs), unread)
+        self._fetch = fetch
+        return replacing
+
+    def _replace(
+        self, entries: Sequence[Entry], known: set[int], unread: list[int]
+    ) -> AwaitComplete:
         old = [*self._widgets]
+        self._generation += 1
+        self._fetch = None
         self._reply = None
-        self._entries = list(classify_surface(events))
-        self._known_seqs = {event.seq for event in events}
+        self._entries = list(entries)
+        self._unread = unread
+        self._known_seqs = known
         self._first = max(0, len(self._entries) - self.page_size)
         self._widgets = [self._make_widget(entry) for entry in self._entries[self._first :]]
         removing = self.remove_children(old)
@@ -687,7 +752,8 @@ class Transcript(VerticalScroll):
         self.anchor()
 
     def last_reply_text(self) -> str | None:
-        """The text of the newest assistant message with text (``None`` if there is none)."""
+        """The text of the newest assistant message with text among the items read so far
+        (``None`` if there is none; see ``unread_count``)."""
         for entry in reversed(self._entries):
             if isinstance(entry, ReplyRecord):
                 text = entry.text
@@ -702,9 +768,42 @@ class Transcript(VerticalScroll):
     # -- paging ------------------------------------------------------------------------
 
     def load_earlier(self) -> AwaitComplete:
-        """Mount the previous page above the current items, keeping the view in place."""
-        if self._first == 0:
+        """Mount the previous page above the current items, keeping the view in place
+        (reading it from the store first when it was not read yet)."""
+        if self._first > 0:
+            return self._mount_earlier()
+        if not self._unread or self._fetch is None or self._fetching == self._generation:
             return _done()
+        return AwaitComplete(self._read_earlier(self._fetch))
+
+    async def _read_earlier(self, fetch: FetchEvents) -> None:
+        generation = self._generation
+        page = self._unread[-self.page_size :]
+        context = self._unread[-len(page) - 1] if len(self._unread) > len(page) else None
+        self._fetching = generation
+        self._update_chrome()
+        try:
+            events = await fetch(page if context is None else [context, *page])
+        except DshError as err:
+            if generation == self._generation:
+                self.post_message(self.LoadFailed(self, err))
+            return
+        finally:
+            if self._fetching == generation:
+                self._fetching = None
+            if generation == self._generation:
+                self._update_chrome()
+        if generation != self._generation or self._first > 0:
+            return  # another session was loaded meanwhile
+        items = classify_surface(events)
+        if context is not None:
+            items = items[1:]
+        del self._unread[-len(page) :]
+        self._entries[:0] = items
+        self._first = len(items)
+        await self._mount_earlier()
+
+    def _mount_earlier(self) -> AwaitComplete:
         start = max(0, self._first - self.page_size)
         widgets = [self._make_widget(entry) for entry in self._entries[start : self._first]]
         position = self._capture_position()
@@ -712,7 +811,7 @@ class Transcript(VerticalScroll):
         self._widgets[:0] = widgets
         mounting = self.mount_all(widgets, after=self._button)
         self._update_chrome()
-        count, remaining = len(widgets), start
+        count, remaining = len(widgets), self.hidden_count
 
         async def loading() -> None:
             await mounting
@@ -802,10 +901,15 @@ class Transcript(VerticalScroll):
         return CollapsedItem(f"{event.type} event", body, classes="unknown")
 
     def _update_chrome(self) -> None:
-        self._empty.display = not self._entries
-        self._button.display = self._first > 0
-        if self._first:
-            self._button.label = f"Load earlier messages ({self._first} more)"
+        hidden = self.hidden_count
+        self._empty.display = not hidden and not self._entries
+        self._button.display = hidden > 0
+        reading = self._fetching is not None and self._fetching == self._generation
+        self._button.disabled = reading
+        if reading:
+            self._button.label = "Loading earlier messages…"
+        elif hidden:
+            self._button.label = f"Load earlier messages ({hidden:,} more)"
 
     def _prune(self) -> Awaitable[Any] | None:
         """Unmount the oldest items of a long live session while the view follows the tail."""

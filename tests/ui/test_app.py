@@ -20,6 +20,7 @@ from core.log import (
     STEERING_MESSAGE,
     TOOL_RESULT,
     USER_MESSAGE,
+    Event,
     NewEvent,
     user_message,
 )
@@ -31,13 +32,13 @@ from core.references import (
     format_session_reference_mention,
 )
 from stores import MemorySessionStore, SessionQuery, SqliteSessionStore
-from tests.ui.conftest import FIXED_NOW, MINUTE, SIZE, exchange, make_app, title
+from tests.ui.conftest import DAY, FIXED_NOW, MINUTE, SHOP, SIZE, exchange, make_app, title
 from tests.ui.snapshots import assert_snapshot, screen_text
 from tui.app import DshApp
 from tui.cards import ReferenceCard
 from tui.modals import ConfirmScreen, RenameScreen
 from tui.runtime import Runtime
-from tui.transcript import EMPTY_STATE_TITLE, UserMessage
+from tui.transcript import EMPTY_STATE_TITLE, PAGE_SIZE, UserMessage
 
 
 def mention(session_id: str, label: str) -> str:
@@ -183,7 +184,7 @@ async def test_palette_compact_export_and_copy(runtime: Runtime, tmp_path: Path)
     app = make_app(runtime, cwd=str(tmp_path))
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
-        app.action_copy_last_reply()
+        await app.action_copy_last_reply()
         assert app.clipboard.startswith("Yes: one address form")
         await app.action_export("md")
         await app.action_export("json")
@@ -697,3 +698,63 @@ async def test_read_only_database_opens_for_reading(tmp_path: Path) -> None:
             assert "read-only" in app.notice.visible_text
             assert app.current_id == "checkout"
     await store.close()
+
+
+class CountingQuery(SessionQuery):
+    """The real query, counting how much of each session's data the app reads."""
+
+    def __init__(self, store: Any) -> None:
+        super().__init__(store)
+        self.whole_reads: list[str] = []
+        self.events_read: list[int] = []
+
+    async def read_surface(self, session_id: str) -> SurfaceSnapshot:
+        self.whole_reads.append(session_id)
+        return await super().read_surface(session_id)
+
+    async def read_events_at(self, session_id: str, seqs: Sequence[int]) -> list[Event]:
+        self.events_read.append(len(seqs))
+        return await super().read_events_at(session_id, seqs)
+
+
+async def test_a_long_session_opens_reading_one_page(runtime: Runtime) -> None:
+    store = runtime.store
+    created = FIXED_NOW - 30 * DAY  # the oldest session: the app opens another one first
+    await store.create_session("long", cwd=SHOP, created_at=created)
+    batch: list[NewEvent] = [title("Long history", created + 1)]
+    for turn in range(1, 201):
+        batch += exchange(f"question {turn}", f"answer {turn}", turn, created + turn * MINUTE)
+    # The newest page holds no reply at all: copying the last reply must look further back.
+    batch += [
+        NewEvent(USER_MESSAGE, user_message(f"note {i}"), "append", time=created + DAY + i)
+        for i in range(PAGE_SIZE + 5)
+    ]
+    await store.append_batch("long", batch)
+    items = 400 + PAGE_SIZE + 5
+
+    query = CountingQuery(store)
+    rt = Runtime(runtime.config, store, query, SessionReferenceService(query), runtime.provider)
+    app = make_app(rt)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        query.whole_reads.clear()
+        query.events_read.clear()
+        await app.open_session("long")
+        await settle(app, pilot)
+        transcript = app.transcript
+        assert query.whole_reads == [] and query.events_read == [PAGE_SIZE + 1]
+        assert transcript.item_count == items
+        assert transcript.mounted_count == PAGE_SIZE
+        assert transcript.unread_count == items - PAGE_SIZE
+        assert f"note {PAGE_SIZE + 4}" in screen_text(app)
+        await app.action_copy_last_reply()  # the newest page holds no reply
+
+        transcript.scroll_home(animate=False, immediate=True)
+        await settle(app, pilot)
+        await pilot.click("#load-earlier")
+        await wait_for(pilot, lambda: transcript.mounted_count == 2 * PAGE_SIZE)
+        assert query.events_read == [PAGE_SIZE + 1, PAGE_SIZE + 1]
+        assert transcript.hidden_count == items - 2 * PAGE_SIZE
+
+        assert app.clipboard == "answer 200"
+        assert query.whole_reads == ["long"]  # once, when no reply had been read yet

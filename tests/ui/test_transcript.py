@@ -441,7 +441,7 @@ async def test_a_long_session_mounts_one_page_and_loads_earlier_in_place() -> No
         )
         button = transcript.load_earlier_button
         assert button.display
-        assert str(button.label) == f"Load earlier messages ({5000 - PAGE_SIZE} more)"
+        assert str(button.label) == f"Load earlier messages ({5000 - PAGE_SIZE:,} more)"
         assert transcript.scroll_y == transcript.max_scroll_y  # opens at the newest message
         # History bodies render Markdown directly (one Static each): nothing is deferred.
         assert not [w for w in transcript.query(AssistantMessage) if w.deferred]
@@ -458,7 +458,7 @@ async def test_a_long_session_mounts_one_page_and_loads_earlier_in_place() -> No
         assert transcript.item_widgets[PAGE_SIZE] is first
         assert first.region.y == y_before  # the view did not jump
         assert f"question {(5000 - 2 * PAGE_SIZE) // 2}" in plain(transcript.item_widgets[0])
-        assert str(button.label) == f"Load earlier messages ({5000 - 2 * PAGE_SIZE} more)"
+        assert str(button.label) == f"Load earlier messages ({5000 - 2 * PAGE_SIZE:,} more)"
 
 
 async def test_paging_to_the_start_hides_the_button() -> None:
