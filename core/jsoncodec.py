@@ -169,7 +169,52 @@ def dumps_js(value: Any) -> str:
     Non-ASCII stays raw, each surrogate code point is escaped on its own as lowercase
     ``\\udxxx``. Anything that is not JSON (NaN, infinities, non-str keys, cycles, other
     types) raises ``TypeError``.
+
+    Values made only of plain dicts, lists, tuples, str, int, bool and None (what the log
+    almost always holds) go through the C encoder, whose output is then identical; floats,
+    other mappings and subclasses take the exact pure-Python encoder.
     """
+    if _c_safe(value, 0):
+        out: str = _C_ENCODE(value)
+        return out if out.isascii() else _SURROGATE.sub(_escape_surrogate, out)
+    return _dumps_js_exact(value)
+
+
+_C_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+_C_SAFE_DEPTH = 64
+_C_SAFE_ATOMS = frozenset({str, int, bool, type(None)})
+
+
+def _escape_surrogate(match: re.Match[str]) -> str:
+    return f"\\u{ord(match.group()):04x}"
+
+
+def _c_safe(value: Any, depth: int) -> bool:
+    """True when the C encoder writes ``value`` exactly as ``JSON.stringify`` does: no
+    floats (formatted differently), no non-str keys (silently converted), no other types,
+    and shallow enough that no cycle can hide in it."""
+    kind = type(value)
+    if kind in _C_SAFE_ATOMS:
+        return True
+    if depth >= _C_SAFE_DEPTH:
+        return False
+    if kind is dict or kind is FrozenDict:
+        for key, item in value.items():
+            if type(key) is not str or not (
+                type(item) in _C_SAFE_ATOMS or _c_safe(item, depth + 1)
+            ):
+                return False
+        return True
+    if kind is list or kind is tuple or kind is FrozenList:
+        for item in value:  # noqa: SIM110 - a loop is faster than all() over a generator
+            if not (type(item) in _C_SAFE_ATOMS or _c_safe(item, depth + 1)):
+                return False
+        return True
+    return False
+
+
+def _dumps_js_exact(value: Any) -> str:
+    """The reference encoder behind ``dumps_js`` (every value, in pure Python)."""
     parts: list[str] = []
     active: set[int] = set()
     append = parts.append

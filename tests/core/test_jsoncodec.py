@@ -14,6 +14,8 @@ from hypothesis import strategies as st
 from core.jsoncodec import (
     FrozenDict,
     FrozenList,
+    _c_safe,
+    _dumps_js_exact,
     dumps_js,
     freeze_json,
     loads_exact,
@@ -183,3 +185,87 @@ def test_utf8_len_examples() -> None:
     assert utf8_len("😀") == 4
     assert utf8_len("\ud83d") == 3
     assert utf8_len("\ud83d\ude00") == 6
+
+
+# --------------------------------------------------------------------------- C fast path
+
+
+# Values the fast path takes (no floats) as well as ones it must hand to the exact
+# encoder: tuples, frozen containers, str/int subclasses, surrogates everywhere.
+class _Str(str):
+    pass
+
+
+class _Int(int):
+    pass
+
+
+fast_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.text(alphabet=st.characters(codec=None))
+    | st.text().map(_Str)
+    | st.integers(-5, 5).map(_Int)
+)
+mixed_values = st.recursive(
+    fast_scalars | json_scalars,
+    lambda children: (
+        st.lists(children, max_size=5)
+        | st.lists(children, max_size=5).map(tuple)
+        | st.lists(children, max_size=5).map(FrozenList)
+        | st.dictionaries(st.text(), children, max_size=5)
+        | st.dictionaries(st.text(), children, max_size=5).map(FrozenDict)
+    ),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=400)
+@given(mixed_values)
+def test_fast_path_output_is_the_exact_encoders(value: object) -> None:
+    assert dumps_js(value) == _dumps_js_exact(value)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"a": 1.0},  # floats are formatted like JS only by the exact encoder
+        {"a": [0.1, 1e21]},
+        {1: "non-str key"},
+        {"k": {True: 1}},
+        {"nan": math.nan},
+        {"set": {1, 2}},
+        {"bytes": b"x"},
+    ],
+)
+def test_fast_path_declines_what_the_c_encoder_gets_wrong(value: object) -> None:
+    try:
+        expected: object = _dumps_js_exact(value)
+    except TypeError as err:
+        expected = TypeError(str(err))
+    try:
+        got: object = dumps_js(value)
+    except TypeError as err:
+        got = TypeError(str(err))
+    assert repr(got) == repr(expected)
+    assert not _c_safe(value, 0)
+
+
+def test_fast_path_escapes_lone_surrogates_and_keeps_the_rest_raw() -> None:
+    value = {"\ud800key": ["\udfff", "😀", "\ud83d\ude00", "\x00\x1f\x7f\u2028<>&"]}
+    assert _c_safe(value, 0)
+    assert dumps_js(value) == (
+        '{"\\ud800key":["\\udfff","😀","\\ud83d\\ude00","\\u0000\\u001f\x7f\u2028<>&"]}'
+    )
+
+
+def test_cycles_and_deep_values_still_raise_type_error() -> None:
+    cyclic: list[object] = []
+    cyclic.append(cyclic)
+    with pytest.raises(TypeError, match="circular"):
+        dumps_js(cyclic)
+    deep: object = "leaf"
+    for _ in range(100):  # deeper than the fast path looks: handled by the exact encoder
+        deep = {"d": [deep]}
+    assert dumps_js(deep) == _dumps_js_exact(deep)
