@@ -584,27 +584,20 @@ class SqliteSessionStore:
     async def read_surface_events(
         self, session_id: str
     ) -> tuple[SessionHeader, int | None, list[Event]]:
-        sid = check_session_id(session_id)
-
-        async def body(
-            conn: aiosqlite.Connection,
-        ) -> tuple[SessionHeader, int | None, list[Any]]:
-            header = await self._require_session(conn, sid)
-            key = _enc(sid)
-            last = await _scalar(conn, "SELECT max(seq) FROM events WHERE session_id = ?", (key,))
-            rows = await conn.execute_fetchall(
-                f"SELECT {_EVENT_COLUMNS} FROM events "
-                f"WHERE session_id = ? AND kind = {KIND_SURFACE} ORDER BY seq",
-                (key,),
-            )
-            return header, last, list(rows)
-
-        header, last, rows = await self._run(body, write=False)
-        return header, last, await asyncio.to_thread(self._decode_events, rows)
+        return await self._read_surface(session_id, _EVENT_COLUMNS, self._decode_events)
 
     async def read_surface_rows(
         self, session_id: str
     ) -> tuple[SessionHeader, int | None, list[SurfaceRow]]:
+        return await self._read_surface(
+            session_id, "seq, surface_op, source_event_seqs", self._decode_surface_rows
+        )
+
+    async def _read_surface(
+        self, session_id: str, columns: str, decode: Callable[[list[Any]], list[T]]
+    ) -> tuple[SessionHeader, int | None, list[T]]:
+        """Header, last raw seq and the surface rows (``columns``) in one read transaction;
+        the rows are decoded off the event loop."""
         sid = check_session_id(session_id)
 
         async def body(
@@ -614,14 +607,14 @@ class SqliteSessionStore:
             key = _enc(sid)
             last = await _scalar(conn, "SELECT max(seq) FROM events WHERE session_id = ?", (key,))
             rows = await conn.execute_fetchall(
-                "SELECT seq, surface_op, source_event_seqs FROM events "
+                f"SELECT {columns} FROM events "
                 f"WHERE session_id = ? AND kind = {KIND_SURFACE} ORDER BY seq",
                 (key,),
             )
             return header, last, list(rows)
 
         header, last, rows = await self._run(body, write=False)
-        return header, last, await asyncio.to_thread(self._decode_surface_rows, rows)
+        return header, last, await asyncio.to_thread(decode, rows)
 
     async def read_events_at(self, session_id: str, seqs: Sequence[int]) -> list[Event]:
         sid = check_session_id(session_id)

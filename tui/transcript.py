@@ -1,10 +1,11 @@
 """The transcript: a windowed replay of a session's current surface plus the streaming reply.
 
 Only the newest ``page_size`` items are mounted; a "Load earlier messages" button at the
-top mounts the previous page while keeping the view where it was. Assistant messages are
-Markdown (raw HTML disabled, so ``</referenced-sessions>`` stays visible text), but Textual's
-``Markdown`` costs one widget per block, so a history message first shows its escaped source
-as one plain ``Static`` and is upgraded to ``Markdown`` only when it comes near the viewport.
+top mounts the previous page while keeping the view where it was (reading it from the store
+first when the transcript was loaded from a surface window). Assistant messages are Markdown
+with raw HTML disabled, so ``</referenced-sessions>`` stays visible text: a history message
+is one ``Static`` rendering Rich Markdown (a Textual ``Markdown`` widget tree per message is
+far too slow to mount by the dozen); only the streaming reply uses Textual's ``Markdown``.
 Every piece of stored text is untrusted: it is escaped with ``escape_control`` and shown as
 ``rich.text.Text`` (or parsed as Markdown without HTML), never as Textual/Rich markup.
 """
@@ -21,13 +22,12 @@ from typing import Any, Literal
 
 from markdown_it import MarkdownIt
 from rich.text import Text
-from textual import events
 from textual.app import ComposeResult
 from textual.await_complete import AwaitComplete
 from textual.containers import Vertical, VerticalScroll
 from textual.message import Message
 from textual.timer import Timer
-from textual.widget import MountError, Widget
+from textual.widget import Widget
 from textual.widgets import Button, Markdown, Static
 
 from core.display import escape_control, single_line
@@ -70,8 +70,6 @@ MAX_MOUNTED = 200
 loaded again); keeps a long live session as light as a freshly opened one."""
 FLUSH_INTERVAL = 0.05
 """Streaming text is handed to the Markdown widget at most this often (seconds)."""
-RENDER_MARGIN = 1.0
-"""Deferred messages within this many screen heights of the viewport become Markdown."""
 
 EMPTY_STATE_TITLE = "Start a conversation"
 EMPTY_STATE_TEXT = (
@@ -137,11 +135,6 @@ def last_assistant_text(events: Sequence[Event]) -> str | None:
             if text:
                 return text
     return None
-
-
-def _attached(widget: Widget) -> bool:
-    """``widget.is_attached``, re-read after an await (a plain call keeps mypy from narrowing)."""
-    return widget.is_attached
 
 
 def _done() -> AwaitComplete:
@@ -230,8 +223,7 @@ def _marker(status: str | None, error: str | None) -> Text | None:
 
 
 class AssistantMessage(Vertical):
-    """A stored assistant message. Its body starts as escaped plain text and becomes
-    Markdown when ``render_markdown`` is called (the transcript does it near the viewport)."""
+    """A stored assistant message: header, collapsed reasoning, Markdown body, status marker."""
 
     def __init__(
         self,
@@ -242,7 +234,6 @@ class AssistantMessage(Vertical):
         time: str = "",
         status: str | None = None,
         error: str | None = None,
-        markdown: bool = False,
         classes: str | None = None,
     ) -> None:
         super().__init__(classes=classes)
@@ -257,13 +248,8 @@ class AssistantMessage(Vertical):
         )
         self._source = escape_control(_shown(text))
         self._body: Widget
-        # History bodies are one Static rendering Rich Markdown (HTML kept as text): a
-        # Textual Markdown widget tree per message is far too slow to mount by the dozen.
-        self._deferred = False
         if not text:
             self._body = Static(Text("(no text)", style="dim italic"), classes="message-empty")
-        elif markdown:
-            self._body = self._new_markdown(self._source)
         else:
             self._body = Static(LiteralMarkdown(self._source), classes="message-body-static")
         marker = _marker(status, error)
@@ -303,17 +289,6 @@ class AssistantMessage(Vertical):
             error=error,
         )
 
-    @staticmethod
-    def _new_markdown(source: str) -> Markdown:
-        return Markdown(
-            source, parser_factory=literal_markdown_parser, open_links=False, classes="message-body"
-        )
-
-    @property
-    def deferred(self) -> bool:
-        """True while the body is still the plain-text stand-in."""
-        return self._deferred
-
     def compose(self) -> ComposeResult:
         yield self._header
         if self.reasoning:
@@ -321,25 +296,6 @@ class AssistantMessage(Vertical):
         yield self._body
         if self._marker is not None:
             yield self._marker
-
-    async def render_markdown(self) -> None:
-        """Swap the plain-text stand-in for Markdown (mounted hidden, shown when ready)."""
-        if not self._deferred or not self.is_attached:
-            return
-        self._deferred = False
-        placeholder = self._body
-        markdown = Markdown(
-            parser_factory=literal_markdown_parser, open_links=False, classes="message-body"
-        )
-        markdown.display = False
-        await self.mount(markdown, after=placeholder)
-        await markdown.update(self._source)
-        if not _attached(self):  # removed meanwhile (a new load)
-            return
-        with self.app.batch_update():
-            markdown.display = True
-            self._body = markdown
-            await placeholder.remove()
 
 
 @dataclass
@@ -578,13 +534,9 @@ class Transcript(VerticalScroll):
         self._button = Button("Load earlier messages", id="load-earlier", compact=True)
         self._button.display = False
         self._empty = EmptyState()
-        self._render_timer: Timer | None = None
-        self._render_requested = False
-        self._render_running = False
-        self._render_again = False
-        self._layout_retries = 0
-        self._settled = asyncio.Event()
-        self._settled.set()
+        self._pending_loads = 0  # loads, pages and appends not mounted yet
+        self._idle = asyncio.Event()
+        self._idle.set()
 
     # -- state -------------------------------------------------------------------------
 
@@ -634,19 +586,32 @@ class Transcript(VerticalScroll):
 
     @property
     def settled(self) -> bool:
-        """True when no Markdown upgrade is pending (useful before a snapshot)."""
-        return not (self._render_running or self._render_requested)
+        """True when everything loaded, paged in or appended so far is mounted."""
+        return self._pending_loads == 0
 
     async def wait_until_settled(self) -> None:
-        """Wait until near-view messages are Markdown (e.g. before a snapshot); wrap it in
-        ``asyncio.timeout`` to bound the wait."""
-        await self._settled.wait()
+        """Wait until ``settled`` (e.g. before a snapshot); wrap it in ``asyncio.timeout``
+        to bound the wait."""
+        await self._idle.wait()
 
-    def _sync_settled(self) -> None:
-        if self.settled:
-            self._settled.set()
-        else:
-            self._settled.clear()
+    def _tracked(self, work: Awaitable[None]) -> AwaitComplete:
+        """``work`` as an ``AwaitComplete`` that ``settled`` waits for."""
+        self._pending_loads += 1
+        self._idle.clear()
+
+        async def tracking() -> None:
+            try:
+                await work
+                if self.is_attached:  # and laid out: one screen refresh after the mounts
+                    refreshed = asyncio.Event()
+                    self.call_after_refresh(refreshed.set)
+                    await refreshed.wait()
+            finally:
+                self._pending_loads -= 1
+                if not self._pending_loads:
+                    self._idle.set()
+
+        return AwaitComplete(tracking())
 
     def compose(self) -> ComposeResult:
         yield self._button
@@ -699,9 +664,8 @@ class Transcript(VerticalScroll):
             await removing
             if mounting is not None:
                 await mounting
-            self._render_after_refresh()
 
-        return AwaitComplete(loading())
+        return self._tracked(loading())
 
     def show_empty_state(self) -> AwaitComplete:
         """Clear the transcript and show the newcomer's guide (no session, or an empty one)."""
@@ -731,9 +695,8 @@ class Transcript(VerticalScroll):
                 await mounting
             if pruning is not None:
                 await pruning
-            self._render_after_refresh()
 
-        return AwaitComplete(adding())
+        return self._tracked(adding())
 
     def begin_reply(self) -> ReplyView:
         """Mount and return a streaming assistant block at the end of the transcript."""
@@ -774,7 +737,7 @@ class Transcript(VerticalScroll):
             return self._mount_earlier()
         if not self._unread or self._fetch is None or self._fetching == self._generation:
             return _done()
-        return AwaitComplete(self._read_earlier(self._fetch))
+        return self._tracked(self._read_earlier(self._fetch))
 
     async def _read_earlier(self, fetch: FetchEvents) -> None:
         generation = self._generation
@@ -817,10 +780,9 @@ class Transcript(VerticalScroll):
             await mounting
             if position is not None:
                 self.call_after_refresh(self._restore_position, position)
-            self._render_after_refresh()
             self.post_message(self.EarlierLoaded(self, count, remaining))
 
-        return AwaitComplete(loading())
+        return self._tracked(loading())
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button is self._button:
@@ -944,89 +906,3 @@ class Transcript(VerticalScroll):
         widget, offset = position
         if widget.is_attached and not self.following:
             self.scroll_to(y=widget.virtual_region.y - offset, animate=False, immediate=True)
-
-    # -- lazy Markdown -----------------------------------------------------------------
-
-    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
-        super().watch_scroll_y(old_value, new_value)
-        if round(old_value) != round(new_value):
-            self._request_render()
-
-    def on_resize(self, event: events.Resize) -> None:
-        self._request_render()
-
-    def _render_after_refresh(self) -> None:
-        self._render_requested = True
-        self._sync_settled()
-        self.call_after_refresh(self._schedule_render)
-
-    def _request_render(self) -> None:
-        """Debounced: scrolling fires many times a second."""
-        if self._render_timer is None and self.is_mounted:
-            self._render_requested = True
-            self._sync_settled()
-            self._render_timer = self.set_timer(FLUSH_INTERVAL, self._schedule_render)
-
-    def _schedule_render(self) -> None:
-        if self._render_timer is not None:
-            self._render_timer.stop()
-            self._render_timer = None
-        self._render_requested = False
-        if self._render_running:
-            self._render_again = True
-            return
-        targets, unplaced = self._near_view()
-        if targets:
-            self._layout_retries = 0
-            self._render_running = True
-            self.run_worker(self._render_near_view(), group="transcript-markdown")
-        elif unplaced and self._layout_retries < 40:
-            # Freshly mounted items are not laid out yet: look again a little later.
-            self._layout_retries += 1
-            self._request_render()
-        self._sync_settled()
-
-    def _near_view(self) -> tuple[list[AssistantMessage], bool]:
-        """Deferred messages near the view (visible ones first, newest first), and whether
-        some deferred message has no layout yet."""
-        height = max(1, self.scrollable_content_region.height)
-        top = self.scroll_y - height * RENDER_MARGIN
-        bottom = self.scroll_y + height * (1 + RENDER_MARGIN)
-        visible: list[AssistantMessage] = []
-        nearby: list[AssistantMessage] = []
-        unplaced = False
-        for widget in reversed(self._widgets):
-            if not isinstance(widget, AssistantMessage) or not widget.deferred:
-                continue
-            region = widget.virtual_region
-            if not region.height:
-                unplaced = True
-                continue
-            if region.bottom < top or region.y > bottom:
-                continue
-            inside = region.bottom >= self.scroll_y and region.y <= self.scroll_y + height
-            (visible if inside else nearby).append(widget)
-        return visible + nearby, unplaced
-
-    async def _render_near_view(self) -> None:
-        try:
-            while targets := self._near_view()[0]:
-                position = self._capture_position()
-                results = await asyncio.gather(
-                    *(message.render_markdown() for message in targets), return_exceptions=True
-                )
-                for result in results:  # a message removed meanwhile (a new load) is fine
-                    if isinstance(result, BaseException) and not isinstance(result, MountError):
-                        raise result
-                if position is not None:
-                    self.call_after_refresh(self._restore_position, position)
-                # Let the layout settle before looking at what is near the view again.
-                settled = asyncio.Event()
-                self.call_after_refresh(settled.set)
-                await settled.wait()
-        finally:
-            self._render_running = False
-        if self._render_again or (_attached(self) and self._near_view()[1]):
-            self._render_again = False
-            self._request_render()
-        self._sync_settled()

@@ -391,7 +391,7 @@ async def test_hostile_content_renders_literally() -> None:
         card.action_toggle_conversation()
         await settle(pilot)
         answer = app.transcript.item_widgets[-1]
-        assert isinstance(answer, AssistantMessage) and not answer.deferred
+        assert isinstance(answer, AssistantMessage)
         texts = {
             "request": plain(app.transcript.item_widgets[1]),
             "answer": shown_text(answer),
@@ -443,8 +443,9 @@ async def test_a_long_session_mounts_one_page_and_loads_earlier_in_place() -> No
         assert button.display
         assert str(button.label) == f"Load earlier messages ({5000 - PAGE_SIZE:,} more)"
         assert transcript.scroll_y == transcript.max_scroll_y  # opens at the newest message
-        # History bodies render Markdown directly (one Static each): nothing is deferred.
-        assert not [w for w in transcript.query(AssistantMessage) if w.deferred]
+        # History bodies are one Static each, rendering Rich Markdown (no widget tree).
+        bodies = [w.query_one(".message-body-static") for w in transcript.query(AssistantMessage)]
+        assert bodies and all(isinstance(b, Static) for b in bodies)
 
         transcript.scroll_home(animate=False, immediate=True)
         await settle(pilot)
