@@ -19,6 +19,7 @@ import json
 import os
 import sqlite3
 import stat
+import threading
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -171,6 +172,7 @@ class SqliteSessionStore:
         # Decoded headers and titles keyed by their raw row (bytes, ints and JSON text), so
         # a hit is exact by construction: listing every session (the @ picker does it on
         # each keystroke) then only decodes what changed. The values are immutable.
+        self._memo_lock = threading.Lock()  # the memos are filled in worker threads
         self._header_memo: dict[Any, SessionHeader] = {}
         self._title_memo: dict[Any, tuple[str, SessionTitle]] = {}
         # Whole listings (all headers, all titles) are reused while the database is
@@ -536,15 +538,27 @@ class SqliteSessionStore:
         return key, (cached[1] if cached is not None and cached[0] == key else None)
 
     async def list_headers(self) -> list[SessionHeader]:
-        async def body(conn: aiosqlite.Connection) -> list[SessionHeader]:
+        async def body(conn: aiosqlite.Connection) -> tuple[tuple[int, int], Any, list[Any]]:
             key, cached = await self._listing_key(conn, "headers")
             if cached is not None:
-                return list(cached)
+                return key, cached, []
             rows = await conn.execute_fetchall(
                 "SELECT id, created_at, cwd FROM sessions ORDER BY created_at DESC, id"
             )
+            return key, None, list(rows)
+
+        key, cached, rows = await self._run(body, write=False)
+        if cached is not None:
+            return list(cached)
+        # Building 100,000 headers takes a while: not on the event loop.
+        out = await asyncio.to_thread(self._build_headers, rows)
+        self._listings["headers"] = (key, tuple(out))
+        return out
+
+    def _build_headers(self, rows: list[Any]) -> list[SessionHeader]:
+        out: list[SessionHeader] = []
+        with self._memo_lock:
             memo = self._header_memo
-            out: list[SessionHeader] = []
             for row in rows:
                 header = memo.get(row)
                 if header is None:
@@ -554,10 +568,7 @@ class SqliteSessionStore:
                     )
                 out.append(header)
             _trim(memo)
-            self._listings["headers"] = (key, tuple(out))
-            return out
-
-        return await self._run(body, write=False)
+        return out
 
     async def read_header(self, session_id: str) -> SessionHeader:
         sid = check_session_id(session_id)
@@ -653,11 +664,10 @@ class SqliteSessionStore:
             where = "" if id_count is None else f" AND session_id IN ({', '.join('?' * id_count)})"
             return titles_sql(where)
 
-        async def body(conn: aiosqlite.Connection) -> dict[str, SessionTitle]:
-            out: dict[str, SessionTitle] = {}
+        async def body(conn: aiosqlite.Connection) -> tuple[tuple[int, int], Any, list[Any]]:
             key, cached = await self._listing_key(conn, "titles")
             if wanted is None and cached is not None:
-                return dict(cached)
+                return key, cached, []
             if wanted is None:
                 queries: Iterable[tuple[str, list[bytes]]] = [(select(None), [])]
             else:
@@ -667,25 +677,37 @@ class SqliteSessionStore:
                         wanted[i : i + _IN_CHUNK] for i in range(0, len(wanted), _IN_CHUNK)
                     )
                 )
-            memo = self._title_memo
+            rows: list[Any] = []
             for sql, params in queries:
-                for row in await conn.execute_fetchall(sql, params):
-                    entry = memo.get(row)
-                    if entry is None:
-                        sid, seq, time, data = row
-                        try:
-                            entry = memo[row] = (_dec(sid), title_of(seq, time, loads_exact(data)))
-                        except (ValueError, TypeError, KeyError) as err:
-                            raise StoreError(
-                                f"{self._path}: a stored title is corrupt ({err})"
-                            ) from err
-                    out[entry[0]] = entry[1]
-            _trim(memo)
-            if wanted is None:
-                self._listings["titles"] = (key, dict(out))
-            return out
+                rows.extend(await conn.execute_fetchall(sql, params))
+            return key, None, rows
 
-        return await self._run(body, write=False)
+        key, cached, rows = await self._run(body, write=False)
+        if cached is not None:
+            return dict(cached)
+        # Decoding 100,000 title events takes a while: not on the event loop.
+        out = await asyncio.to_thread(self._build_titles, rows)
+        if wanted is None:
+            self._listings["titles"] = (key, dict(out))
+        return out
+
+    def _build_titles(self, rows: list[Any]) -> dict[str, SessionTitle]:
+        out: dict[str, SessionTitle] = {}
+        with self._memo_lock:
+            memo = self._title_memo
+            for row in rows:
+                entry = memo.get(row)
+                if entry is None:
+                    sid, seq, time, data = row
+                    try:
+                        entry = memo[row] = (_dec(sid), title_of(seq, time, loads_exact(data)))
+                    except (ValueError, TypeError, KeyError) as err:
+                        raise StoreError(
+                            f"{self._path}: a stored title is corrupt ({err})"
+                        ) from err
+                out[entry[0]] = entry[1]
+            _trim(memo)
+        return out
 
 
 def titles_sql(where: str = "") -> str:

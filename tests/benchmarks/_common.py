@@ -73,6 +73,20 @@ async def time_async(fn: Callable[[], Awaitable[T]], reps: int) -> tuple[list[fl
     return samples, result
 
 
+TICK = 0.005
+"""How often ``loop_ticker`` wakes (seconds)."""
+
+
+async def loop_ticker(stop: asyncio.Event, lateness: list[float]) -> None:
+    """Sleep ``TICK`` at a time until ``stop``, recording how late each wake-up is: the
+    longest lateness is the longest pause the event loop (the UI) saw meanwhile."""
+    loop = asyncio.get_running_loop()
+    while not stop.is_set():
+        expected = loop.time() + TICK
+        await asyncio.sleep(TICK)
+        lateness.append(loop.time() - expected)
+
+
 def run(coro: Awaitable[T]) -> T:
     async def main() -> T:
         return await coro

@@ -19,9 +19,7 @@ from core.log import ASSISTANT_CHUNK, USER_MESSAGE, user_message
 from core.providers.base import Finish, ProviderMessage, StreamEvent, TextDelta, Usage
 from core.references import SessionReferenceService
 from stores import SessionQuery, SqliteSessionStore
-from tests.benchmarks._common import Row, Settings, median
-
-TICK = 0.005
+from tests.benchmarks._common import TICK, Row, Settings, loop_ticker, median
 
 
 class ScriptedProvider:
@@ -45,14 +43,6 @@ class ScriptedProvider:
         return None
 
 
-async def _ticker(stop: asyncio.Event, lateness: list[float]) -> None:
-    loop = asyncio.get_running_loop()
-    while not stop.is_set():
-        expected = loop.time() + TICK
-        await asyncio.sleep(TICK)
-        lateness.append(loop.time() - expected)
-
-
 async def one_run(path: Path, count: int) -> tuple[float, float]:
     """Seconds to stream ``count`` deltas to a stored reply, and the longest loop stall."""
     async with await SqliteSessionStore.open(path) as store:
@@ -66,7 +56,7 @@ async def one_run(path: Path, count: int) -> tuple[float, float]:
         )
         stop = asyncio.Event()
         lateness: list[float] = []
-        ticker = asyncio.create_task(_ticker(stop, lateness))
+        ticker = asyncio.create_task(loop_ticker(stop, lateness))
         await asyncio.sleep(TICK * 2)  # the ticker is running
         deltas = 0
         finished: ReplyFinished | None = None

@@ -249,6 +249,36 @@ async def check_read_only(store: SqliteSessionStore) -> None:
             await write
 
 
+async def test_listings_are_built_off_the_event_loop(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """100,000 headers or titles take a second to build: never on the loop's thread."""
+    await make_db(db_path)
+    seen: list[tuple[str, threading.Thread]] = []
+    real_dec, real_title_of = sqlite_module._dec, sqlite_module.title_of
+
+    def dec(value: bytes) -> str:
+        seen.append(("header", threading.current_thread()))
+        return real_dec(value)
+
+    def title_of(*args: object) -> object:
+        seen.append(("title", threading.current_thread()))
+        return real_title_of(*args)  # type: ignore[arg-type]
+
+    async with await SqliteSessionStore.open(db_path) as store:
+        monkeypatch.setattr(sqlite_module, "_dec", dec)
+        monkeypatch.setattr(sqlite_module, "title_of", title_of)
+        headers = await store.list_headers()
+        titles = await store.read_titles()
+        assert [h.id for h in headers] == ["s"] and titles["s"].title == "T"
+        assert {kind for kind, _ in seen} == {"header", "title"}
+        assert all(thread is not threading.main_thread() for _, thread in seen)
+        # Cached now: the same objects, nothing rebuilt.
+        seen.clear()
+        assert await store.list_headers() == headers and await store.read_titles() == titles
+        assert seen == []
+
+
 async def test_read_only_parameter(db_path: Path) -> None:
     await make_db(db_path)
     async with await SqliteSessionStore.open(db_path, read_only=True) as store:

@@ -133,7 +133,8 @@ async def test_writer_killed_mid_batch_leaves_all_or_nothing(tmp_path: Path) -> 
     proc = spawn(BIG_BATCH, db, sessions[0], size)
     expect_line(proc, "ready")
     duration = float(expect_line(proc, "done").split()[1])
-    assert proc.wait(timeout=60) == 0
+    proc.communicate(timeout=60)  # also closes its pipes
+    assert proc.returncode == 0
 
     # Then kill at spread-out points of the same work (before, during and around commit).
     outcomes: list[int | None] = []
