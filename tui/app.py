@@ -292,6 +292,7 @@ class DshApp(App[int]):
     def _load_failed(self, message: Transcript.LoadFailed) -> None:
         if isinstance(message.error, SessionNotFoundError):
             text = "That session no longer exists."
+            self.run_worker(self.refresh_sessions(), group="refresh-sessions")
         else:
             text = "Could not read earlier messages: " + single_line(str(message.error), 200)
         self.notice.show_notice(text, warning=True)

@@ -758,3 +758,25 @@ async def test_a_long_session_opens_reading_one_page(runtime: Runtime) -> None:
 
         assert app.clipboard == "answer 200"
         assert query.whole_reads == ["long"]  # once, when no reply had been read yet
+
+
+async def test_earlier_page_of_a_deleted_session_gives_a_notice(runtime: Runtime) -> None:
+    store = runtime.store
+    created = FIXED_NOW - 30 * DAY
+    await store.create_session("doomed", cwd=SHOP, created_at=created)
+    batch: list[NewEvent] = []
+    for turn in range(1, 41):
+        batch += exchange(f"question {turn}", f"answer {turn}", turn, created + turn * MINUTE)
+    await store.append_batch("doomed", batch)
+    app = make_app(runtime, initial_session="doomed")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        transcript = app.transcript
+        assert transcript.unread_count == 80 - PAGE_SIZE
+        await store.delete_session("doomed")  # e.g. by another dsh process
+        await transcript.load_earlier()
+        await settle(app, pilot)
+        assert app.notice.visible_text == "That session no longer exists."
+        assert transcript.mounted_count == PAGE_SIZE  # what was shown stays
+        assert transcript.load_earlier_button.display
+        await wait_for(pilot, lambda: "doomed" not in app.sidebar.visible_ids)
