@@ -13,7 +13,7 @@ import decimal
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from json.encoder import encode_basestring
 from typing import Any, NoReturn
 
@@ -110,6 +110,9 @@ def _freeze_object(obj: dict[str, Any]) -> FrozenDict:
 # One decoder each: ``json.loads`` with keyword arguments builds a new decoder per call.
 _FROZEN_DECODER = json.JSONDecoder(object_hook=_freeze_object)
 _PLAIN_DECODER = json.JSONDecoder()
+# ``decode`` wraps these in two whitespace regexes and a frame per call.
+_FROZEN_SCAN: Callable[[str, int], tuple[Any, int]] = _FROZEN_DECODER.scan_once  # type: ignore[attr-defined]
+_PLAIN_SCAN: Callable[[str, int], tuple[Any, int]] = _PLAIN_DECODER.scan_once  # type: ignore[attr-defined]
 
 
 def thaw_json(value: Any) -> Any:
@@ -280,13 +283,19 @@ def _dumps_js_exact(value: Any) -> str:
 def loads_exact(text: str, *, frozen: bool = True) -> Any:
     """Parse JSON without merging escaped surrogate pairs; objects/arrays frozen by default."""
     if _ESCAPED_PAIR.search(text) is None:
+        decoder, scan = (_FROZEN_DECODER, _FROZEN_SCAN) if frozen else (_PLAIN_DECODER, _PLAIN_SCAN)
         try:
-            if frozen:
-                value = _FROZEN_DECODER.decode(text)
-                return _freeze_list(value) if type(value) is list else value
-            return _PLAIN_DECODER.decode(text)
+            # The scanner itself when the text is one value without surrounding whitespace
+            # (everything the store wrote); ``decode`` for the rest and for its errors.
+            try:
+                value, end = scan(text, 0)
+            except StopIteration:
+                end = -1
+            if end != len(text):
+                value = decoder.decode(text)
         except RecursionError as err:
             raise JSONDecodeError("JSON is nested too deeply", text, 0) from err
+        return _freeze_list(value) if frozen and type(value) is list else value
     return _SlowParser(text, frozen).parse()
 
 

@@ -405,13 +405,30 @@ class SqliteSessionStore:
 
     def _decode_events(self, rows: list[Any]) -> list[Event]:
         """Decode ``rows``, releasing each raw row as soon as its event exists (so the raw
-        text and the decoded events of a large session are not both held in full)."""
+        text and the decoded events of a large session are not both held in full).
+
+        The hot loop of every large read: a handful of distinct types are decoded once,
+        and an append (nearly every surface event) skips the op parser."""
         out: list[Event] = []
         append = out.append
-        decode = self._decode_event
-        for i, row in enumerate(rows):
-            append(decode(row))
-            rows[i] = None
+        types: dict[bytes, str] = {}
+        loads = loads_exact
+        try:
+            for i, (seq, raw_type, time, data, surface_op, source_seqs) in enumerate(rows):
+                type_ = types.get(raw_type)
+                if type_ is None:
+                    type_ = types[raw_type] = _dec(raw_type)
+                if surface_op is None:
+                    op: SurfaceOp | None = None
+                elif surface_op == _APPEND_JSON:
+                    op = "append"
+                else:
+                    op = _decode_op(surface_op)
+                seqs = None if source_seqs is None else _decode_seqs(source_seqs)
+                append(Event(seq, type_, time, loads(data), op, seqs))
+                rows[i] = None
+        except (ValueError, TypeError) as err:
+            raise StoreError(f"{self._path}: a stored event is corrupt ({err})") from err
         return out
 
     def _decode_surface_rows(self, rows: list[Any]) -> list[SurfaceRow]:
@@ -424,20 +441,6 @@ class SqliteSessionStore:
                 )
                 for seq, surface_op, source_seqs in rows
             ]
-        except (ValueError, TypeError) as err:
-            raise StoreError(f"{self._path}: a stored event is corrupt ({err})") from err
-
-    def _decode_event(self, row: Sequence[Any]) -> Event:
-        seq, type_, time, data, surface_op, source_seqs = row
-        try:
-            return Event(
-                seq=seq,
-                type=_dec(type_),
-                time=time,
-                data=loads_exact(data),
-                surface_op=None if surface_op is None else _decode_op(surface_op),
-                source_event_seqs=None if source_seqs is None else _decode_seqs(source_seqs),
-            )
         except (ValueError, TypeError) as err:
             raise StoreError(f"{self._path}: a stored event is corrupt ({err})") from err
 
@@ -780,8 +783,11 @@ def _encode_op(op: SurfaceOp) -> str:
     return json.dumps(surface_op_to_json(op), separators=(",", ":"))
 
 
+_APPEND_JSON = '"append"'
+
+
 def _decode_op(text: str) -> SurfaceOp:
-    if text == '"append"':
+    if text == _APPEND_JSON:
         return "append"
     op = surface_op_from_json(json.loads(text))
     if op is None:

@@ -269,3 +269,44 @@ def test_cycles_and_deep_values_still_raise_type_error() -> None:
     for _ in range(100):  # deeper than the fast path looks: handled by the exact encoder
         deep = {"d": [deep]}
     assert dumps_js(deep) == _dumps_js_exact(deep)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ['{"a":[1,{"b":2}]}', ' {"a":1}\n', "[1,[2]]", '"x"', "7", "\t[]", "null"],
+)
+@pytest.mark.parametrize("frozen", [True, False])
+def test_loads_exact_reads_one_value_with_or_without_whitespace(text: str, frozen: bool) -> None:
+    value = loads_exact(text, frozen=frozen)
+    assert value == json.loads(text)
+
+    def container_types(v: object) -> set[type]:
+        if isinstance(v, dict):
+            return {type(v)}.union(*(container_types(x) for x in v.values()))
+        if isinstance(v, list):
+            return {type(v)}.union(*(container_types(x) for x in v))
+        return set()
+
+    allowed = {FrozenDict, FrozenList} if frozen else {dict, list}
+    assert container_types(value) <= allowed
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("", "Expecting value"),
+        ("  ", "Expecting value"),
+        ("tru", "Expecting value"),
+        ('{"a":1}x', "Extra data"),
+        ('{"a":1} {"b":2}', "Extra data"),
+        ("1 2", "Extra data"),
+        ("[1,2", "Expecting ',' delimiter"),
+    ],
+)
+@pytest.mark.parametrize("frozen", [True, False])
+def test_loads_exact_errors_match_json(text: str, message: str, frozen: bool) -> None:
+    with pytest.raises(json.JSONDecodeError, match=message) as caught:
+        loads_exact(text, frozen=frozen)
+    with pytest.raises(json.JSONDecodeError) as expected:
+        json.loads(text)
+    assert (caught.value.msg, caught.value.pos) == (expected.value.msg, expected.value.pos)
