@@ -5,14 +5,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from rich.text import Text
 from textual.app import App
-from textual.content import Content
 from textual.pilot import Pilot
-from textual.widget import Widget
-from textual.widgets import Static
 
 from tests.ui.snapshots import screen_text
+from tests.ui.transcript_harness import shown_text
 from tui.app import DshApp
 
 __all__ = ["screen", "send_idle", "settle", "shown_text", "wait_for"]
@@ -41,19 +38,3 @@ async def wait_for(pilot: Pilot[int], condition: Callable[[], bool], limit: floa
 async def send_idle(app: DshApp, pilot: Pilot[int], limit: float = 10.0) -> None:
     await wait_for(pilot, lambda: not app.preparing and not app.streaming, limit)
     await settle(app, pilot, limit)
-
-
-def plain(widget: Static) -> str:
-    visual = widget.render()
-    if isinstance(visual, (Text, Content)):
-        return visual.plain
-    return str(visual)
-
-
-def shown_text(root: Widget) -> str:
-    """Every displayed Static's text under ``root`` (Markdown blocks included), in DOM order."""
-    parts = []
-    for widget in root.query(Static):
-        if widget.display and all(a.display for a in widget.ancestors if isinstance(a, Widget)):
-            parts.append(plain(widget))
-    return "\n".join(parts)

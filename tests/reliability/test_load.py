@@ -13,9 +13,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -30,9 +27,9 @@ from core.references import (
 )
 from core.surface import fold_surface
 from stores import SessionQuery, SqliteSessionStore
+from tests.children import expect_line, spawn
 from tests.reliability.conftest import LOAD_MESSAGES
 
-ROOT = Path(__file__).resolve().parents[2]
 WRITERS = 8
 PREPARES = 2  # snapshots taken while the appender runs
 APPENDS = 1_000
@@ -88,28 +85,6 @@ asyncio.run(main(sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]))
 """
 
 
-def spawn(script: str, *args: object) -> subprocess.Popen[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.Popen(
-        [sys.executable, "-c", script, *map(str, args)],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-
-
-def expect(proc: subprocess.Popen[str], prefix: str) -> str:
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    if not line.startswith(prefix):
-        proc.kill()
-        _, err = proc.communicate()
-        raise AssertionError(f"child said {line!r}, expected {prefix!r}; stderr:\n{err}")
-    return line
-
-
 async def test_eight_writer_processes_thousand_appends_each(tmp_path: Path) -> None:
     db = tmp_path / "load.sqlite3"
     go = tmp_path / "go"
@@ -119,7 +94,7 @@ async def test_eight_writer_processes_thousand_appends_each(tmp_path: Path) -> N
             await store.create_session(sid, created_at=0)
     writers = [spawn(WRITER, db, name, APPENDS, go) for name in names]
     for proc in writers:
-        expect(proc, "ready")
+        expect_line(proc, "ready")
     started = time.monotonic()
     go.touch()
     errors = []
@@ -183,7 +158,7 @@ async def test_prepare_three_large_sources_while_another_process_appends(
             await seed_large(store, sid, LOAD_MESSAGES)
     go, stop = tmp_path / "go", tmp_path / "stop"
     appender = spawn(APPENDER, db, ",".join(sources), go, stop)
-    expect(appender, "ready")
+    expect_line(appender, "ready")
 
     snapshots: list[list[Any]] = []
     timings: list[float] = []

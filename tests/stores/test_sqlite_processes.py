@@ -4,18 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import os
 import signal
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from stores import SqliteSessionStore
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.children import expect_line, spawn
 
 # Appends ``count`` events, alternating between the shared session and the writer's own,
 # with a two-event batch every tenth step; starts once the go-file exists.
@@ -59,28 +55,6 @@ async def main(db, sid, size):
 
 asyncio.run(main(sys.argv[1], sys.argv[2], int(sys.argv[3])))
 """
-
-
-def spawn(script: str, *args: object) -> subprocess.Popen[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.Popen(
-        [sys.executable, "-c", script, *map(str, args)],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-
-
-def expect_line(proc: subprocess.Popen[str], prefix: str) -> str:
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    if not line.startswith(prefix):
-        proc.kill()
-        _, err = proc.communicate()
-        pytest.fail(f"child said {line!r}, expected {prefix!r}; stderr:\n{err}")
-    return line
 
 
 async def test_two_processes_append_concurrently(tmp_path: Path) -> None:

@@ -4,13 +4,10 @@
 
 from __future__ import annotations
 
-import io
 from collections.abc import Iterable
 
-from rich.console import Console
 from rich.text import Text
 from textual.content import Content
-from textual.pilot import Pilot
 from textual.widget import Widget
 from textual.widgets import Button, Static
 
@@ -37,7 +34,10 @@ from tests.ui.transcript_harness import (
     assistant,
     every_kind_session,
     new_session,
+    plain,
     send_with_references,
+    settle,
+    shown_text,
     user,
 )
 from tui.cards import (
@@ -52,53 +52,15 @@ from tui.cards import (
 from tui.render import LiteralMarkdown
 from tui.transcript import (
     EMPTY_STATE_TEXT,
-    FLUSH_INTERVAL,
     PAGE_SIZE,
     AssistantMessage,
     ReplyView,
-    Transcript,
     UserMessage,
 )
 
 SIZE = (100, 40)
 
 # --------------------------------------------------------------------------- helpers
-
-
-def plain(widget: Widget) -> str:
-    """The text a Static shows (its renderable is Text or Content, never markup)."""
-    assert isinstance(widget, Static)
-    visual = widget.render()
-    if isinstance(visual, (Text, Content)):
-        return visual.plain
-    visual = getattr(visual, "_renderable", visual)  # a Rich renderable wrapped by Textual
-    if isinstance(visual, LiteralMarkdown):  # history bodies: render them as the screen would
-        console = Console(width=200, file=io.StringIO(), color_system=None, legacy_windows=False)
-        with console.capture() as capture:
-            console.print(visual)
-        return capture.get().rstrip("\n")
-    return str(visual)
-
-
-def shown_text(root: Widget) -> str:
-    """Every Static's text under ``root`` (Markdown blocks included), in DOM order."""
-    parts = []
-    for widget in root.query(Static):
-        if widget.display and all(a.display for a in widget.ancestors if isinstance(a, Widget)):
-            parts.append(plain(widget))
-    return "\n".join(parts)
-
-
-async def settle(pilot: Pilot[None]) -> None:
-    """Wait for mounts, the streaming flush timer and lazy Markdown upgrades."""
-    app = pilot.app
-    for _ in range(50):
-        await pilot.pause(FLUSH_INTERVAL * 1.5)
-        await app.workers.wait_for_complete()
-        transcript = app.query_one(Transcript)
-        if transcript.settled:
-            break
-    await pilot.pause()
 
 
 def kinds(widgets: Iterable[Widget]) -> list[str]:

@@ -16,16 +16,19 @@ from core.errors import SessionNotFoundError
 from core.log import Event
 from core.references import SessionReferenceInput
 from stores import SessionQuery, SqliteSessionStore
-from tests.ui.test_transcript import SIZE, plain, settle
 from tests.ui.transcript_harness import (
     Stored,
     TranscriptApp,
     assistant,
     new_session,
+    plain,
     send_with_references,
+    settle,
     user,
 )
 from tui.transcript import Transcript, UserMessage
+
+SIZE = (100, 40)
 
 
 async def card_heavy_session(stored: Stored, turns: int) -> None:

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import io
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from rich.console import Console
+from rich.text import Text
 from textual.app import App, ComposeResult
+from textual.content import Content
+from textual.pilot import Pilot
+from textual.widget import Widget
+from textual.widgets import Static
 
 from core.log import (
     ASSISTANT_MESSAGE,
@@ -25,7 +32,8 @@ from core.log import (
 )
 from core.references import SessionReferenceConfig, SessionReferenceInput, SessionReferenceService
 from stores import MemorySessionStore, SessionQuery
-from tui.transcript import TRANSCRIPT_CSS_PATH, ReplyView, Transcript
+from tui.render import LiteralMarkdown
+from tui.transcript import FLUSH_INTERVAL, TRANSCRIPT_CSS_PATH, ReplyView, Transcript
 
 BASE_TIME = 1_700_000_000_000
 
@@ -33,6 +41,42 @@ BASE_TIME = 1_700_000_000_000
 def fixed_time(ms: int) -> str:
     """A timestamp format independent of the machine's time zone."""
     return f"t+{(ms - BASE_TIME) // 1000}s"
+
+
+def plain(widget: Widget) -> str:
+    """The text a Static shows (its renderable is Text or Content, never markup)."""
+    assert isinstance(widget, Static)
+    visual = widget.render()
+    if isinstance(visual, (Text, Content)):
+        return visual.plain
+    visual = getattr(visual, "_renderable", visual)  # a Rich renderable wrapped by Textual
+    if isinstance(visual, LiteralMarkdown):  # history bodies: render them as the screen would
+        console = Console(width=200, file=io.StringIO(), color_system=None, legacy_windows=False)
+        with console.capture() as capture:
+            console.print(visual)
+        return capture.get().rstrip("\n")
+    return str(visual)
+
+
+def shown_text(root: Widget) -> str:
+    """Every Static's text under ``root`` (Markdown blocks included), in DOM order."""
+    parts = []
+    for widget in root.query(Static):
+        if widget.display and all(a.display for a in widget.ancestors if isinstance(a, Widget)):
+            parts.append(plain(widget))
+    return "\n".join(parts)
+
+
+async def settle(pilot: Pilot[None]) -> None:
+    """Wait for mounts, the streaming flush timer and pending loads of the transcript."""
+    app = pilot.app
+    for _ in range(50):
+        await pilot.pause(FLUSH_INTERVAL * 1.5)
+        await app.workers.wait_for_complete()
+        transcript = app.query_one(Transcript)
+        if transcript.settled:
+            break
+    await pilot.pause()
 
 
 class TranscriptApp(App[None]):
