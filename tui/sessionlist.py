@@ -118,10 +118,6 @@ class SessionList(ScrollView, can_focus=True):
         self._strips.clear()
         self.refresh()
 
-    def row_lines(self, index: int) -> tuple[Text, Text]:
-        """The two lines of row ``index`` as drawn (before truncation to the width)."""
-        return self._row(index)
-
     def validate_highlighted(self, highlighted: int | None) -> int | None:
         if highlighted is None or not self._count:
             return None
@@ -158,15 +154,15 @@ class SessionList(ScrollView, can_focus=True):
             state = "session-list--row-hover"
         else:
             state = ""
-        key = (index, part, state, width)
-        strip = self._strips.get(key)
-        if strip is None:
+        strip = self._strips.get((index, part, state, width))
+        if strip is None:  # draw both lines of the row: the other one is wanted next
             classes = ("session-list--row", state) if state else ("session-list--row",)
             style = self.get_visual_style(*classes).rich_style
-            strip = self._draw(self._row(index)[part], width, style)
             if len(self._strips) > 4096:
                 self._strips.clear()
-            self._strips[key] = strip
+            for line_part, line in enumerate(self._row(index)):
+                self._strips[(index, line_part, state, width)] = self._draw(line, width, style)
+            strip = self._strips[(index, part, state, width)]
         return strip
 
     def _draw(self, line: Text, width: int, style: RichStyle) -> Strip:

@@ -639,16 +639,18 @@ class Transcript(VerticalScroll):
         if unread and items:
             unread.append(items[0].event.seq)
             items = items[1:]
-        replacing = self._replace(items, set(window.seqs), unread)
-        self._fetch = fetch
-        return replacing
+        return self._replace(items, set(window.seqs), unread, fetch)
 
     def _replace(
-        self, entries: Sequence[Entry], known: set[int], unread: list[int]
+        self,
+        entries: Sequence[Entry],
+        known: set[int],
+        unread: list[int],
+        fetch: FetchEvents | None = None,
     ) -> AwaitComplete:
         old = [*self._widgets]
         self._generation += 1
-        self._fetch = None
+        self._fetch = fetch
         self._reply = None
         self._entries = list(entries)
         self._unread = unread
