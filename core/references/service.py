@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from core.gcpause import gc_paused
 from core.log import SessionHeader, text_block, user_message
 from core.query import SessionQueryLike, SessionTitle, SurfaceSnapshot
 from core.references.cancellation import CancelRequested, TaskFailed, gather_cancellable
@@ -236,58 +237,63 @@ class SessionReferenceService:
         if not refs:
             return PreparedReferencedMessage(content_copy, None)
 
-        def reader(session_id: str) -> Callable[[], Awaitable[_Projected | object]]:
-            async def read() -> _Projected | object:
-                snapshot: object = await self._query.read_surface(session_id)
-                if not isinstance(snapshot, SurfaceSnapshot):
-                    return snapshot  # reported below, in reference order
-                # Project as soon as this source arrives: its events (the bulk of the
-                # memory) are released here instead of all sources being held at once.
-                return _Projected(
-                    snapshot.session.cwd,
-                    snapshot.captured_through_seq,
-                    project_surface(snapshot.events),
-                )
+        # Everything read, projected and retained below is acyclic and dropped by the
+        # end: the cyclic collector's passes over it would be pure overhead.
+        with gc_paused():
 
-            return read
+            def reader(session_id: str) -> Callable[[], Awaitable[_Projected | object]]:
+                async def read() -> _Projected | object:
+                    snapshot: object = await self._query.read_surface(session_id)
+                    if not isinstance(snapshot, SurfaceSnapshot):
+                        return snapshot  # reported below, in reference order
+                    # Project as soon as this source arrives: its events (the bulk of the
+                    # memory) are released here instead of all sources being held at once.
+                    return _Projected(
+                        snapshot.session.cwd,
+                        snapshot.captured_through_seq,
+                        project_surface(snapshot.events),
+                    )
 
-        projected = await self._read(
-            "session",
-            [reader(ref.session_id) for ref in refs],
-            [repr(ref.session_id) for ref in refs],
-            cancel,
-            [ref.session_id for ref in refs],
-        )
-        sources: list[dict[str, Any]] = []
-        entries: list[dict[str, Any]] = []
-        for index, (ref, source) in enumerate(zip(refs, projected, strict=True)):
-            if not isinstance(source, _Projected):
-                raise SessionReferenceError(
-                    f"reading session {ref.session_id!r} returned {type(source).__name__}",
-                    SESSION_REFERENCE_READ_FAILED,
-                    session_id=ref.session_id,
-                )
-            assert ref.label is not None
-            retained = retain_source(
-                session_id=ref.session_id,
-                label=ref.label,
-                cwd=source.cwd,
-                captured_through_seq=source.captured_through_seq,
-                messages=source.messages,
-                max_bytes=self._config.max_reference_bytes,
+                return read
+
+            projected = await self._read(
+                "session",
+                [reader(ref.session_id) for ref in refs],
+                [repr(ref.session_id) for ref in refs],
+                cancel,
+                [ref.session_id for ref in refs],
             )
-            sources.append(retained.source)
-            entries.append(
-                reference_entry(
+            sources: list[dict[str, Any]] = []
+            entries: list[dict[str, Any]] = []
+            for index, (ref, source) in enumerate(zip(refs, projected, strict=True)):
+                if not isinstance(source, _Projected):
+                    raise SessionReferenceError(
+                        f"reading session {ref.session_id!r} returned {type(source).__name__}",
+                        SESSION_REFERENCE_READ_FAILED,
+                        session_id=ref.session_id,
+                    )
+                assert ref.label is not None
+                retained = retain_source(
                     session_id=ref.session_id,
                     label=ref.label,
+                    cwd=source.cwd,
                     captured_through_seq=source.captured_through_seq,
-                    stats=retained.stats,
-                    input_index=index,
+                    messages=source.messages,
+                    max_bytes=self._config.max_reference_bytes,
                 )
-            )
-            await asyncio.sleep(0)  # let the UI breathe between large sources
-            _check_cancel(cancel)
+                sources.append(retained.source)
+                entries.append(
+                    reference_entry(
+                        session_id=ref.session_id,
+                        label=ref.label,
+                        captured_through_seq=source.captured_through_seq,
+                        stats=retained.stats,
+                        input_index=index,
+                    )
+                )
+                await asyncio.sleep(0)  # let the UI breathe between large sources
+                _check_cancel(cancel)
+            del projected, source  # freed before the collector is back: nothing for it
         message = user_message(
             [text_block(render_reference_prompt(sources))],
             source=session_reference_source(entries),

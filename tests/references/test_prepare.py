@@ -178,6 +178,7 @@ async def test_a_failure_cancels_the_other_reads() -> None:
     assert info.value.code == SESSION_REFERENCE_READ_FAILED
     assert info.value.__cause__ is boom
     assert sorted(query.cancelled) == ["a", "c"]
+    assert gc.isenabled()  # the collector's pause ended with the failure
 
 
 async def test_simultaneous_failures_leave_no_unretrieved_exception() -> None:
@@ -228,6 +229,7 @@ async def test_cancel_event_with_a_read_that_never_returns(when: str) -> None:
         setter.cancel()
     else:
         assert "a" in query.cancelled
+    assert gc.isenabled()
     await asyncio.gather(setter, return_exceptions=True)
 
 
@@ -256,6 +258,7 @@ async def test_cancelling_the_awaiting_task_leaves_nothing_behind() -> None:
     assert sorted(query.cancelled) == ["a", "b"]
     assert all(t.done() for t in query.tasks)
     assert others() == []
+    assert gc.isenabled()
 
 
 # --------------------------------------------------------------------------- the result
@@ -350,6 +353,29 @@ async def test_budget_exceeded_is_all_or_nothing() -> None:
         SESSION_REFERENCE_BUDGET_EXCEEDED,
         service.prepare(target, "hi", [R("a"), R("long-" + "x" * 300)]),
     )
+    assert gc.isenabled()
+
+
+async def test_reads_and_retention_run_with_the_cyclic_collector_paused() -> None:
+    """Everything a prepare builds is acyclic and freed by reference counting, so the
+    collector is paused for the reads, projection and retention, and back afterwards."""
+    store, target = await seeded()
+    seen: list[bool] = []
+
+    class Watching(SessionQuery):
+        async def read_surface(self, session_id: str) -> Any:
+            seen.append(gc.isenabled())
+            snapshot = await super().read_surface(session_id)
+            seen.append(gc.isenabled())
+            return snapshot
+
+    assert gc.isenabled()
+    prepared = await SessionReferenceService(Watching(store)).prepare(
+        target, "hi", [R("a"), R("b")]
+    )
+    assert prepared.additional_context is not None
+    assert seen == [False] * 4
+    assert gc.isenabled()
 
 
 async def test_prepared_message_is_detached_from_the_source() -> None:
