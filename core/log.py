@@ -5,7 +5,7 @@ from __future__ import annotations
 import time as _time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Literal, NamedTuple
 
 from core.errors import InvalidEventError
@@ -32,6 +32,7 @@ __all__ = [
     "SurfaceOp",
     "SurfaceRow",
     "assistant_message",
+    "build_event",
     "is_compact_checkpoint_source",
     "message_text",
     "new_message_id",
@@ -116,6 +117,33 @@ class Event:
     @property
     def is_surface(self) -> bool:
         return self.surface_op is not None
+
+
+_new_object = object.__new__
+# The slots' own setters: what the frozen dataclass's ``__init__`` reaches through six
+# ``object.__setattr__`` calls by name, at about a third of the cost.
+_EVENT_SETTERS = tuple(Event.__dict__[f.name].__set__ for f in fields(Event))
+
+
+def build_event(
+    seq: int,
+    type: str,
+    time: int,
+    data: Mapping[str, Any],
+    surface_op: SurfaceOp | None = None,
+    source_event_seqs: tuple[int, ...] | None = None,
+) -> Event:
+    """Exactly ``Event(seq, type, time, data, surface_op, source_event_seqs)``, built
+    faster: for stores decoding thousands of rows (``Event`` checks nothing either)."""
+    event = _new_object(Event)
+    set_seq, set_type, set_time, set_data, set_op, set_seqs = _EVENT_SETTERS
+    set_seq(event, seq)
+    set_type(event, type)
+    set_time(event, time)
+    set_data(event, data)
+    set_op(event, surface_op)
+    set_seqs(event, source_event_seqs)
+    return event
 
 
 class SurfaceRow(NamedTuple):

@@ -36,6 +36,7 @@ from core.log import (
     SurfaceOp,
     SurfaceRow,
     ValidatedEvent,
+    build_event,
     surface_op_from_json,
     surface_op_to_json,
 )
@@ -413,6 +414,7 @@ class SqliteSessionStore:
         append = out.append
         types: dict[bytes, str] = {}
         loads = loads_exact
+        build = build_event
         try:
             for i, (seq, raw_type, time, data, surface_op, source_seqs) in enumerate(rows):
                 type_ = types.get(raw_type)
@@ -425,7 +427,7 @@ class SqliteSessionStore:
                 else:
                     op = _decode_op(surface_op)
                 seqs = None if source_seqs is None else _decode_seqs(source_seqs)
-                append(Event(seq, type_, time, loads(data), op, seqs))
+                append(build(seq, type_, time, loads(data), op, seqs))
                 rows[i] = None
         except (ValueError, TypeError) as err:
             raise StoreError(f"{self._path}: a stored event is corrupt ({err})") from err

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from core.errors import InvalidEventError
 from core.jsoncodec import FrozenDict
@@ -20,6 +23,7 @@ from core.log import (
     Replace,
     SessionHeader,
     assistant_message,
+    build_event,
     is_compact_checkpoint_source,
     message_text,
     reasoning_block,
@@ -42,6 +46,37 @@ def test_values_are_frozen() -> None:
     with pytest.raises(AttributeError):
         event.seq = 1  # type: ignore[misc]
     assert event.is_surface and not Event(1, SESSION_TITLE, 0, {}).is_surface
+
+
+_ops = st.one_of(st.none(), st.just("append"), st.builds(Replace, st.integers(), st.integers()))
+
+
+@given(
+    st.integers(),
+    st.text(),
+    st.integers(),
+    st.dictionaries(st.text(), st.integers()),
+    _ops,
+    st.none() | st.tuples(st.integers()),
+)
+def test_build_event_is_the_constructor(
+    seq: int,
+    type_: str,
+    time: int,
+    data: dict[str, int],
+    op: object,
+    seqs: tuple[int, ...] | None,
+) -> None:
+    built = build_event(seq, type_, time, data, op, seqs)  # type: ignore[arg-type]
+    made = Event(seq, type_, time, data, op, seqs)  # type: ignore[arg-type]
+    assert type(built) is Event
+    assert built == made and repr(built) == repr(made)
+    fields = tuple(getattr(built, f.name) for f in dataclasses.fields(Event))
+    assert fields == (seq, type_, time, data, op, seqs)
+    assert built.data is data
+    with pytest.raises(AttributeError):
+        built.seq = 1  # type: ignore[misc]
+    assert build_event(0, USER_MESSAGE, 0, {}) == Event(0, USER_MESSAGE, 0, {})
 
 
 def test_surface_types() -> None:
