@@ -10,11 +10,13 @@ common path on the C implementation.
 from __future__ import annotations
 
 import decimal
+import importlib
 import json
 import math
 import re
 from collections.abc import Callable, Mapping
 from json.encoder import encode_basestring
+from types import ModuleType
 from typing import Any, NoReturn
 
 __all__ = [
@@ -37,11 +39,16 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 _ESCAPED_PAIR = re.compile(r"\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}")
 
 
-def utf8_len(text: str) -> int:
+def _py_utf8_len(text: str) -> int:
     """UTF-8 byte length, counting a lone surrogate as 3 bytes (``surrogatepass``)."""
     if text.isascii():
         return len(text)
     return len(text.encode("utf-8", "surrogatepass"))
+
+
+def _py_escaped_pair(text: str) -> bool:
+    """Whether ``text`` holds an escaped surrogate pair (see ``_ESCAPED_PAIR``)."""
+    return _ESCAPED_PAIR.search(text) is not None
 
 
 # --------------------------------------------------------------------------- frozen values
@@ -107,8 +114,42 @@ def _freeze_object(obj: dict[str, Any]) -> FrozenDict:
     return FrozenDict(obj)
 
 
+# --------------------------------------------------------------------------- C versions
+
+
+# ``core/_speedups.c`` does the three loops above that see every character or object of a
+# large read (UTF-8 sizes, the escaped-pair scan, freezing) several times faster. It is
+# optional: where it could not be compiled, the pure-Python versions above do the work,
+# and the tests check the two agree.
+def _load_speedups() -> ModuleType | None:
+    try:
+        return importlib.import_module("core._speedups")
+    except ImportError:  # pragma: no cover - only where no C compiler was available
+        return None
+
+
+_speedups = _load_speedups()
+
+utf8_len: Callable[[str], int]
+_escaped_pair: Callable[[str], bool]
+_object_hook: Callable[[dict[str, Any]], dict[str, Any]]
+_top_list_hook: Callable[[list[Any]], list[Any]]
+if _speedups is not None:
+    _speedups.set_types(FrozenDict, FrozenList)
+    utf8_len = _speedups.utf8_len
+    _escaped_pair = _speedups.escaped_pair
+    _object_hook = _speedups.freeze_object
+    _top_list_hook = _speedups.freeze_list
+else:  # pragma: no cover - see above
+    utf8_len = _py_utf8_len
+    _escaped_pair = _py_escaped_pair
+    _object_hook = _freeze_object
+    _top_list_hook = _freeze_list
+SPEEDUPS = _speedups is not None
+"""Whether the C versions are in use (``False`` only where the extension was not built)."""
+
 # One decoder each: ``json.loads`` with keyword arguments builds a new decoder per call.
-_FROZEN_DECODER = json.JSONDecoder(object_hook=_freeze_object)
+_FROZEN_DECODER = json.JSONDecoder(object_hook=_object_hook)
 _PLAIN_DECODER = json.JSONDecoder()
 # ``decode`` wraps these in two whitespace regexes and a frame per call.
 _FROZEN_SCAN: Callable[[str, int], tuple[Any, int]] = _FROZEN_DECODER.scan_once  # type: ignore[attr-defined]
@@ -282,7 +323,7 @@ def _dumps_js_exact(value: Any) -> str:
 
 def loads_exact(text: str, *, frozen: bool = True) -> Any:
     """Parse JSON without merging escaped surrogate pairs; objects/arrays frozen by default."""
-    if _ESCAPED_PAIR.search(text) is None:
+    if not _escaped_pair(text):
         decoder, scan = (_FROZEN_DECODER, _FROZEN_SCAN) if frozen else (_PLAIN_DECODER, _PLAIN_SCAN)
         try:
             # The scanner itself when the text is one value without surrounding whitespace
@@ -295,7 +336,7 @@ def loads_exact(text: str, *, frozen: bool = True) -> Any:
                 value = decoder.decode(text)
         except RecursionError as err:
             raise JSONDecodeError("JSON is nested too deeply", text, 0) from err
-        return _freeze_list(value) if frozen and type(value) is list else value
+        return _top_list_hook(value) if frozen and type(value) is list else value
     return _SlowParser(text, frozen).parse()
 
 

@@ -1,0 +1,284 @@
+/* core._speedups: the three per-character or per-object loops of reading a large
+ * session, in C. Each function is an exact drop-in for a pure-Python one in
+ * core/jsoncodec.py (which stays the reference, is used when this module is not built,
+ * and is checked against it by property tests):
+ *
+ *   utf8_len(text)       -> int   len(text.encode("utf-8", "surrogatepass")), no copy
+ *   escaped_pair(text)   -> bool  _ESCAPED_PAIR.search(text) is not None
+ *   freeze_object(dict)  -> FrozenDict, the JSON decoder's object_hook
+ *
+ * Nothing here keeps a reference to its input; the only state is the two frozen types,
+ * set once by core.jsoncodec through set_types().
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+static PyObject *frozen_dict_type = NULL;
+static PyObject *frozen_list_type = NULL;
+
+static int
+ready(PyObject *text)
+{
+#if PY_VERSION_HEX < 0x030C0000
+    return PyUnicode_READY(text);  /* legacy strings only exist before 3.12 */
+#else
+    (void)text;
+    return 0;
+#endif
+}
+
+/* ------------------------------------------------------------------ utf8_len */
+
+static PyObject *
+utf8_len(PyObject *module, PyObject *arg)
+{
+    (void)module;
+    if (!PyUnicode_Check(arg)) {
+        PyErr_Format(PyExc_TypeError, "utf8_len() needs a str, not %.100s",
+                     Py_TYPE(arg)->tp_name);
+        return NULL;
+    }
+    if (ready(arg) < 0) {
+        return NULL;
+    }
+    Py_ssize_t n = PyUnicode_GET_LENGTH(arg);
+    if (PyUnicode_IS_ASCII(arg)) {
+        return PyLong_FromSsize_t(n);
+    }
+    Py_ssize_t total = n;  /* one byte each, plus the extra bytes counted below */
+    int kind = PyUnicode_KIND(arg);
+    const void *data = PyUnicode_DATA(arg);
+    if (kind == PyUnicode_1BYTE_KIND) {
+        const Py_UCS1 *p = (const Py_UCS1 *)data;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            total += p[i] >> 7;
+        }
+    }
+    else if (kind == PyUnicode_2BYTE_KIND) {
+        const Py_UCS2 *p = (const Py_UCS2 *)data;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            Py_UCS2 c = p[i];
+            total += (c >= 0x80) + (c >= 0x800);  /* surrogates: 3 bytes, as surrogatepass */
+        }
+    }
+    else {
+        const Py_UCS4 *p = (const Py_UCS4 *)data;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            Py_UCS4 c = p[i];
+            total += (c >= 0x80) + (c >= 0x800) + (c >= 0x10000);
+        }
+    }
+    return PyLong_FromSsize_t(total);
+}
+
+/* -------------------------------------------------------------- escaped_pair */
+
+static inline int
+is_hex(Py_UCS4 c)
+{
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+
+/* The regex \\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2} matches at
+ * p[0..11], p[0] being a backslash. */
+#define PAIR_AT(p)                                                                   \
+    ((p)[1] == 'u' && ((p)[2] == 'd' || (p)[2] == 'D') &&                            \
+     (((p)[3] >= '8' && (p)[3] <= '9') || ((p)[3] >= 'a' && (p)[3] <= 'b') ||        \
+      ((p)[3] >= 'A' && (p)[3] <= 'B')) &&                                           \
+     is_hex((p)[4]) && is_hex((p)[5]) && (p)[6] == '\\' && (p)[7] == 'u' &&           \
+     ((p)[8] == 'd' || (p)[8] == 'D') &&                                             \
+     (((p)[9] >= 'c' && (p)[9] <= 'f') || ((p)[9] >= 'C' && (p)[9] <= 'F')) &&        \
+     is_hex((p)[10]) && is_hex((p)[11]))
+
+#define MATCH_LEN 12
+
+static int
+pair_ucs1(const Py_UCS1 *p, Py_ssize_t n)
+{
+    const Py_UCS1 *end = p + n - MATCH_LEN;  /* the last possible start */
+    while (p <= end) {
+        const Py_UCS1 *hit = memchr(p, '\\', (size_t)(end - p + 1));
+        if (hit == NULL) {
+            return 0;
+        }
+        if (PAIR_AT(hit)) {
+            return 1;
+        }
+        p = hit + 1;
+    }
+    return 0;
+}
+
+#define PAIR_WIDE(NAME, TYPE)                                                         \
+    static int NAME(const TYPE *p, Py_ssize_t n)                                      \
+    {                                                                                 \
+        for (Py_ssize_t i = 0; i + MATCH_LEN <= n; i++) {                             \
+            if (p[i] == '\\' && PAIR_AT(p + i)) {                                     \
+                return 1;                                                             \
+            }                                                                         \
+        }                                                                             \
+        return 0;                                                                     \
+    }
+PAIR_WIDE(pair_ucs2, Py_UCS2)
+PAIR_WIDE(pair_ucs4, Py_UCS4)
+
+static PyObject *
+escaped_pair(PyObject *module, PyObject *arg)
+{
+    (void)module;
+    if (!PyUnicode_Check(arg)) {
+        PyErr_Format(PyExc_TypeError, "escaped_pair() needs a str, not %.100s",
+                     Py_TYPE(arg)->tp_name);
+        return NULL;
+    }
+    if (ready(arg) < 0) {
+        return NULL;
+    }
+    Py_ssize_t n = PyUnicode_GET_LENGTH(arg);
+    int found;
+    switch (PyUnicode_KIND(arg)) {
+    case PyUnicode_1BYTE_KIND:
+        found = pair_ucs1(PyUnicode_1BYTE_DATA(arg), n);
+        break;
+    case PyUnicode_2BYTE_KIND:
+        found = pair_ucs2(PyUnicode_2BYTE_DATA(arg), n);
+        break;
+    default:
+        found = pair_ucs4(PyUnicode_4BYTE_DATA(arg), n);
+        break;
+    }
+    return PyBool_FromLong(found);
+}
+
+/* ------------------------------------------------------------- freeze_object */
+
+static int check_types(void);
+
+/* Freeze the list values of ``list`` (in place), then return it as a FrozenList. */
+static PyObject *
+freeze_list(PyObject *list)
+{
+    if (Py_EnterRecursiveCall(" while freezing a JSON array")) {
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(list);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PyList_GET_ITEM(list, i);
+        if (PyList_CheckExact(item)) {
+            PyObject *frozen = freeze_list(item);
+            if (frozen == NULL) {
+                Py_LeaveRecursiveCall();
+                return NULL;
+            }
+            PyList_SetItem(list, i, frozen);  /* steals frozen, releases item */
+        }
+    }
+    Py_LeaveRecursiveCall();
+    return PyObject_CallOneArg(frozen_list_type, list);
+}
+
+static PyObject *
+freeze_object(PyObject *module, PyObject *obj)
+{
+    (void)module;
+    if (check_types() < 0) {
+        return NULL;
+    }
+    if (!PyDict_CheckExact(obj)) {
+        PyErr_Format(PyExc_TypeError, "freeze_object() needs a dict, not %.100s",
+                     Py_TYPE(obj)->tp_name);
+        return NULL;
+    }
+    Py_ssize_t pos = 0;
+    PyObject *key, *value;
+    while (PyDict_Next(obj, &pos, &key, &value)) {
+        if (PyList_CheckExact(value)) {
+            PyObject *frozen = freeze_list(value);
+            if (frozen == NULL) {
+                return NULL;
+            }
+            /* replacing the value of an existing key: allowed during PyDict_Next */
+            int failed = PyDict_SetItem(obj, key, frozen);
+            Py_DECREF(frozen);
+            if (failed) {
+                return NULL;
+            }
+        }
+    }
+    return PyObject_CallOneArg(frozen_dict_type, obj);
+}
+
+static PyObject *
+freeze_list_entry(PyObject *module, PyObject *list)
+{
+    (void)module;
+    if (check_types() < 0) {
+        return NULL;
+    }
+    if (!PyList_CheckExact(list)) {
+        PyErr_Format(PyExc_TypeError, "freeze_list() needs a list, not %.100s",
+                     Py_TYPE(list)->tp_name);
+        return NULL;
+    }
+    return freeze_list(list);
+}
+
+/* ------------------------------------------------------------------ set_types */
+
+static int
+check_types(void)
+{
+    if (frozen_dict_type == NULL || frozen_list_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "core._speedups.set_types() was not called");
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *
+set_types(PyObject *module, PyObject *args)
+{
+    (void)module;
+    PyObject *dict_type, *list_type;
+    if (!PyArg_ParseTuple(args, "O!O!:set_types", &PyType_Type, &dict_type, &PyType_Type,
+                          &list_type)) {
+        return NULL;
+    }
+    if (!PyType_IsSubtype((PyTypeObject *)dict_type, &PyDict_Type) ||
+        !PyType_IsSubtype((PyTypeObject *)list_type, &PyList_Type)) {
+        PyErr_SetString(PyExc_TypeError, "set_types() needs a dict and a list subclass");
+        return NULL;
+    }
+    Py_INCREF(dict_type);
+    Py_INCREF(list_type);
+    Py_XSETREF(frozen_dict_type, dict_type);
+    Py_XSETREF(frozen_list_type, list_type);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"utf8_len", utf8_len, METH_O,
+     "UTF-8 byte length of a str, a lone surrogate counting 3 bytes (surrogatepass)."},
+    {"escaped_pair", escaped_pair, METH_O,
+     "Whether JSON text holds an escaped high surrogate directly followed by a low one."},
+    {"freeze_object", freeze_object, METH_O,
+     "JSON object_hook: the dict's list values frozen (deeply), as a FrozenDict."},
+    {"freeze_list", freeze_list_entry, METH_O,
+     "A list with its nested lists frozen, as a FrozenList."},
+    {"set_types", set_types, METH_VARARGS, "Register the FrozenDict and FrozenList types."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT,
+    "core._speedups",
+    "C versions of the hot loops of core.jsoncodec (see that module).",
+    -1,
+    methods,
+};
+
+PyMODINIT_FUNC
+PyInit__speedups(void)
+{
+    return PyModule_Create(&module_def);
+}

@@ -1,0 +1,10 @@
+"""The one thing ``pyproject.toml`` cannot say stably: the optional C extension.
+
+``core/_speedups.c`` holds C versions of three hot loops of ``core.jsoncodec``. It is
+optional: where it cannot be compiled, dsh installs anyway and runs the pure-Python
+versions, which the tests check it against.
+"""
+
+from setuptools import Extension, setup
+
+setup(ext_modules=[Extension("core._speedups", ["core/_speedups.c"], optional=True)])

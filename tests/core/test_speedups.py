@@ -1,0 +1,178 @@
+"""``core/_speedups.c`` against the pure-Python versions it replaces in ``core.jsoncodec``.
+
+The C module must be built wherever the project is installed with a compiler (CI is), and
+each of its functions must agree with its Python reference on every input.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from core import jsoncodec
+from core.jsoncodec import (
+    _ESCAPED_PAIR,
+    FrozenDict,
+    FrozenList,
+    _freeze_list,
+    _freeze_object,
+    _py_escaped_pair,
+    _py_utf8_len,
+)
+
+speedups: Any = importlib.import_module("core._speedups")
+
+# Every code point, lone surrogates included, so all three str kinds show up.
+any_text = st.text(st.characters(blacklist_categories=()))
+wide = st.sampled_from(["", "é", "ÿ", "中", "\ud83d", "\ude00", "😀", "\U0010ffff"])
+
+
+def test_the_c_extension_is_built_and_in_use() -> None:
+    assert jsoncodec.SPEEDUPS, (
+        "core._speedups was not compiled: install a C compiler and the Python headers, "
+        "then reinstall dsh"
+    )
+    assert jsoncodec.utf8_len is speedups.utf8_len
+
+
+# ----------------------------------------------------------------------------- utf8_len
+
+
+@given(any_text)
+def test_utf8_len_agrees(text: str) -> None:
+    assert speedups.utf8_len(text) == _py_utf8_len(text)
+    assert _py_utf8_len(text) == len(text.encode("utf-8", "surrogatepass"))
+
+
+@given(st.lists(st.sampled_from(["a", "\x7f", "\x80", "\xff", "\u07ff", "\u0800"]) | wide))
+def test_utf8_len_at_every_boundary(parts: list[str]) -> None:
+    text = "".join(parts)
+    assert speedups.utf8_len(text) == len(text.encode("utf-8", "surrogatepass"))
+
+
+@pytest.mark.parametrize("size", [0, 1, 7, 8, 9, 15, 16, 17, 63, 64, 65, 1000])
+def test_utf8_len_of_long_latin1_runs(size: int) -> None:
+    for text in ("é" * size, "a" * size + "é", "é" + "a" * size, ("aé" * size)[:size]):
+        assert speedups.utf8_len(text) == len(text.encode())
+
+
+def test_utf8_len_rejects_what_is_not_a_str() -> None:
+    for bad in (b"abc", None, 3, ["a"]):
+        with pytest.raises(TypeError, match="needs a str"):
+            speedups.utf8_len(bad)
+
+
+# ------------------------------------------------------------------------- escaped_pair
+
+# Text built mostly of the pieces of the pattern, so near-misses are common.
+pattern_pieces = st.sampled_from(
+    ["\\", "u", "U", "d", "D", "8", "9", "a", "b", "A", "B", "c", "C", "e", "f", "F", "0", "g"]
+)
+pair_text = st.lists(pattern_pieces | wide | st.sampled_from(["\\ud83d", "\\ude00", "\\\\"]))
+
+
+@given(pair_text)
+def test_escaped_pair_agrees_with_the_regex(parts: list[str]) -> None:
+    text = "".join(parts)
+    assert speedups.escaped_pair(text) is _py_escaped_pair(text)
+
+
+@given(any_text, any_text, st.sampled_from(["\\ud83d\\ude00", "\\uDBFF\\uDFFF", "\\uD800\\udc00"]))
+def test_an_escaped_pair_is_found_anywhere_in_any_kind(head: str, tail: str, pair: str) -> None:
+    text = head + pair + tail
+    assert _ESCAPED_PAIR.search(text) is not None
+    assert speedups.escaped_pair(text) is True
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "\\ud83d\\ude0",  # one short
+        "\\ud83d\\u0041",  # low half is not a low surrogate
+        "\\udc00\\ud83d",  # wrong order
+        "\\ud83d \\ude00",
+        "\\ud7ff\\ude00",
+        "x\\ud83d\\ude0",
+    ],
+)
+def test_near_misses_are_not_pairs(text: str) -> None:
+    assert speedups.escaped_pair(text) is False
+    assert speedups.escaped_pair(text + "中") is False
+    assert speedups.escaped_pair(text + "😀") is False
+
+
+def test_escaped_pair_rejects_what_is_not_a_str() -> None:
+    with pytest.raises(TypeError, match="needs a str"):
+        speedups.escaped_pair(b"\\ud83d\\ude00")
+
+
+# ------------------------------------------------------------------------------ freezing
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | any_text,
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(any_text, children, max_size=4)
+    ),
+    max_leaves=30,
+)
+
+
+def frozen_shape(value: Any) -> Any:
+    """The value with every container's exact type spelled out."""
+    if isinstance(value, dict):
+        return (type(value).__name__, {k: frozen_shape(v) for k, v in value.items()})
+    if isinstance(value, list):
+        return (type(value).__name__, [frozen_shape(v) for v in value])
+    return value
+
+
+@given(json_values)
+def test_freezing_agrees(value: Any) -> None:
+    text = json.dumps(value)
+    by_c = json.JSONDecoder(object_hook=speedups.freeze_object).decode(text)
+    by_python = json.JSONDecoder(object_hook=_freeze_object).decode(text)
+    if type(by_c) is list:
+        by_c, by_python = speedups.freeze_list(by_c), _freeze_list(by_python)
+    assert by_c == value
+    assert frozen_shape(by_c) == frozen_shape(by_python)
+    assert "'list'" not in repr(frozen_shape(by_c)) and "'dict'" not in repr(frozen_shape(by_c))
+
+
+def test_freezing_is_deep_and_read_only() -> None:
+    value = speedups.freeze_object({"a": [1, [2, [3]]], "b": "x"})
+    assert type(value) is FrozenDict
+    assert type(value["a"]) is FrozenList and type(value["a"][1][1]) is FrozenList
+    with pytest.raises(TypeError):
+        value["a"][1].append(4)
+
+
+def test_freezing_a_very_deep_list_raises_instead_of_crashing() -> None:
+    deep: list[Any] = []
+    for _ in range(200_000):
+        deep = [deep]
+    with pytest.raises(RecursionError):
+        speedups.freeze_list(deep)
+    with pytest.raises(RecursionError):
+        speedups.freeze_object({"deep": deep})
+
+
+def test_freezing_rejects_other_types() -> None:
+    with pytest.raises(TypeError, match="needs a dict"):
+        speedups.freeze_object(FrozenDict())
+    with pytest.raises(TypeError, match="needs a list"):
+        speedups.freeze_list((1, 2))
+
+
+def test_set_types_checks_what_it_is_given() -> None:
+    with pytest.raises(TypeError):
+        speedups.set_types(list, dict)
+    with pytest.raises(TypeError):
+        speedups.set_types("FrozenDict", "FrozenList")
+    # the registered types are untouched by the failed calls
+    assert type(speedups.freeze_object({})) is FrozenDict
