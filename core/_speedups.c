@@ -13,8 +13,17 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <stdint.h>
+
+#define BLOCK 4096 /* characters per inner loop: small enough for 32-bit counts */
+
 static PyObject *frozen_dict_type = NULL;
 static PyObject *frozen_list_type = NULL;
+/* Whether the frozen types construct exactly as dict and list do (no __new__ or
+ * __init__ of their own): then they are built without the generic call machinery. */
+static int dict_direct = 0;
+static int list_direct = 0;
+static PyObject *empty_tuple = NULL;
 
 static int
 ready(PyObject *text)
@@ -48,24 +57,41 @@ utf8_len(PyObject *module, PyObject *arg)
     Py_ssize_t total = n;  /* one byte each, plus the extra bytes counted below */
     int kind = PyUnicode_KIND(arg);
     const void *data = PyUnicode_DATA(arg);
+    /* Counted in blocks with a 32-bit accumulator: loops the compiler vectorises. */
+    Py_ssize_t i = 0;
     if (kind == PyUnicode_1BYTE_KIND) {
         const Py_UCS1 *p = (const Py_UCS1 *)data;
-        for (Py_ssize_t i = 0; i < n; i++) {
-            total += p[i] >> 7;
+        while (i < n) {
+            Py_ssize_t stop = n - i > BLOCK ? i + BLOCK : n;
+            uint32_t extra = 0;
+            for (; i < stop; i++) {
+                extra += p[i] >> 7;
+            }
+            total += extra;
         }
     }
     else if (kind == PyUnicode_2BYTE_KIND) {
         const Py_UCS2 *p = (const Py_UCS2 *)data;
-        for (Py_ssize_t i = 0; i < n; i++) {
-            Py_UCS2 c = p[i];
-            total += (c >= 0x80) + (c >= 0x800);  /* surrogates: 3 bytes, as surrogatepass */
+        while (i < n) {
+            Py_ssize_t stop = n - i > BLOCK ? i + BLOCK : n;
+            uint32_t extra = 0;
+            for (; i < stop; i++) {
+                /* surrogates count 3 bytes, as surrogatepass encodes them */
+                extra += (uint32_t)(p[i] >= 0x80) + (uint32_t)(p[i] >= 0x800);
+            }
+            total += extra;
         }
     }
     else {
         const Py_UCS4 *p = (const Py_UCS4 *)data;
-        for (Py_ssize_t i = 0; i < n; i++) {
-            Py_UCS4 c = p[i];
-            total += (c >= 0x80) + (c >= 0x800) + (c >= 0x10000);
+        while (i < n) {
+            Py_ssize_t stop = n - i > BLOCK ? i + BLOCK : n;
+            uint32_t extra = 0;
+            for (; i < stop; i++) {
+                extra += (uint32_t)(p[i] >= 0x80) + (uint32_t)(p[i] >= 0x800) +
+                         (uint32_t)(p[i] >= 0x10000);
+            }
+            total += extra;
         }
     }
     return PyLong_FromSsize_t(total);
@@ -92,35 +118,37 @@ is_hex(Py_UCS4 c)
 
 #define MATCH_LEN 12
 
-static int
-pair_ucs1(const Py_UCS1 *p, Py_ssize_t n)
-{
-    const Py_UCS1 *end = p + n - MATCH_LEN;  /* the last possible start */
-    while (p <= end) {
-        const Py_UCS1 *hit = memchr(p, '\\', (size_t)(end - p + 1));
-        if (hit == NULL) {
-            return 0;
-        }
-        if (PAIR_AT(hit)) {
-            return 1;
-        }
-        p = hit + 1;
-    }
-    return 0;
-}
-
-#define PAIR_WIDE(NAME, TYPE)                                                         \
+/* Blocks of 32 start positions are first tested for a backslash followed by 'u' (rare in
+ * what dumps_js writes: only control characters and surrogates are \u-escaped) with a
+ * branch-free loop the compiler vectorises; only such blocks are looked at closely. */
+#define PAIR_SCAN(NAME, TYPE)                                                         \
     static int NAME(const TYPE *p, Py_ssize_t n)                                      \
     {                                                                                 \
-        for (Py_ssize_t i = 0; i + MATCH_LEN <= n; i++) {                             \
+        Py_ssize_t last = n - MATCH_LEN; /* the last possible start */                \
+        Py_ssize_t i = 0;                                                             \
+        for (; i + 32 <= last + 1; i += 32) {                                         \
+            int any = 0;                                                              \
+            for (int k = 0; k < 32; k++) {                                            \
+                any |= (p[i + k] == '\\') & (p[i + k + 1] == 'u');                    \
+            }                                                                         \
+            if (any) {                                                                \
+                for (int k = 0; k < 32; k++) {                                        \
+                    if (p[i + k] == '\\' && PAIR_AT(p + i + k)) {                     \
+                        return 1;                                                     \
+                    }                                                                 \
+                }                                                                     \
+            }                                                                         \
+        }                                                                             \
+        for (; i <= last; i++) {                                                      \
             if (p[i] == '\\' && PAIR_AT(p + i)) {                                     \
                 return 1;                                                             \
             }                                                                         \
         }                                                                             \
         return 0;                                                                     \
     }
-PAIR_WIDE(pair_ucs2, Py_UCS2)
-PAIR_WIDE(pair_ucs4, Py_UCS4)
+PAIR_SCAN(pair_ucs1, Py_UCS1)
+PAIR_SCAN(pair_ucs2, Py_UCS2)
+PAIR_SCAN(pair_ucs4, Py_UCS4)
 
 static PyObject *
 escaped_pair(PyObject *module, PyObject *arg)
@@ -154,6 +182,36 @@ escaped_pair(PyObject *module, PyObject *arg)
 
 static int check_types(void);
 
+/* FrozenDict(src): a new frozen dict holding src's items. */
+static PyObject *
+new_frozen_dict(PyObject *src)
+{
+    if (!dict_direct) {
+        return PyObject_CallOneArg(frozen_dict_type, src);
+    }
+    PyTypeObject *type = (PyTypeObject *)frozen_dict_type;
+    PyObject *frozen = type->tp_new(type, empty_tuple, NULL);
+    if (frozen != NULL && PyDict_Merge(frozen, src, 1) < 0) {
+        Py_CLEAR(frozen);
+    }
+    return frozen;
+}
+
+/* FrozenList(src): a new frozen list holding src's items. */
+static PyObject *
+new_frozen_list(PyObject *src)
+{
+    if (!list_direct) {
+        return PyObject_CallOneArg(frozen_list_type, src);
+    }
+    PyTypeObject *type = (PyTypeObject *)frozen_list_type;
+    PyObject *frozen = type->tp_new(type, empty_tuple, NULL);
+    if (frozen != NULL && PyList_SetSlice(frozen, 0, 0, src) < 0) {
+        Py_CLEAR(frozen);
+    }
+    return frozen;
+}
+
 /* Freeze the list values of ``list`` (in place), then return it as a FrozenList. */
 static PyObject *
 freeze_list(PyObject *list)
@@ -174,7 +232,7 @@ freeze_list(PyObject *list)
         }
     }
     Py_LeaveRecursiveCall();
-    return PyObject_CallOneArg(frozen_list_type, list);
+    return new_frozen_list(list);
 }
 
 static PyObject *
@@ -205,7 +263,7 @@ freeze_object(PyObject *module, PyObject *obj)
             }
         }
     }
-    return PyObject_CallOneArg(frozen_dict_type, obj);
+    return new_frozen_dict(obj);
 }
 
 static PyObject *
@@ -249,10 +307,13 @@ set_types(PyObject *module, PyObject *args)
         PyErr_SetString(PyExc_TypeError, "set_types() needs a dict and a list subclass");
         return NULL;
     }
+    PyTypeObject *d = (PyTypeObject *)dict_type, *l = (PyTypeObject *)list_type;
     Py_INCREF(dict_type);
     Py_INCREF(list_type);
     Py_XSETREF(frozen_dict_type, dict_type);
     Py_XSETREF(frozen_list_type, list_type);
+    dict_direct = d->tp_new == PyDict_Type.tp_new && d->tp_init == PyDict_Type.tp_init;
+    list_direct = l->tp_new == PyList_Type.tp_new && l->tp_init == PyList_Type.tp_init;
     Py_RETURN_NONE;
 }
 
@@ -275,10 +336,18 @@ static struct PyModuleDef module_def = {
     "C versions of the hot loops of core.jsoncodec (see that module).",
     -1,
     methods,
+    NULL,
+    NULL,
+    NULL,
+    NULL,
 };
 
 PyMODINIT_FUNC
 PyInit__speedups(void)
 {
+    empty_tuple = PyTuple_New(0);
+    if (empty_tuple == NULL) {
+        return NULL;
+    }
     return PyModule_Create(&module_def);
 }

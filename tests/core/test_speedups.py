@@ -176,3 +176,28 @@ def test_set_types_checks_what_it_is_given() -> None:
         speedups.set_types("FrozenDict", "FrozenList")
     # the registered types are untouched by the failed calls
     assert type(speedups.freeze_object({})) is FrozenDict
+
+
+def test_frozen_types_with_their_own_constructors_are_called_as_such() -> None:
+    """Types that construct like dict and list are built directly; any other is called."""
+    made: list[str] = []
+
+    class LoggingDict(dict[str, Any]):
+        def __init__(self, *args: Any) -> None:
+            made.append("dict")
+            super().__init__(*args)
+
+    class LoggingList(list[Any]):
+        def __init__(self, *args: Any) -> None:
+            made.append("list")
+            super().__init__(*args)
+
+    speedups.set_types(LoggingDict, LoggingList)
+    try:
+        value = speedups.freeze_object({"a": [1, [2]], "b": {"c": 3}})
+    finally:
+        speedups.set_types(FrozenDict, FrozenList)
+    assert made == ["list", "list", "dict"]
+    assert type(value) is LoggingDict and type(value["a"][1]) is LoggingList
+    assert value == {"a": [1, [2]], "b": {"c": 3}}
+    assert type(speedups.freeze_object({"x": []})["x"]) is FrozenList
