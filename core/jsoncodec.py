@@ -13,6 +13,7 @@ import decimal
 import importlib
 import json
 import math
+import os
 import re
 from collections.abc import Callable, Mapping
 from json.encoder import encode_basestring
@@ -120,11 +121,14 @@ def _freeze_object(obj: dict[str, Any]) -> FrozenDict:
 # ``core/_speedups.c`` does the three loops above that see every character or object of a
 # large read (UTF-8 sizes, the escaped-pair scan, freezing) several times faster. It is
 # optional: where it could not be compiled, the pure-Python versions above do the work,
-# and the tests check the two agree.
+# and the tests check the two agree. ``DSH_PURE_PYTHON=1`` uses them even where it was
+# (to measure or test the fallback).
 def _load_speedups() -> ModuleType | None:
+    if os.environ.get("DSH_PURE_PYTHON", "") not in ("", "0"):
+        return None
     try:
         return importlib.import_module("core._speedups")
-    except ImportError:  # pragma: no cover - only where no C compiler was available
+    except ImportError:  # only where no C compiler was available
         return None
 
 
@@ -140,13 +144,13 @@ if _speedups is not None:
     _escaped_pair = _speedups.escaped_pair
     _object_hook = _speedups.freeze_object
     _top_list_hook = _speedups.freeze_list
-else:  # pragma: no cover - see above
+else:
     utf8_len = _py_utf8_len
     _escaped_pair = _py_escaped_pair
     _object_hook = _freeze_object
     _top_list_hook = _freeze_list
 SPEEDUPS = _speedups is not None
-"""Whether the C versions are in use (``False`` only where the extension was not built)."""
+"""Whether the C versions are in use (not when unbuilt, or with ``DSH_PURE_PYTHON=1``)."""
 
 # One decoder each: ``json.loads`` with keyword arguments builds a new decoder per call.
 _FROZEN_DECODER = json.JSONDecoder(object_hook=_object_hook)

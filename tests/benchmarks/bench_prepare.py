@@ -16,6 +16,7 @@ import tempfile
 import tracemalloc
 from pathlib import Path
 
+from core import jsoncodec
 from core.log import SessionHeader, text_block
 from core.references import SessionReferenceInput, SessionReferenceService
 from stores import SessionQuery, SqliteSessionStore
@@ -109,7 +110,8 @@ async def run_workload(settings: Settings) -> list[Row]:
             note=(
                 f"{read / 1e6:,.1f} MB of JSON read; ratio = median of "
                 f"{len(pair_ratios)} interleaved pairs ({min(pair_ratios):.2f}-"
-                f"{max(pair_ratios):.2f})"
+                f"{max(pair_ratios):.2f}); C speedups "
+                f"{'on' if jsoncodec.SPEEDUPS else 'off (pure Python)'}"
             ),
             samples=ours_t,
             baseline_samples=floor_t,

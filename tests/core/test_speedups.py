@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -24,6 +27,7 @@ from core.jsoncodec import (
     _py_escaped_pair,
     _py_utf8_len,
 )
+from tests.children import ROOT
 
 speedups: Any = importlib.import_module("core._speedups")
 
@@ -201,3 +205,48 @@ def test_frozen_types_with_their_own_constructors_are_called_as_such() -> None:
     assert type(value) is LoggingDict and type(value["a"][1]) is LoggingList
     assert value == {"a": [1, [2]], "b": {"c": 3}}
     assert type(speedups.freeze_object({"x": []})["x"]) is FrozenList
+
+
+PURE_CHILD = r"""
+import asyncio, json
+from core import jsoncodec
+from core.jsoncodec import FrozenDict, FrozenList, loads_exact, utf8_len
+from core.log import text_block
+from core.references import SessionReferenceInput, SessionReferenceService
+from stores import MemorySessionStore, SessionQuery
+
+assert not jsoncodec.SPEEDUPS and utf8_len is jsoncodec._py_utf8_len
+value = loads_exact('[{"a": ["\\ud83d\\ude00", [1]]}, "\\ud83d"]')
+assert type(value) is FrozenList and type(value[0]) is FrozenDict
+assert type(value[0]["a"][1]) is FrozenList and value[0]["a"][0] == "\ud83d\ude00"
+assert utf8_len("é\ud83d😀") == 9
+
+async def main():
+    store = MemorySessionStore()
+    target = await store.create_session("t")
+    await store.create_session("s")
+    await store.append("s", "user/message", {"id": "1", "role": "user",
+        "content": [text_block("hello " * 50_000)], "source": {"kind": "user"}}, surface_op="append")
+    prepared = await SessionReferenceService(SessionQuery(store)).prepare(
+        target, "x", [SessionReferenceInput("s", "S")])
+    print("prepared", len(prepared.additional_context["content"][0]["text"]))
+
+asyncio.run(main())
+"""
+
+
+def test_the_pure_python_fallback_runs_end_to_end() -> None:
+    """What runs where the extension could not be built (forced by DSH_PURE_PYTHON)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "DSH_PURE_PYTHON": "1"}
+    done = subprocess.run(
+        [sys.executable, "-c", PURE_CHILD],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("prepared ")
+    assert 60_000 < int(done.stdout.split()[1]) < 70_000  # retained within the default budget
