@@ -251,6 +251,11 @@ freeze_object(PyObject *module, PyObject *obj)
     PyObject *key, *value;
     while (PyDict_Next(obj, &pos, &key, &value)) {
         if (PyList_CheckExact(value)) {
+            if (!PyUnicode_CheckExact(key)) {
+                /* JSON keys are str; any other could run code that resizes the dict */
+                PyErr_SetString(PyExc_TypeError, "freeze_object() needs str keys");
+                return NULL;
+            }
             PyObject *frozen = freeze_list(value);
             if (frozen == NULL) {
                 return NULL;

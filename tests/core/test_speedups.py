@@ -250,3 +250,8 @@ def test_the_pure_python_fallback_runs_end_to_end() -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("prepared ")
     assert 60_000 < int(done.stdout.split()[1]) < 70_000  # retained within the default budget
+
+
+def test_freezing_needs_str_keys_where_it_replaces_a_value() -> None:
+    with pytest.raises(TypeError, match="str keys"):
+        speedups.freeze_object({1: [2]})
