@@ -36,18 +36,25 @@ ready(PyObject *text)
 #endif
 }
 
+/* 0 if ``ok``, else -1 with a TypeError saying what ``func`` needs instead of ``arg``. */
+static int
+expect(int ok, PyObject *arg, const char *func, const char *what)
+{
+    if (ok) {
+        return 0;
+    }
+    PyErr_Format(PyExc_TypeError, "%s() needs a %s, not %.100s", func, what,
+                 Py_TYPE(arg)->tp_name);
+    return -1;
+}
+
 /* ------------------------------------------------------------------ utf8_len */
 
 static PyObject *
 utf8_len(PyObject *module, PyObject *arg)
 {
     (void)module;
-    if (!PyUnicode_Check(arg)) {
-        PyErr_Format(PyExc_TypeError, "utf8_len() needs a str, not %.100s",
-                     Py_TYPE(arg)->tp_name);
-        return NULL;
-    }
-    if (ready(arg) < 0) {
+    if (expect(PyUnicode_Check(arg), arg, "utf8_len", "str") < 0 || ready(arg) < 0) {
         return NULL;
     }
     Py_ssize_t n = PyUnicode_GET_LENGTH(arg);
@@ -154,12 +161,7 @@ static PyObject *
 escaped_pair(PyObject *module, PyObject *arg)
 {
     (void)module;
-    if (!PyUnicode_Check(arg)) {
-        PyErr_Format(PyExc_TypeError, "escaped_pair() needs a str, not %.100s",
-                     Py_TYPE(arg)->tp_name);
-        return NULL;
-    }
-    if (ready(arg) < 0) {
+    if (expect(PyUnicode_Check(arg), arg, "escaped_pair", "str") < 0 || ready(arg) < 0) {
         return NULL;
     }
     Py_ssize_t n = PyUnicode_GET_LENGTH(arg);
@@ -239,12 +241,7 @@ static PyObject *
 freeze_object(PyObject *module, PyObject *obj)
 {
     (void)module;
-    if (check_types() < 0) {
-        return NULL;
-    }
-    if (!PyDict_CheckExact(obj)) {
-        PyErr_Format(PyExc_TypeError, "freeze_object() needs a dict, not %.100s",
-                     Py_TYPE(obj)->tp_name);
+    if (check_types() < 0 || expect(PyDict_CheckExact(obj), obj, "freeze_object", "dict") < 0) {
         return NULL;
     }
     Py_ssize_t pos = 0;
@@ -275,12 +272,7 @@ static PyObject *
 freeze_list_entry(PyObject *module, PyObject *list)
 {
     (void)module;
-    if (check_types() < 0) {
-        return NULL;
-    }
-    if (!PyList_CheckExact(list)) {
-        PyErr_Format(PyExc_TypeError, "freeze_list() needs a list, not %.100s",
-                     Py_TYPE(list)->tp_name);
+    if (check_types() < 0 || expect(PyList_CheckExact(list), list, "freeze_list", "list") < 0) {
         return NULL;
     }
     return freeze_list(list);
