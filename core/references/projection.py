@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal, NamedTuple
 
+from core.jsoncodec import FrozenDict, FrozenList
 from core.log import (
     ASSISTANT_MESSAGE,
     STEERING_MESSAGE,
@@ -29,64 +30,61 @@ class ProjectedMessage(NamedTuple):
     checkpoint: bool = False
 
 
+_ROLES: dict[str, Literal["user", "assistant"]] = {
+    USER_MESSAGE: "user",
+    STEERING_MESSAGE: "user",
+    ASSISTANT_MESSAGE: "assistant",
+}
+_MAPPINGS = (dict, Mapping)  # dict first: it is the cheap check
+_new_tuple = tuple.__new__
+
+
 def _text(message: Mapping[str, Any]) -> str:
-    """``core.log.message_text`` with a fast path for the plain/frozen dicts stores return."""
+    """``core.log.message_text``, with a fast path for what stores return (frozen
+    containers, ``str`` texts); anything else takes ``message_text`` itself."""
     content = message.get("content")
-    if not isinstance(content, list):
+    if type(content) is not FrozenList:
         return message_text(message)
     texts: list[str] = []
     for block in content:
-        if not isinstance(block, dict):
+        if type(block) is not FrozenDict:
             return message_text(message)
         if block.get("type") == "text":
-            text = block.get("text")
-            if isinstance(text, str):
-                texts.append(text)
+            piece = block.get("text")
+            if type(piece) is not str:
+                return message_text(message)
+            texts.append(piece)
     return texts[0] if len(texts) == 1 else "\n".join(texts)
 
 
-_MAPPINGS = (dict, Mapping)  # dict first: it is the cheap check (inlined: a hot loop)
-
-
-def _project(event: Event) -> ProjectedMessage | None:
-    kind = event.type
-    message: Any
-    if kind == USER_MESSAGE:
-        message = event.data
-        role: Literal["user", "assistant"] = "user"
-    elif kind in (ASSISTANT_MESSAGE, STEERING_MESSAGE):
-        data: Any = event.data
-        if not isinstance(data, _MAPPINGS):
-            return None
-        message = data.get("message")
-        role = "assistant" if kind == ASSISTANT_MESSAGE else "user"
-    else:
-        return None
-    if not isinstance(message, _MAPPINGS):
-        return None
-    source = message.get("source")
-    source_kind = source.get("kind") if isinstance(source, _MAPPINGS) else None
-    checkpoint = False
-    if kind == USER_MESSAGE:
-        if source_kind != "user":
-            checkpoint = is_compact_checkpoint_source(source)
-            if not checkpoint:
-                return None
-    elif kind == STEERING_MESSAGE and source_kind != "user":
-        return None
-    text = _text(message)
-    if not text:
-        return None
-    return ProjectedMessage(role, text, checkpoint)
-
-
 def project_surface(events: Iterable[Event]) -> list[ProjectedMessage]:
-    """Project a folded surface (in surface order); log-only events are ignored too."""
+    """Project a folded surface (in surface order); log-only events are ignored too.
+
+    One loop, run for every event of every source: kept flat on purpose."""
     out: list[ProjectedMessage] = []
+    append = out.append
+    roles = _ROLES
     for event in events:
-        if event.surface_op is None:
+        kind = event.type
+        role = roles.get(kind)
+        if role is None or event.surface_op is None:
             continue
-        item = _project(event)
-        if item is not None:
-            out.append(item)
+        message: Any = event.data
+        if kind != USER_MESSAGE:
+            message = message.get("message") if isinstance(message, _MAPPINGS) else None
+        if not isinstance(message, _MAPPINGS):
+            continue
+        source = message.get("source")
+        checkpoint = False
+        if not isinstance(source, _MAPPINGS) or source.get("kind") != "user":
+            if kind == USER_MESSAGE:
+                checkpoint = is_compact_checkpoint_source(source)
+                if not checkpoint:
+                    continue
+            elif kind == STEERING_MESSAGE:
+                continue
+        text = _text(message)
+        if text:
+            # tuple.__new__: the NamedTuple's own __new__ is a Python function
+            append(_new_tuple(ProjectedMessage, (role, text, checkpoint)))
     return out

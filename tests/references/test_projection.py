@@ -2,7 +2,27 @@
 
 from __future__ import annotations
 
-from core.log import Replace, reasoning_block, text_block, tool_call_block
+from collections.abc import Mapping
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from core.jsoncodec import freeze_json
+from core.log import (
+    ASSISTANT_MESSAGE,
+    COMPACT_CHECKPOINT_SOURCE,
+    STEERING_MESSAGE,
+    TOOL_RESULT,
+    USER_MESSAGE,
+    Event,
+    Replace,
+    is_compact_checkpoint_source,
+    message_text,
+    reasoning_block,
+    text_block,
+    tool_call_block,
+)
 from core.references import ProjectedMessage, project_surface
 from stores import MemorySessionStore, SessionQuery
 from tests.references.helpers import Log
@@ -111,3 +131,116 @@ async def test_malformed_data_is_skipped_not_fatal() -> None:
     )
     await log.user("fine")
     assert await project(store) == [P("user", "fine")]
+
+
+# --------------------------------------------------------------------------- any shape
+
+
+class Text(str):
+    """A str subclass: not something a store returns, but still a str to §4.6."""
+
+
+def oracle(events: list[Event]) -> list[ProjectedMessage]:
+    """SPEC §4.6 read literally, with ``message_text`` for the text."""
+    out: list[ProjectedMessage] = []
+    for event in events:
+        if event.surface_op is None:
+            continue
+        data: Any = event.data
+        if event.type == USER_MESSAGE:
+            message, role = data, "user"
+        elif event.type in (STEERING_MESSAGE, ASSISTANT_MESSAGE):
+            message = data.get("message") if isinstance(data, Mapping) else None
+            role = "assistant" if event.type == ASSISTANT_MESSAGE else "user"
+        else:
+            continue
+        if not isinstance(message, Mapping):
+            continue
+        source = message.get("source")
+        kind = source.get("kind") if isinstance(source, Mapping) else None
+        checkpoint = False
+        if event.type == USER_MESSAGE and kind != "user":
+            checkpoint = is_compact_checkpoint_source(source)
+            if not checkpoint:
+                continue
+        if event.type == STEERING_MESSAGE and kind != "user":
+            continue
+        text = message_text(message)
+        if text:
+            out.append(ProjectedMessage(role, text, checkpoint))  # type: ignore[arg-type]
+    return out
+
+
+texts = st.one_of(
+    st.sampled_from(["hi", "a\nb", "é😀", "\ud83d", ""]),
+    st.builds(Text, st.text(min_size=1, max_size=3)),
+)
+text_blocks = st.fixed_dictionaries({"type": st.just("text"), "text": texts})
+blocks = st.one_of(
+    text_blocks,
+    text_blocks,
+    st.fixed_dictionaries({"type": st.just("text"), "text": st.none() | st.integers()}),
+    st.fixed_dictionaries({"type": st.just("reasoning"), "text": texts}),
+    st.just("text"),
+)
+sources = st.sampled_from(
+    [
+        {"kind": "user"},
+        {"kind": "user"},
+        COMPACT_CHECKPOINT_SOURCE,
+        {"kind": "plugin", "plugin": "compact", "extra": 1},
+        {"kind": "plugin", "plugin": "other"},
+        {"kind": "model", "provider": "p", "model": "m"},
+        "user",
+    ]
+)
+well_formed = st.fixed_dictionaries(
+    {"source": sources, "content": st.lists(blocks, min_size=1, max_size=3)}
+)
+messages = st.one_of(
+    well_formed,
+    well_formed,
+    well_formed,
+    st.fixed_dictionaries({}, optional={"source": sources, "content": texts}),
+    st.sampled_from([None, "message", ["content"]]),
+)
+wrapped = st.one_of(
+    st.fixed_dictionaries({"turn": st.just(1), "message": messages}),
+    st.fixed_dictionaries({"turn": st.just(1), "message": messages}),
+    messages,
+)
+ops = st.sampled_from(["append", "append", None])
+events = st.lists(
+    st.one_of(
+        st.tuples(st.just(USER_MESSAGE), messages, ops),
+        st.tuples(st.sampled_from([STEERING_MESSAGE, ASSISTANT_MESSAGE]), wrapped, ops),
+        st.tuples(st.sampled_from([STEERING_MESSAGE, ASSISTANT_MESSAGE]), wrapped, ops),
+        st.tuples(st.sampled_from([TOOL_RESULT, "assistant/chunk"]), wrapped, ops),
+    ),
+    min_size=1,
+    max_size=12,
+)
+
+
+def to_json(value: Any) -> Any:
+    """The value a store would hand back (plain str for the str subclass)."""
+    if isinstance(value, Mapping):
+        return {k: to_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [to_json(v) for v in value]
+    return str(value) if isinstance(value, str) else value
+
+
+@settings(max_examples=300)
+@given(events)
+def test_projection_matches_the_contract_on_any_shape(
+    raw: list[tuple[str, Any, str | None]],
+) -> None:
+    plain = [Event(i, kind, 0, data, op) for i, (kind, data, op) in enumerate(raw)]
+    frozen = [
+        Event(e.seq, e.type, 0, freeze_json(to_json(e.data)), e.surface_op)  # type: ignore[arg-type]
+        for e in plain
+    ]
+    assert project_surface(plain) == oracle(plain)
+    assert project_surface(frozen) == oracle(frozen)
+    assert all(type(item) is ProjectedMessage for item in project_surface(frozen))
