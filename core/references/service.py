@@ -237,65 +237,72 @@ class SessionReferenceService:
         if not refs:
             return PreparedReferencedMessage(content_copy, None)
 
-        # Everything read, projected and retained below is acyclic and dropped by the
-        # end: the cyclic collector's passes over it would be pure overhead.
+        # Everything read, projected and retained is acyclic and dropped when the helper
+        # returns: the cyclic collector's passes over it would be pure overhead.
         with gc_paused():
-
-            def reader(session_id: str) -> Callable[[], Awaitable[_Projected | object]]:
-                async def read() -> _Projected | object:
-                    snapshot: object = await self._query.read_surface(session_id)
-                    if not isinstance(snapshot, SurfaceSnapshot):
-                        return snapshot  # reported below, in reference order
-                    # Project as soon as this source arrives: its events (the bulk of the
-                    # memory) are released here instead of all sources being held at once.
-                    return _Projected(
-                        snapshot.session.cwd,
-                        snapshot.captured_through_seq,
-                        project_surface(snapshot.events),
-                    )
-
-                return read
-
-            projected = await self._read(
-                "session",
-                [reader(ref.session_id) for ref in refs],
-                [repr(ref.session_id) for ref in refs],
-                cancel,
-                [ref.session_id for ref in refs],
-            )
-            sources: list[dict[str, Any]] = []
-            entries: list[dict[str, Any]] = []
-            for index, (ref, source) in enumerate(zip(refs, projected, strict=True)):
-                if not isinstance(source, _Projected):
-                    raise SessionReferenceError(
-                        f"reading session {ref.session_id!r} returned {type(source).__name__}",
-                        SESSION_REFERENCE_READ_FAILED,
-                        session_id=ref.session_id,
-                    )
-                assert ref.label is not None
-                retained = retain_source(
-                    session_id=ref.session_id,
-                    label=ref.label,
-                    cwd=source.cwd,
-                    captured_through_seq=source.captured_through_seq,
-                    messages=source.messages,
-                    max_bytes=self._config.max_reference_bytes,
-                )
-                sources.append(retained.source)
-                entries.append(
-                    reference_entry(
-                        session_id=ref.session_id,
-                        label=ref.label,
-                        captured_through_seq=source.captured_through_seq,
-                        stats=retained.stats,
-                        input_index=index,
-                    )
-                )
-                await asyncio.sleep(0)  # let the UI breathe between large sources
-                _check_cancel(cancel)
-            del projected, source  # freed before the collector is back: nothing for it
+            sources, entries = await self._read_and_retain(refs, cancel)
         message = user_message(
             [text_block(render_reference_prompt(sources))],
             source=session_reference_source(entries),
         )
         return PreparedReferencedMessage(content_copy, message)
+
+    async def _read_and_retain(
+        self, refs: list[SessionReferenceInput], cancel: asyncio.Event | None
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """Read every source concurrently, project each as it arrives, then bound each one:
+        the source objects and the prompt entries, in reference order."""
+
+        def reader(session_id: str) -> Callable[[], Awaitable[_Projected | object]]:
+            async def read() -> _Projected | object:
+                snapshot: object = await self._query.read_surface(session_id)
+                if not isinstance(snapshot, SurfaceSnapshot):
+                    return snapshot  # reported below, in reference order
+                # Project as soon as this source arrives: its events (the bulk of the
+                # memory) are released here instead of all sources being held at once.
+                return _Projected(
+                    snapshot.session.cwd,
+                    snapshot.captured_through_seq,
+                    project_surface(snapshot.events),
+                )
+
+            return read
+
+        projected = await self._read(
+            "session",
+            [reader(ref.session_id) for ref in refs],
+            [repr(ref.session_id) for ref in refs],
+            cancel,
+            [ref.session_id for ref in refs],
+        )
+        sources: list[dict[str, Any]] = []
+        entries: list[dict[str, Any]] = []
+        for index, (ref, source) in enumerate(zip(refs, projected, strict=True)):
+            if not isinstance(source, _Projected):
+                raise SessionReferenceError(
+                    f"reading session {ref.session_id!r} returned {type(source).__name__}",
+                    SESSION_REFERENCE_READ_FAILED,
+                    session_id=ref.session_id,
+                )
+            assert ref.label is not None
+            retained = retain_source(
+                session_id=ref.session_id,
+                label=ref.label,
+                cwd=source.cwd,
+                captured_through_seq=source.captured_through_seq,
+                messages=source.messages,
+                max_bytes=self._config.max_reference_bytes,
+            )
+            sources.append(retained.source)
+            entries.append(
+                reference_entry(
+                    session_id=ref.session_id,
+                    label=ref.label,
+                    captured_through_seq=source.captured_through_seq,
+                    stats=retained.stats,
+                    input_index=index,
+                )
+            )
+            await asyncio.sleep(0)  # let the UI breathe between large sources
+            _check_cancel(cancel)
+        return sources, entries
