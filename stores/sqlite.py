@@ -152,6 +152,17 @@ def _trim(memo: dict[Any, Any]) -> None:
         memo.clear()
 
 
+async def _worker_stopped(connection: aiosqlite.Connection) -> None:
+    """Wait for the worker thread of a connection that failed to open.
+
+    aiosqlite queues its stop and returns without waiting. If the caller's event loop
+    closed first (a CLI run ending on the error), the thread died reporting to that closed
+    loop, printing a traceback."""
+    thread = getattr(connection, "_thread", None)  # aiosqlite keeps no public handle
+    if isinstance(thread, threading.Thread) and thread.is_alive():
+        await asyncio.to_thread(thread.join, 5.0)
+
+
 def _file_is_read_only(path: Path) -> bool:
     """No write access, or no write bit at all (so a chmod 444 is honoured even as root)."""
     try:
@@ -211,15 +222,19 @@ class SqliteSessionStore:
             except OSError as err:
                 raise StoreError(f"{db_path}: cannot create its directory: {err}") from err
             target = str(db_path)
+        connection = aiosqlite.connect(
+            target,
+            uri=read_only,
+            isolation_level=None,  # we issue BEGIN/COMMIT ourselves
+            timeout=busy_timeout,
+        )
         try:
-            conn = await aiosqlite.connect(
-                target,
-                uri=read_only,
-                isolation_level=None,  # we issue BEGIN/COMMIT ourselves
-                timeout=busy_timeout,
-            )
-        except sqlite3.Error as err:
-            raise StoreError(f"{db_path}: cannot open the database: {err}") from err
+            conn = await connection
+        except BaseException as err:
+            await _worker_stopped(connection)
+            if isinstance(err, sqlite3.Error):
+                raise StoreError(f"{db_path}: cannot open the database: {err}") from err
+            raise
         store = cls(conn, db_path, read_only=read_only)
         try:
             await store._setup(busy_timeout)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import random
 import sqlite3
 import threading
@@ -225,6 +226,27 @@ async def test_foreign_database_is_not_taken_over(db_path: Path) -> None:
 async def test_directory_in_the_way(tmp_path: Path) -> None:
     with pytest.raises(StoreError):
         await SqliteSessionStore.open(tmp_path)
+
+
+def test_a_failed_open_leaves_no_worker_behind(tmp_path: Path) -> None:
+    """aiosqlite stops the worker of a connection that failed to open without waiting for
+    it; a loop closed right after the failure made that thread die reporting to a closed
+    loop (a traceback on stderr). ``open`` now waits for it: no thread may fail."""
+    failures: list[BaseException | None] = []
+    previous = threading.excepthook
+    threading.excepthook = lambda args: failures.append(args.exc_value)
+    try:
+        for _ in range(300):
+
+            async def fail_to_open() -> None:
+                with pytest.raises(StoreError, match="cannot open"):
+                    await SqliteSessionStore.open(tmp_path)  # a directory
+
+            asyncio.run(fail_to_open())
+        time.sleep(0.2)  # a late worker would report by now
+    finally:
+        threading.excepthook = previous
+    assert failures == []
 
 
 # --------------------------------------------------------------------------- read-only
