@@ -1,6 +1,7 @@
-"""Locate the shared test vectors (``../shared/vectors`` next to the repository).
+"""The canonical test vectors, copied from ``shared/vectors`` into ``tests/vectors``.
 
-A missing vectors folder is a hard failure, never a skip: these files are the contract.
+The suite must pass in a lone clone, so the copy lives in the repository. A missing file is
+a hard failure, never a skip: these files are the contract.
 """
 
 from __future__ import annotations
@@ -12,13 +13,12 @@ import pytest
 
 from core.jsoncodec import loads_exact
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-VECTORS_DIR = (REPO_ROOT / ".." / "shared" / "vectors").resolve()
+VECTORS_DIR = Path(__file__).resolve().parents[1] / "vectors"
 
 
 def load_vectors(name: str) -> Any:
-    """Parse ``shared/vectors/<name>`` exactly (escaped surrogate pairs stay two chars)."""
+    """Parse ``tests/vectors/<name>`` exactly (escaped surrogate pairs stay two chars)."""
     path = VECTORS_DIR / name
     if not path.is_file():
-        pytest.fail(f"shared test vectors not found at {path}", pytrace=False)
+        pytest.fail(f"test vectors not found at {path}", pytrace=False)
     return loads_exact(path.read_text(encoding="utf-8"), frozen=False)
