@@ -150,6 +150,63 @@ def test_malformed_references_raise(text: str) -> None:
     assert info.value.code == SESSION_REFERENCE_INVALID_REFERENCE
 
 
+# JavaScript's \s (SPEC §4.2), spelled out: Python's \s and str.isspace differ from it.
+JS_WHITESPACE = frozenset(
+    "\t\n\v\f\r \u00a0\u1680\u2028\u2029\u202f\u205f\u3000\ufeff"
+    + "".join(chr(c) for c in range(0x2000, 0x200B))
+)
+
+
+@pytest.mark.parametrize("space", sorted(JS_WHITESPACE))
+def test_javascript_whitespace_ends_the_uri(space: str) -> None:
+    # No ")" right after the URI: the parts are text and the URI is a bare token.
+    assert parse(f"@[x]({T}{space})") == (f"@[x](@target{space})", [("target", "target")])
+
+
+@pytest.mark.parametrize("other", ["\x1c", "\x1d", "\x1e", "\x1f", "\x85", "\u180e", "\u200b"])
+def test_other_spaces_do_not_end_the_uri(other: str) -> None:
+    # The URI runs on to the ")", so the mention is there and its URI is malformed.
+    with pytest.raises(SessionReferenceError) as info:
+        parse_session_reference_text(f"@[x]({T}{other})")
+    assert info.value.code == SESSION_REFERENCE_INVALID_REFERENCE
+    [span] = find_session_reference_spans(f"@[x]({T}{other})")
+    assert (span.kind, span.uri, span.valid) == ("mention", T + other, False)
+
+
+def test_exactly_javascript_whitespace_ends_the_uri_over_all_of_unicode() -> None:
+    ends = set()
+    for code in [*range(0x3100), *range(0xFE00, 0x10000), 0x1F600, 0xE0041]:
+        char = chr(code)
+        if char == ")":
+            continue
+        [span, *_] = find_session_reference_spans(f"@[x]({T}{char})")
+        if span.kind == "bare":
+            ends.add(char)
+    assert ends == JS_WHITESPACE
+
+
+@pytest.mark.parametrize("newline", ["\n", "\r", "\u2028", "\u2029"])
+def test_a_backslash_does_not_escape_a_line_break(newline: str) -> None:
+    text = f"@[a\\{newline}b]({T})"
+    assert parse(text) == (f"@[a\\{newline}b](@target)", [("target", "target")])
+    assert [s.kind for s in find_session_reference_spans(text)] == ["bare"]
+    # An escaped backslash before the line break is fine: the line break is plain text.
+    assert parse(f"@[a\\\\{newline}b]({T})") == (f"@a\\{newline}b", [("target", f"a\\{newline}b")])
+
+
+@pytest.mark.parametrize("char", ["\x0b", "\x0c", "\x85", "\ufeff", "\ud800", "😀"])
+def test_a_backslash_escapes_any_other_character(char: str) -> None:
+    assert parse(f"@[a\\{char}b]({T})") == (f"@a{char}b", [("target", f"a{char}b")])
+
+
+def test_a_mention_after_a_label_stopped_by_a_line_break_is_found() -> None:
+    # The first label cannot go on at "\\\n"; the "@[" after it starts a mention of its own.
+    text = f"@[a\\\nb @[c]({T}) @[d\\\n"
+    assert parse(text) == ("@[a\\\nb @c @[d\\\n", [("target", "c")])
+    [span] = find_session_reference_spans(text)
+    assert (span.start, span.label) == (text.index("@[c]"), "c")
+
+
 def test_parse_rejects_non_str() -> None:
     with pytest.raises(SessionReferenceError):
         parse_session_reference_text(None)  # type: ignore[arg-type]
@@ -266,6 +323,7 @@ def test_parser_on_arbitrary_text(text: str) -> None:
         "@[" * 50_000,
         "@[" * 25_000 + f"](dsh-session:{'A' * 50_000}",
         "@[\\" * 30_000,
+        "@[x\\\n" * 30_000,  # every label stops at a backslash before a line break
         "dsh-session:" * 20_000,
     ],
 )
