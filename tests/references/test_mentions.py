@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import re
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from core.references import (
@@ -15,6 +16,7 @@ from core.references import (
     SessionReferenceError,
     SessionReferenceInput,
     SessionReferenceSpan,
+    decode_session_reference_uri,
     encode_session_reference_uri,
     find_session_reference_spans,
     format_session_reference_mention,
@@ -307,6 +309,62 @@ def test_parser_raises_only_session_reference_errors(text: str) -> None:
         rebuilt += [text[pos : span.start], f"@{span.label}"]
         pos = span.end
     assert parsed.text == "".join([*rebuilt, text[pos:]])
+
+
+# SPEC §4.2 read literally, as the one regular expression the reference scans with (its
+# "u" flag: "." is any code point but a line terminator), with \s spelled out as in JS.
+LITERAL_MENTION = re.compile(
+    r"@\[((?:\\[^\n\r\u2028\u2029]|[^\\\]])*)\]\((dsh-session:[^"
+    + "".join(sorted(JS_WHITESPACE))
+    + r")]*)\)|(dsh-session:[A-Za-z0-9_-]+)"
+)
+
+
+def literal_parse(text: str) -> tuple[str, list[tuple[str, str]]]:
+    refs: list[tuple[str, str]] = []
+
+    def replace(m: re.Match[str]) -> str:
+        session_id = decode_session_reference_uri(m.group(2) or m.group(3))
+        label = session_id if m.group(1) is None else re.sub(r"\\(.)", r"\1", m.group(1))
+        refs.append((session_id, label))
+        return "@" + label
+
+    return LITERAL_MENTION.sub(replace, text), refs
+
+
+EDGE_FRAGMENTS = [
+    *FRAGMENTS,
+    *sorted(JS_WHITESPACE),
+    "\x1c",
+    "\x1f",
+    "\x85",
+    "\u200b",
+    "\r",
+    "\u2028",
+    "\u2029",
+    "\\\n",
+    "\\\u2028",
+    "😀",
+    "\udc00",
+]
+
+
+@given(st.lists(st.sampled_from(EDGE_FRAGMENTS), max_size=14).map("".join))
+@example(f"@[a\\\nb]({T})")
+@example(f"@[\\\u2029@[l]({T})")
+@example(f"@[x]({T}\ufeff)")
+@example(f"@[x]({T}\x1c)")
+@example(f"@[x]({T}\x85)")
+def test_parser_agrees_with_the_literal_regular_expression(text: str) -> None:
+    try:
+        expected: object = literal_parse(text)
+    except SessionReferenceError as err:
+        expected = err.code
+    try:
+        got: object = parse(text)
+    except SessionReferenceError as err:
+        got = err.code
+    assert got == expected
 
 
 @given(any_text)
