@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Literal
+from typing import Final, Literal
 
 from core.references.config import SESSION_REFERENCE_INVALID_REFERENCE, SessionReferenceError
 from core.references.uri import (
@@ -80,9 +80,15 @@ def format_session_reference_mention(ref: SessionReferenceInput) -> str:
 # --------------------------------------------------------------------------- scanning
 
 _START = re.compile(r"@\[|" + re.escape(SESSION_REFERENCE_SCHEME))
-_LABEL_PART = re.compile(r"[^\\\]]*(?:\\.[^\\\]]*)*", re.DOTALL)
-_LABEL_UNESCAPE = re.compile(r"\\(.)", re.DOTALL)
-_URI_RUN = re.compile(r"[^\s)]*")
+# JavaScript's ``\s`` exactly (SPEC §4.2): Python's ``\s`` also matches U+001C-U+001F and
+# U+0085 but not U+FEFF, so the set is spelled out rather than borrowed.
+_JS_WHITESPACE: Final = "\t\n\v\f\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
+# What a backslash cannot escape in a label: JavaScript's line terminators (its "." with
+# the "u" flag matches everything else, lone surrogates included).
+_LINE_BREAKS: Final = "\n\r\u2028\u2029"
+_LABEL_PART = re.compile(rf"[^\\\]]*(?:\\[^{_LINE_BREAKS}][^\\\]]*)*")
+_LABEL_UNESCAPE = re.compile(rf"\\([^{_LINE_BREAKS}])")
+_URI_RUN = re.compile(rf"[^{_JS_WHITESPACE})]*")
 _PAYLOAD = re.compile(r"[A-Za-z0-9_-]+")
 _LINK_OPEN = "](" + SESSION_REFERENCE_SCHEME
 
@@ -99,14 +105,17 @@ class _Raw:
 def _scan(text: str) -> Iterator[_Raw]:
     """Yield every mention and bare token, left to right, without validating URIs.
 
-    Linear in ``len(text)``: where a label ends depends only on the backslash parity seen
-    from any ``@[`` before it (a ``[`` always ends an escape pair), so one label scan
-    answers every ``@[`` that starts inside it, and its URI run is looked at once.
+    Linear in ``len(text)``: where a label scan stops depends only on the backslash parity
+    seen from any ``@[`` before it (a ``[`` always ends an escape pair), so one label scan
+    answers every ``@[`` whose label starts inside it, and its URI run is looked at once.
+    The scan stops at the first unescaped ``]`` or where no label can go on: a backslash
+    before a line break, or a final lone backslash.
     """
     pos = 0
     n = len(text)
-    # (first label char, index of the closing "]" or -1, URI end or -2 unknown / -1 none)
-    cache: tuple[int, int, int] | None = None
+    # (first label char, where the scan stopped, index of the closing "]" or -1,
+    #  URI end or -2 unknown / -1 none)
+    cache: tuple[int, int, int, int] | None = None
     while pos < n:
         m = _START.search(text, pos)
         if m is None:
@@ -121,19 +130,15 @@ def _scan(text: str) -> Iterator[_Raw]:
             pos = pm.end()
             continue
         label_start = at + 2
-        if (
-            cache is not None
-            and cache[0] <= label_start
-            and (cache[1] < 0 or label_start <= cache[1])
-        ):
-            _, close, uri_end = cache
+        if cache is not None and cache[0] <= label_start <= cache[1]:
+            _, _, close, uri_end = cache
         else:
             lm = _LABEL_PART.match(text, label_start)
             assert lm is not None
-            # The match stops at the first unescaped "]", or at a final lone "\\".
-            close = lm.end() if lm.end() < n and text[lm.end()] == "]" else -1
+            stop = lm.end()
+            close = stop if stop < n and text[stop] == "]" else -1
             uri_end = -2
-            cache = (label_start, close, uri_end)
+            cache = (label_start, stop, close, uri_end)
         if close < 0 or not text.startswith(_LINK_OPEN, close):
             pos = at + 1  # its parts are ordinary text (and may hold a bare token)
             continue
@@ -141,7 +146,7 @@ def _scan(text: str) -> Iterator[_Raw]:
             um = _URI_RUN.match(text, close + 2)
             assert um is not None
             uri_end = um.end() if um.end() < n and text[um.end()] == ")" else -1
-            cache = (cache[0], close, uri_end)
+            cache = (cache[0], cache[1], close, uri_end)
         if uri_end < 0:
             pos = at + 1
             continue

@@ -10,6 +10,7 @@ at worst.
 from __future__ import annotations
 
 import heapq
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -49,6 +50,9 @@ def truncate_head_tail(text: str, target: int) -> tuple[str, int]:
     fits. That fit is monotone in ``r`` (kept bytes never shrink as ``r`` grows, and the
     marker's digit count falls by at most one per extra kept byte), so ``r`` is found by
     binary search. When not even the bare marker fits, the text becomes empty.
+
+    The text is measured and cut as JavaScript's ``TextEncoder`` encodes it: a lone
+    surrogate is 3 bytes and comes back as U+FFFD, so the kept text is valid UTF-8.
     """
     data = text.encode("utf-8", "surrogatepass")
     total = len(data)
@@ -80,12 +84,23 @@ def truncate_head_tail(text: str, target: int) -> tuple[str, int]:
             hi = mid - 1
     head, tail_start = kept(lo)
     omitted = tail_start - head
-    new_text = (
-        data[:head].decode("utf-8", "surrogatepass")
-        + data[tail_start:].decode("utf-8", "surrogatepass")
-        + omitted_marker(omitted)
-    )
+    new_text = _valid_utf8(data[:head]) + _valid_utf8(data[tail_start:]) + omitted_marker(omitted)
     return new_text, omitted
+
+
+_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+
+
+def _valid_utf8(part: bytes) -> str:
+    """Decode one kept part, each lone surrogate becoming U+FFFD (as ``TextEncoder`` does).
+
+    ``surrogatepass`` and U+FFFD both take 3 bytes with the same lead/continuation
+    shape, so the cut positions and every count are the same either way; replacing
+    per part means a high surrogate ending the head and a low one starting the tail
+    can never read as one character.
+    """
+    text = part.decode("utf-8", "surrogatepass")
+    return text if text.isascii() else _SURROGATE.sub("\ufffd", text)
 
 
 @dataclass(frozen=True, slots=True)

@@ -233,9 +233,9 @@ class SessionReferenceService:
         """Validate, read, project and bound the references; all or nothing (SPEC §4.5)."""
         content_copy = copy.deepcopy(content)
         refs = self._dedupe(target, references)
-        _check_cancel(cancel)
-        if not refs:
+        if not refs:  # nothing to read, so nothing to cancel (SPEC §4.5 step 3)
             return PreparedReferencedMessage(content_copy, None)
+        _check_cancel(cancel)
 
         # Everything read, projected and retained is acyclic and dropped when the helper
         # returns: the cyclic collector's passes over it would be pure overhead.

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import re
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from core.references import (
@@ -15,6 +16,7 @@ from core.references import (
     SessionReferenceError,
     SessionReferenceInput,
     SessionReferenceSpan,
+    decode_session_reference_uri,
     encode_session_reference_uri,
     find_session_reference_spans,
     format_session_reference_mention,
@@ -150,6 +152,63 @@ def test_malformed_references_raise(text: str) -> None:
     assert info.value.code == SESSION_REFERENCE_INVALID_REFERENCE
 
 
+# JavaScript's \s (SPEC §4.2), spelled out: Python's \s and str.isspace differ from it.
+JS_WHITESPACE = frozenset(
+    "\t\n\v\f\r \u00a0\u1680\u2028\u2029\u202f\u205f\u3000\ufeff"
+    + "".join(chr(c) for c in range(0x2000, 0x200B))
+)
+
+
+@pytest.mark.parametrize("space", sorted(JS_WHITESPACE))
+def test_javascript_whitespace_ends_the_uri(space: str) -> None:
+    # No ")" right after the URI: the parts are text and the URI is a bare token.
+    assert parse(f"@[x]({T}{space})") == (f"@[x](@target{space})", [("target", "target")])
+
+
+@pytest.mark.parametrize("other", ["\x1c", "\x1d", "\x1e", "\x1f", "\x85", "\u180e", "\u200b"])
+def test_other_spaces_do_not_end_the_uri(other: str) -> None:
+    # The URI runs on to the ")", so the mention is there and its URI is malformed.
+    with pytest.raises(SessionReferenceError) as info:
+        parse_session_reference_text(f"@[x]({T}{other})")
+    assert info.value.code == SESSION_REFERENCE_INVALID_REFERENCE
+    [span] = find_session_reference_spans(f"@[x]({T}{other})")
+    assert (span.kind, span.uri, span.valid) == ("mention", T + other, False)
+
+
+def test_exactly_javascript_whitespace_ends_the_uri_over_all_of_unicode() -> None:
+    ends = set()
+    for code in [*range(0x3100), *range(0xFE00, 0x10000), 0x1F600, 0xE0041]:
+        char = chr(code)
+        if char == ")":
+            continue
+        [span, *_] = find_session_reference_spans(f"@[x]({T}{char})")
+        if span.kind == "bare":
+            ends.add(char)
+    assert ends == JS_WHITESPACE
+
+
+@pytest.mark.parametrize("newline", ["\n", "\r", "\u2028", "\u2029"])
+def test_a_backslash_does_not_escape_a_line_break(newline: str) -> None:
+    text = f"@[a\\{newline}b]({T})"
+    assert parse(text) == (f"@[a\\{newline}b](@target)", [("target", "target")])
+    assert [s.kind for s in find_session_reference_spans(text)] == ["bare"]
+    # An escaped backslash before the line break is fine: the line break is plain text.
+    assert parse(f"@[a\\\\{newline}b]({T})") == (f"@a\\{newline}b", [("target", f"a\\{newline}b")])
+
+
+@pytest.mark.parametrize("char", ["\x0b", "\x0c", "\x85", "\ufeff", "\ud800", "😀"])
+def test_a_backslash_escapes_any_other_character(char: str) -> None:
+    assert parse(f"@[a\\{char}b]({T})") == (f"@a{char}b", [("target", f"a{char}b")])
+
+
+def test_a_mention_after_a_label_stopped_by_a_line_break_is_found() -> None:
+    # The first label cannot go on at "\\\n"; the "@[" after it starts a mention of its own.
+    text = f"@[a\\\nb @[c]({T}) @[d\\\n"
+    assert parse(text) == ("@[a\\\nb @c @[d\\\n", [("target", "c")])
+    [span] = find_session_reference_spans(text)
+    assert (span.start, span.label) == (text.index("@[c]"), "c")
+
+
 def test_parse_rejects_non_str() -> None:
     with pytest.raises(SessionReferenceError):
         parse_session_reference_text(None)  # type: ignore[arg-type]
@@ -252,6 +311,62 @@ def test_parser_raises_only_session_reference_errors(text: str) -> None:
     assert parsed.text == "".join([*rebuilt, text[pos:]])
 
 
+# SPEC §4.2 read literally, as the one regular expression the reference scans with (its
+# "u" flag: "." is any code point but a line terminator), with \s spelled out as in JS.
+LITERAL_MENTION = re.compile(
+    r"@\[((?:\\[^\n\r\u2028\u2029]|[^\\\]])*)\]\((dsh-session:[^"
+    + "".join(sorted(JS_WHITESPACE))
+    + r")]*)\)|(dsh-session:[A-Za-z0-9_-]+)"
+)
+
+
+def literal_parse(text: str) -> tuple[str, list[tuple[str, str]]]:
+    refs: list[tuple[str, str]] = []
+
+    def replace(m: re.Match[str]) -> str:
+        session_id = decode_session_reference_uri(m.group(2) or m.group(3))
+        label = session_id if m.group(1) is None else re.sub(r"\\(.)", r"\1", m.group(1))
+        refs.append((session_id, label))
+        return "@" + label
+
+    return LITERAL_MENTION.sub(replace, text), refs
+
+
+EDGE_FRAGMENTS = [
+    *FRAGMENTS,
+    *sorted(JS_WHITESPACE),
+    "\x1c",
+    "\x1f",
+    "\x85",
+    "\u200b",
+    "\r",
+    "\u2028",
+    "\u2029",
+    "\\\n",
+    "\\\u2028",
+    "😀",
+    "\udc00",
+]
+
+
+@given(st.lists(st.sampled_from(EDGE_FRAGMENTS), max_size=14).map("".join))
+@example(f"@[a\\\nb]({T})")
+@example(f"@[\\\u2029@[l]({T})")
+@example(f"@[x]({T}\ufeff)")
+@example(f"@[x]({T}\x1c)")
+@example(f"@[x]({T}\x85)")
+def test_parser_agrees_with_the_literal_regular_expression(text: str) -> None:
+    try:
+        expected: object = literal_parse(text)
+    except SessionReferenceError as err:
+        expected = err.code
+    try:
+        got: object = parse(text)
+    except SessionReferenceError as err:
+        got = err.code
+    assert got == expected
+
+
 @given(any_text)
 def test_parser_on_arbitrary_text(text: str) -> None:
     try:
@@ -266,6 +381,7 @@ def test_parser_on_arbitrary_text(text: str) -> None:
         "@[" * 50_000,
         "@[" * 25_000 + f"](dsh-session:{'A' * 50_000}",
         "@[\\" * 30_000,
+        "@[x\\\n" * 30_000,  # every label stops at a backslash before a line break
         "dsh-session:" * 20_000,
     ],
 )

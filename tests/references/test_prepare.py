@@ -131,6 +131,26 @@ async def test_no_references_reads_nothing_and_copies_content() -> None:
     assert query.calls == {}
 
 
+async def test_no_references_returns_the_content_even_when_already_cancelled() -> None:
+    # SPEC §4.5 step 3: with nothing to read there is nothing to cancel.
+    store, target = await seeded()
+    query = ScriptedQuery(SessionQuery(store))
+    cancel = asyncio.Event()
+    cancel.set()
+    content = [{"type": "text", "text": "hello"}]
+    prepared = await SessionReferenceService(query).prepare(target, content, [], cancel=cancel)
+    assert prepared == PreparedReferencedMessage(content, None)
+    assert query.calls == {}
+    # With a reference, the same event still cancels before any read.
+    await expect(
+        SESSION_REFERENCE_CANCELLED,
+        SessionReferenceService(query).prepare(
+            target, content, [SessionReferenceInput("a")], cancel=cancel
+        ),
+    )
+    assert query.calls == {}
+
+
 async def test_content_is_deep_copied_with_references_too() -> None:
     store, target = await seeded()
     content = {"blocks": [{"text": "hi"}]}

@@ -3,6 +3,7 @@ deliberately naive reference implementation that re-serialises after every step.
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -86,8 +87,8 @@ def test_marker_text() -> None:
         # multibyte: the head is cut back to 14 bytes (7 é), the tail's leading
         # continuation byte is dropped (12 bytes, 6 é): 26 kept, 74 omitted, 59 ≤ 60.
         ("é" * 50, 60, "é" * 13 + omitted_marker(74), 74),
-        # lone surrogates are 3 bytes each and are never split (r=16: 6 + 6 kept)
-        ("\udc00" * 20, 45, "\udc00" * 4 + omitted_marker(48), 48),
+        # lone surrogates are 3 bytes each, never split, and kept as U+FFFD (r=16: 6 + 6)
+        ("\udc00" * 20, 45, "\ufffd" * 4 + omitted_marker(48), 48),
         # 4-byte characters: r=22 keeps 8 of 11 head bytes and 8 of 11 tail bytes
         # (16 + 34 = 50 ≤ 52); r=23 would keep 12 + 8 and need 54.
         ("😀" * 30, 52, "😀" * 4 + omitted_marker(104), 104),
@@ -101,6 +102,40 @@ def test_truncate_head_tail(text: str, target: int, expected: str, omitted: int)
     assert len(expected.encode("utf-8", "surrogatepass")) <= max(target, 0) or expected == text
 
 
+def test_a_cut_never_joins_two_surrogate_halves() -> None:
+    # A high surrogate ends the head and a low one starts the tail: kept as two U+FFFD,
+    # never as the "😀" the two halves would spell once the JSON is read back.
+    text = "a\ud83d" + "x" * 60 + "\ude00b"
+    assert truncate_head_tail(text, 41) == ("a\ufffd\ufffdb" + omitted_marker(60), 60)
+    result = retain([P("user", text)], 154)
+    assert texts(result) == ["a\ufffdx\ufffdb" + omitted_marker(59)]
+    assert stats(result) == (1, 1, 0, 59, True, False)
+    rendered = stringify_tag_safe_json(result.source)
+    assert "😀" not in json.loads(rendered)["conversation"][0]["text"]
+    assert size(result.source) == 149
+    rendered.encode("utf-8")  # strict: no lone surrogate left
+
+
+def test_a_lone_surrogate_in_a_shortened_text_counts_three_bytes_as_u_fffd() -> None:
+    # 3 + 60 + 3 bytes; r=7 keeps 4 head bytes ("\ufffdx") and 3 tail bytes ("\ufffd").
+    text = "\udc00" + "y" * 60 + "\ud800"
+    out, omitted = truncate_head_tail(text, 40)
+    assert (out, omitted) == ("\ufffdy\ufffd" + omitted_marker(59), 59)
+    assert len(out.encode("utf-8")) == 40
+    # The un-shortened text keeps its lone surrogates, and they count 3 bytes each.
+    assert truncate_head_tail(text, 66) == (text, 0)
+
+
+def test_a_byte_order_mark_starting_the_head_or_tail_is_kept_and_counted() -> None:
+    # SPEC §4.7: unlike the reference (whose TextDecoder drops a leading U+FEFF while
+    # still counting it), the U+FEFF at the start of the kept head and of the kept tail
+    # stays. r=13: 7 head bytes "\ufeffabcx", 6 tail bytes "\ufeffdef", 99 omitted.
+    text = "\ufeffabc" + "x" * 100 + "\ufeffdef"
+    out, omitted = truncate_head_tail(text, 46)
+    assert (out, omitted) == ("\ufeffabcx\ufeffdef" + omitted_marker(99), 99)
+    assert len(out.encode("utf-8")) == 46
+
+
 def test_truncate_keeps_head_and_tail_in_their_places() -> None:
     text = "head-" + "x" * 200 + "-tail"
     out, omitted = truncate_head_tail(text, 50)
@@ -112,7 +147,11 @@ def test_truncate_keeps_head_and_tail_in_their_places() -> None:
 
 
 def naive_truncate(text: str, target: int) -> tuple[str, int]:
-    """Spec text, read literally: try every r from the largest down, by whole code points."""
+    """Spec text, read literally: try every r from the largest down, by whole code points
+    of the text as ``TextEncoder`` sees it (each lone surrogate replaced by U+FFFD)."""
+    if len(text.encode("utf-8", "surrogatepass")) <= target:
+        return text, 0
+    text = "".join("\ufffd" if "\ud800" <= ch <= "\udfff" else ch for ch in text)
     sizes = [len(ch.encode("utf-8", "surrogatepass")) for ch in text]
     total = sum(sizes)
 
@@ -153,13 +192,16 @@ def test_truncate_matches_naive(text: str, target: int) -> None:
     assert truncate_head_tail(text, target) == naive_truncate(text, target)
 
 
-@given(texts_st.filter(lambda t: not any("\ud800" <= c <= "\udfff" for c in t)), st.integers(0, 90))
-def test_truncation_of_valid_utf8_stays_valid(text: str, target: int) -> None:
+@given(texts_st, st.integers(0, 90))
+def test_shortened_text_is_valid_utf8(text: str, target: int) -> None:
     out, omitted = truncate_head_tail(text, target)
-    encoded = out.encode("utf-8")  # strict: raises on a split character
-    assert len(encoded) <= max(target, len(text.encode()))
-    kept = out[: out.rfind("\n[…")] if omitted and out else out
-    assert len(kept.encode()) + omitted == len(text.encode())
+    if not omitted:
+        assert out == text  # a text that fits is kept as it is, lone surrogates included
+        return
+    encoded = out.encode("utf-8")  # strict: raises on a split character or a lone surrogate
+    assert len(encoded) <= target
+    kept = out[: out.rfind("\n[…")] if out else out
+    assert len(kept.encode()) + omitted == len(text.encode("utf-8", "surrogatepass"))
 
 
 # --------------------------------------------------------------------------- retention, by hand
@@ -412,9 +454,10 @@ def test_invariants(case: tuple[list[ProjectedMessage], int]) -> None:
             (text[:marker_at] if marker_at >= 0 else text).encode("utf-8", "surrogatepass")
         )
     assert retained_bytes + s.omitted_bytes == total_bytes
-    if not any("\ud800" <= c <= "\udfff" for m in messages for c in m.text):
-        for item in kept:
-            item["text"].encode("utf-8")  # strict: valid UTF-8 in, valid UTF-8 out
+    originals = {m.text for m in messages}
+    for item in kept:
+        if item["text"] not in originals:  # shortened: valid UTF-8 even from lone surrogates
+            item["text"].encode("utf-8")  # strict
 
 
 # --------------------------------------------------------------------------- scale
