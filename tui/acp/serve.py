@@ -3,6 +3,12 @@
 Standard output carries protocol messages and nothing else: the process's file descriptor 1
 is handed to the protocol writer and then pointed at stderr, so a stray ``print`` (ours, a
 library's or a C extension's) lands in the log instead of corrupting a JSON-RPC frame.
+
+At the end of input every request already read is finished and answered (a script may
+write its requests and close stdin), then the process exits 0. SIGTERM and SIGHUP mean
+stop: every reply in flight is interrupted — the engine stores what was received, marked
+interrupted — its prompt is answered ``cancelled``, and the process exits 128 + the signal
+number. A second signal ends it at once.
 """
 
 from __future__ import annotations
@@ -11,9 +17,10 @@ import asyncio
 import contextlib
 import logging
 import os
+import signal
 import sys
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import BinaryIO, cast
 
 from acp import Agent
@@ -21,12 +28,15 @@ from acp.agent.connection import AgentSideConnection
 
 from core.config import ConfigError, DshConfig
 from tui.acp.agent import DshAcpAgent
+from tui.acp.transport import LineTransport
 from tui.runtime import open_runtime
 
-__all__ = ["OFFLINE_DELAY_ENV", "offline_delay_from_env", "run_acp", "serve"]
+__all__ = ["OFFLINE_DELAY_ENV", "STOP_SIGNALS", "offline_delay_from_env", "run_acp", "serve"]
 
 OFFLINE_DELAY_ENV = "DSH_OFFLINE_DELAY"
 DRAIN_SECONDS = 10.0
+"""After a stop signal, how long the replies in flight get to store what they received."""
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 STREAM_LIMIT = 50 * 1024 * 1024  # one JSON-RPC line may carry a long prompt
 
 
@@ -134,30 +144,67 @@ async def _stdio(protocol_out: BinaryIO) -> tuple[asyncio.StreamReader, asyncio.
     return reader, asyncio.StreamWriter(transport, protocol, None, loop)
 
 
-async def serve(config: DshConfig, protocol_out: BinaryIO, *, offline_delay: float = 0.0) -> None:
-    """Serve one client on stdin/``protocol_out`` until end of input."""
+async def serve(
+    config: DshConfig, protocol_out: BinaryIO, *, offline_delay: float = 0.0
+) -> int | None:
+    """Serve one client on stdin/``protocol_out`` until end of input (``None``) or a stop
+    signal (its number)."""
+    loop = asyncio.get_running_loop()
     reader, writer = await _stdio(protocol_out)
     async with open_runtime(config, offline_delay=offline_delay) as runtime:
         agent = DshAcpAgent(runtime)
+        transport = LineTransport(reader, writer, before_end=agent.settle)
         # The SDK looks handlers up by name; the methods dsh does not implement answer
         # "method not found", so the agent need not spell out the whole protocol.
-        conn = AgentSideConnection(cast(Agent, agent), writer, reader, listening=False)
+        conn = AgentSideConnection(cast(Agent, agent), transport, listening=False)
+        listening = asyncio.ensure_future(conn.listen())  # ends at the end of input
+        stopped: list[int] = []
+        stopping: set[asyncio.Task[None]] = set()
+
+        def on_stop_signal(signum: int) -> None:
+            for other in STOP_SIGNALS:  # a second signal takes the default action: exit now
+                loop.remove_signal_handler(other)
+            stopped.append(signum)
+            agent.stop()
+            stopping.add(loop.create_task(_stop(agent, listening)))
+
+        installed = _install(loop, on_stop_signal)
         try:
-            await conn.listen()  # returns at the end of input
-            # Unlike ``acp.run_agent``, answer what was already asked (a script may pipe
-            # its requests and close stdin) and let interrupted replies be stored.
-            await agent.drain(DRAIN_SECONDS)
+            with contextlib.suppress(asyncio.CancelledError):
+                await listening
         finally:
+            for signum in installed:
+                loop.remove_signal_handler(signum)
             await asyncio.shield(conn.close())
+        return stopped[0] if stopped else None
+
+
+def _install(loop: asyncio.AbstractEventLoop, handler: Callable[[int], None]) -> list[int]:
+    installed: list[int] = []
+    for signum in STOP_SIGNALS:
+        try:
+            loop.add_signal_handler(signum, handler, signum)
+        except (NotImplementedError, RuntimeError, ValueError):  # not the main thread
+            continue
+        installed.append(signum)
+    return installed
+
+
+async def _stop(agent: DshAcpAgent, listening: asyncio.Future[None]) -> None:
+    """Give the interrupted replies time to be stored and answered, then stop reading."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(agent.settle(), DRAIN_SECONDS)
+    listening.cancel()
 
 
 def run_acp(config: DshConfig, *, log_file: str | None = None) -> int:
-    """The ``dsh acp`` command: 0 after the client closed the connection."""
+    """The ``dsh acp`` command: 0 after the client closed the connection, 128 + N after
+    stop signal N."""
     delay = offline_delay_from_env(os.environ)
     _configure_logging(log_file)
     with _protocol_stdout() as protocol_out:
         try:
-            asyncio.run(serve(config, protocol_out, offline_delay=delay))
+            signum = asyncio.run(serve(config, protocol_out, offline_delay=delay))
         except KeyboardInterrupt:
             return 130
-    return 0
+    return 0 if signum is None else 128 + signum
