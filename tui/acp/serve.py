@@ -17,10 +17,9 @@ import asyncio
 import contextlib
 import logging
 import os
-import signal
 import sys
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from typing import BinaryIO, cast
 
 from acp import Agent
@@ -30,13 +29,13 @@ from core.config import ConfigError, DshConfig
 from tui.acp.agent import DshAcpAgent
 from tui.acp.transport import LineTransport
 from tui.runtime import open_runtime
+from tui.signals import handle_stop_signals, stop_status
 
-__all__ = ["OFFLINE_DELAY_ENV", "STOP_SIGNALS", "offline_delay_from_env", "run_acp", "serve"]
+__all__ = ["OFFLINE_DELAY_ENV", "offline_delay_from_env", "run_acp", "serve"]
 
 OFFLINE_DELAY_ENV = "DSH_OFFLINE_DELAY"
 DRAIN_SECONDS = 10.0
 """After a stop signal, how long the replies in flight get to store what they received."""
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 STREAM_LIMIT = 50 * 1024 * 1024  # one JSON-RPC line may carry a long prompt
 
 
@@ -162,32 +161,16 @@ async def serve(
         stopping: set[asyncio.Task[None]] = set()
 
         def on_stop_signal(signum: int) -> None:
-            for other in STOP_SIGNALS:  # a second signal takes the default action: exit now
-                loop.remove_signal_handler(other)
             stopped.append(signum)
             agent.stop()
             stopping.add(loop.create_task(_stop(agent, listening)))
 
-        installed = _install(loop, on_stop_signal)
         try:
-            with contextlib.suppress(asyncio.CancelledError):
+            with handle_stop_signals(on_stop_signal), contextlib.suppress(asyncio.CancelledError):
                 await listening
         finally:
-            for signum in installed:
-                loop.remove_signal_handler(signum)
             await asyncio.shield(conn.close())
         return stopped[0] if stopped else None
-
-
-def _install(loop: asyncio.AbstractEventLoop, handler: Callable[[int], None]) -> list[int]:
-    installed: list[int] = []
-    for signum in STOP_SIGNALS:
-        try:
-            loop.add_signal_handler(signum, handler, signum)
-        except (NotImplementedError, RuntimeError, ValueError):  # not the main thread
-            continue
-        installed.append(signum)
-    return installed
 
 
 async def _stop(agent: DshAcpAgent, listening: asyncio.Future[None]) -> None:
@@ -207,4 +190,4 @@ def run_acp(config: DshConfig, *, log_file: str | None = None) -> int:
             signum = asyncio.run(serve(config, protocol_out, offline_delay=delay))
         except KeyboardInterrupt:
             return 130
-    return 0 if signum is None else 128 + signum
+    return 0 if signum is None else stop_status(signum)
