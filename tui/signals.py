@@ -10,10 +10,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import signal
 from collections.abc import Callable, Iterator
 
-__all__ = ["STOP_SIGNALS", "handle_stop_signals", "install_stop_handler", "stop_status"]
+__all__ = [
+    "STOP_SIGNALS",
+    "detach_from_terminal",
+    "handle_stop_signals",
+    "install_stop_handler",
+    "stop_status",
+    "terminal_fds",
+    "terminal_gone",
+]
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 
@@ -55,3 +64,32 @@ def handle_stop_signals(callback: Callable[[int], None]) -> Iterator[None]:
         yield
     finally:
         remove()
+
+
+def terminal_fds() -> tuple[int, ...]:
+    """Which of stdin, stdout and stderr are a terminal now."""
+    return tuple(fd for fd in (0, 1, 2) if _isatty(fd))
+
+
+def terminal_gone(fds: tuple[int, ...]) -> bool:
+    """Whether the terminal behind ``fds`` (from ``terminal_fds``) was hung up: on a hung-up
+    terminal every control call fails, so it no longer reads as a terminal."""
+    return bool(fds) and not all(_isatty(fd) for fd in fds)
+
+
+def detach_from_terminal(fds: tuple[int, ...]) -> None:
+    """Point ``fds`` at ``/dev/null``: writing to a hung-up terminal fails, and a program
+    that is still saving its work must not die of it."""
+    null = os.open(os.devnull, os.O_RDWR)
+    try:
+        for fd in fds:
+            os.dup2(null, fd)
+    finally:
+        os.close(null)
+
+
+def _isatty(fd: int) -> bool:
+    try:
+        return os.isatty(fd)
+    except OSError:
+        return False

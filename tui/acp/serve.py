@@ -19,39 +19,23 @@ import logging
 import os
 import sys
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from typing import BinaryIO, cast
 
 from acp import Agent
 from acp.agent.connection import AgentSideConnection
 
-from core.config import ConfigError, DshConfig
+from core.config import DshConfig
 from tui.acp.agent import DshAcpAgent
 from tui.acp.transport import LineTransport
-from tui.runtime import open_runtime
+from tui.runtime import OFFLINE_DELAY_ENV, offline_delay_from_env, open_runtime
 from tui.signals import handle_stop_signals, stop_status
 
 __all__ = ["OFFLINE_DELAY_ENV", "offline_delay_from_env", "run_acp", "serve"]
 
-OFFLINE_DELAY_ENV = "DSH_OFFLINE_DELAY"
 DRAIN_SECONDS = 10.0
 """After a stop signal, how long the replies in flight get to store what they received."""
 STREAM_LIMIT = 50 * 1024 * 1024  # one JSON-RPC line may carry a long prompt
-
-
-def offline_delay_from_env(env: Mapping[str, str]) -> float:
-    """Seconds the offline provider waits before each chunk (``DSH_OFFLINE_DELAY``; tests use
-    it to make a reply slow enough to cancel). ``0`` when unset."""
-    raw = env.get(OFFLINE_DELAY_ENV, "").strip()
-    if not raw:
-        return 0.0
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if not 0.0 <= value <= 60.0:
-        raise ConfigError(f"environment: {OFFLINE_DELAY_ENV} must be a number of seconds (0–60)")
-    return value
 
 
 def _configure_logging(log_file: str | None) -> None:
