@@ -75,6 +75,7 @@ async def test_stdout_is_protocol_only_and_eof_exits_cleanly(tmp_path: Path) -> 
     assert responses[0]["result"]["agentInfo"]["name"] == "dsh"
     assert responses[1]["result"]["sessionId"]
     assert responses[2]["error"]["code"] == -32601
+    assert responses[2]["error"]["data"]["details"] == "Method not found: no/such"
     # The commands are announced once the client knows the new session's id.
     announce = next(
         i
@@ -290,3 +291,15 @@ async def test_a_stop_signal_mid_reply_stores_the_partial_reply_as_interrupted(
     assert reply.data["finish"] == "interrupted" and reply.data["interrupted"] is True
     assert message_text(reply.data["message"]) == received
     assert [e.data["status"] for e in events if e.type == "turn/end"] == ["interrupted"]
+
+
+async def test_an_idle_agent_stops_on_sigterm_with_stdin_still_open(tmp_path: Path) -> None:
+    process = await _spawn(tmp_path, tmp_path / "db.sqlite3")
+    process.stdin.write((json.dumps(INITIALIZE) + "\n").encode())
+    await process.stdin.drain()
+    messages: list[dict[str, Any]] = []
+    await _read_until(process, messages, lambda: bool(messages))
+    process.send_signal(signal.SIGTERM)
+    _, err = await asyncio.wait_for(process.communicate(), 30)
+    assert process.returncode == 128 + signal.SIGTERM, err.decode()
+    assert b"Traceback" not in err
