@@ -23,6 +23,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import Footer
+from textual.worker import Worker
 
 from core.config import DshConfig
 from core.display import single_line
@@ -244,10 +245,14 @@ class DshApp(App[int]):
         self._stopping.add(task)
 
     async def _exit_after_stop(self, signum: int, hung_up: bool) -> None:
+        async def finished(worker: Worker[None]) -> None:
+            with contextlib.suppress(Exception):  # its outcome is shown, not ours to raise
+                await worker.wait()
+
         running = [w for w in self.workers if w.group in ("send", "compact") and w.is_running]
         if running:
             await asyncio.wait(
-                [asyncio.ensure_future(w.wait()) for w in running], timeout=STOP_GRACE_SECONDS
+                [asyncio.ensure_future(finished(w)) for w in running], timeout=STOP_GRACE_SECONDS
             )
         if hung_up:
             # The terminal is gone: there is nothing to restore, and Textual's output

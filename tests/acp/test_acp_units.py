@@ -34,6 +34,7 @@ from tui.acp.prompt import (
 )
 from tui.acp.replay import card_text, replay_updates
 from tui.acp.text import client_text, code_span
+from tui.acp.transport import with_details
 
 ODD_ID = "id with \ud800 surrogate, ] and \\ and \n"
 
@@ -232,3 +233,21 @@ def test_text_helpers() -> None:
     assert code_span("x") == "`x`"
     assert code_span("a`b") == "``a`b``"
     assert code_span("`x`") == "`` `x` ``"
+
+
+def test_error_objects_get_details_and_no_control_characters() -> None:
+    plain = with_details({"code": -32602, "message": "bad \x1b[31m thing", "data": None})
+    assert plain["message"] == "bad \\x1b[31m thing"
+    assert plain["data"] == {"details": "bad \\x1b[31m thing"}
+    kept = with_details({"code": -32603, "message": "m", "data": {"code": "X", "details": "d"}})
+    assert kept["data"] == {"code": "X", "details": "d"}
+    scalar = with_details({"code": -32603, "message": "m", "data": 7})
+    assert scalar["data"] == {"details": "m", "value": 7}
+    validation = with_details(
+        {
+            "code": -32602,
+            "message": "Invalid params",
+            "data": {"errors": [{"loc": ["cwd"], "msg": "Field required"}]},
+        }
+    )
+    assert validation["data"]["details"] == "Invalid params: cwd: Field required"
