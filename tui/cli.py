@@ -40,7 +40,13 @@ from core.references import (
 )
 from core.resolve import SessionNameError, resolve_session_name
 from tui.runtime import Runtime, open_runtime
-from tui.signals import install_stop_handler, stop_status
+from tui.signals import (
+    detach_from_terminal,
+    install_stop_handler,
+    stop_status,
+    terminal_fds,
+    terminal_gone,
+)
 
 __all__ = ["main"]
 
@@ -213,9 +219,12 @@ async def _stream_reply(chat: ChatSession, draft: str) -> int:
     started = time.monotonic()
     wrote = False
     stopped: list[int] = []
+    terminal = terminal_fds()
 
     def on_stop_signal(signum: int) -> None:  # SIGTERM/SIGHUP: stop like Ctrl+C
         stopped.append(signum)
+        if terminal_gone(terminal):  # closed under us: the last lines must not fail
+            detach_from_terminal(terminal)
         interrupt.set()  # the engine stores the partial reply, marked interrupted
 
     remove_stop_handler = install_stop_handler(asyncio.get_running_loop(), on_stop_signal)

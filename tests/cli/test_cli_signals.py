@@ -5,9 +5,12 @@ local fake OpenAI-compatible server, which stalls after two chunks)."""
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import json
+import os
 import signal
 import sys
+import termios
 from pathlib import Path
 
 import pytest
@@ -64,3 +67,44 @@ async def test_a_stop_signal_mid_reply_stores_the_partial_reply_as_interrupted(
     assert reply["data"]["finish"] == "interrupted" and reply["data"]["interrupted"] is True
     assert reply["data"]["message"]["content"][-1]["text"] == "partial answer"
     assert [e["data"]["status"] for e in log if e["type"] == "turn/end"] == ["interrupted"]
+
+
+def _controlling_terminal() -> None:  # in the child, before exec: a session of its own
+    os.setsid()
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+
+async def test_closing_the_terminal_mid_reply_keeps_the_partial_reply(
+    tmp_path: Path, fake_openai: FakeOpenAIServer
+) -> None:
+    env = dsh_env(tmp_path / "db.sqlite3", fake_openai)
+    _, session, _ = await _run(env, "new")
+    session = session.strip()
+    fake_openai.sse([chunk_json("partial "), chunk_json("answer"), Pause(30), chunk_json("never")])
+    master, slave = os.openpty()
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *DSH,
+            "send",
+            session,
+            "please stream",
+            env=env,
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            preexec_fn=_controlling_terminal,
+        )
+    finally:
+        os.close(slave)
+    seen = b""
+    while b"answer" not in seen:
+        seen += await asyncio.wait_for(asyncio.to_thread(os.read, master, 1024), 30)
+    os.close(master)  # the terminal window closes: the kernel hangs up dsh's session
+    assert await asyncio.wait_for(proc.wait(), 30) == 128 + signal.SIGHUP
+
+    code, out, err_text = await _run(env, "show", session, "--json")
+    assert code == 0, err_text
+    log = json.loads(out)
+    reply = next(e for e in log if e["type"] == "assistant/message")
+    assert reply["data"]["finish"] == "interrupted"
+    assert reply["data"]["message"]["content"][-1]["text"] == "partial answer"
