@@ -64,6 +64,11 @@ class SessionStore(Protocol):
         """Latest title of each given session (all sessions when ``None``), one query."""
         ...
 
+    async def read_last_event_times(self) -> dict[str, int]:
+        """The ``time`` of each session's last event (highest seq), one query over all
+        sessions; sessions without events are absent."""
+        ...
+
     async def import_session(
         self, header: SessionHeader, events: Sequence[NewEvent]
     ) -> SessionHeader:

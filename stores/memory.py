@@ -227,3 +227,7 @@ class MemorySessionStore:
             event = session.events[session.title_seq]
             out[sid] = title_of(event.seq, event.time, event.data)
         return out
+
+    async def read_last_event_times(self) -> dict[str, int]:
+        self._open()
+        return {sid: s.events[-1].time for sid, s in self._sessions.items() if s.events}

@@ -70,3 +70,8 @@ class SessionQuery:
         """Latest titles of the given sessions (all when ``None``); untitled or unknown
         sessions are absent."""
         return await self._store.read_titles(session_ids)
+
+    async def read_last_event_times(self) -> dict[str, int]:
+        """When each session last changed: the ``time`` of its last event (highest seq).
+        Sessions without events are absent (their ``created_at`` is their last change)."""
+        return await self._store.read_last_event_times()

@@ -711,6 +711,22 @@ class SqliteSessionStore:
             self._listings["titles"] = (key, dict(out))
         return out
 
+    async def read_last_event_times(self) -> dict[str, int]:
+        async def body(conn: aiosqlite.Connection) -> tuple[tuple[int, int], Any, list[Any]]:
+            key, cached = await self._listing_key(conn, "last_event_times")
+            if cached is not None:
+                return key, cached, []
+            return key, None, list(await conn.execute_fetchall(LAST_EVENT_TIMES_SQL))
+
+        key, cached, rows = await self._run(body, write=False)
+        if cached is not None:
+            return dict(cached)
+        out = await asyncio.to_thread(
+            lambda: {_dec(sid): time for sid, time in rows if time is not None}
+        )
+        self._listings["last_event_times"] = (key, dict(out))
+        return out
+
     def _build_titles(self, rows: list[Any]) -> dict[str, SessionTitle]:
         out: dict[str, SessionTitle] = {}
         with self._memo_lock:
@@ -744,6 +760,15 @@ def titles_sql(where: str = "") -> str:
         "GROUP BY session_id) AS t "
         "JOIN events AS e ON e.rowid = t.r"
     )
+
+
+LAST_EVENT_TIMES_SQL = (
+    "SELECT s.id, (SELECT e.time FROM events AS e WHERE e.session_id = s.id "
+    "ORDER BY e.seq DESC LIMIT 1) FROM sessions AS s"
+)
+"""The ``time`` of each session's last event (``NULL`` without events): per session, one descending seek in the
+primary-key index ``(session_id, seq)``, so the cost grows with the number of sessions,
+not of events (a ``GROUP BY`` over ``events`` would read every event's index entry)."""
 
 
 async def _insert_session(conn: aiosqlite.Connection, header: SessionHeader) -> None:

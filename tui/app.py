@@ -23,6 +23,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import Footer
+from textual.worker import Worker
 
 from core.config import DshConfig
 from core.display import single_line
@@ -46,12 +47,22 @@ from tui.commands import SessionCommands
 from tui.composer import Composer
 from tui.export import export_markdown
 from tui.modals import ConfirmScreen, RenameScreen, delete_question
-from tui.runtime import Runtime, open_runtime
+from tui.runtime import Runtime, offline_delay_from_env, open_runtime
 from tui.sidebar import Sidebar
+from tui.signals import (
+    detach_from_terminal,
+    install_stop_handler,
+    stop_status,
+    terminal_fds,
+    terminal_gone,
+)
 from tui.statusbar import NoticeBar, StatusLine, TitleBar
 from tui.transcript import TRANSCRIPT_CSS_PATH, Transcript, last_assistant_text
 
 __all__ = ["DshApp", "reference_error_message", "run_app"]
+
+STOP_GRACE_SECONDS = 10.0
+"""After SIGTERM/SIGHUP, how long a reply in flight gets to store what it received."""
 
 
 def reference_error_message(
@@ -160,6 +171,9 @@ class DshApp(App[int]):
         self._interrupt: asyncio.Event | None = None
         self.startup_error: str | None = None
         self._sidebar_choice: bool | None = None  # None until the user toggles it
+        self._remove_stop_handler: Callable[[], None] | None = None
+        self._terminal_fds: tuple[int, ...] = ()
+        self._stopping: set[asyncio.Task[None]] = set()
 
     # ------------------------------------------------------------------ set-up
 
@@ -205,7 +219,48 @@ class DshApp(App[int]):
             self._update_title()
 
     async def on_unmount(self) -> None:
+        if self._remove_stop_handler is not None:
+            self._remove_stop_handler()
         await self._stack.aclose()
+
+    # ------------------------------------------------------------------ stop signals
+
+    def on_mount(self) -> None:
+        self._terminal_fds = terminal_fds()
+        self._remove_stop_handler = install_stop_handler(
+            asyncio.get_running_loop(), self._on_stop_signal
+        )
+
+    def _on_stop_signal(self, signum: int) -> None:
+        """SIGTERM, or SIGHUP when the terminal closes: stop the reply as Esc does (the
+        partial reply is stored, marked interrupted), then exit 128 + the signal number."""
+        hung_up = terminal_gone(self._terminal_fds)
+        if hung_up:  # drawing goes on until we exit: let it go nowhere instead of failing
+            detach_from_terminal(self._terminal_fds)
+        if self._cancel_prepare is not None:
+            self._cancel_prepare.set()
+        if self._interrupt is not None:
+            self._interrupt.set()
+        task = asyncio.get_running_loop().create_task(self._exit_after_stop(signum, hung_up))
+        self._stopping.add(task)
+
+    async def _exit_after_stop(self, signum: int, hung_up: bool) -> None:
+        async def finished(worker: Worker[None]) -> None:
+            with contextlib.suppress(Exception):  # its outcome is shown, not ours to raise
+                await worker.wait()
+
+        running = [w for w in self.workers if w.group in ("send", "compact") and w.is_running]
+        if running:
+            await asyncio.wait(
+                [asyncio.ensure_future(finished(w)) for w in running], timeout=STOP_GRACE_SECONDS
+            )
+        if hung_up:
+            # The terminal is gone: there is nothing to restore, and Textual's output
+            # thread may already have died writing to it (its shutdown would then wait
+            # forever). The reply is stored; close the store and leave.
+            await self._stack.aclose()
+            os._exit(stop_status(signum))
+        self.exit(stop_status(signum))
 
     # ------------------------------------------------------------------ widgets
 
@@ -598,7 +653,7 @@ class DshApp(App[int]):
 
 def run_app(config: DshConfig) -> int:
     """Run the TUI; returns the process exit code."""
-    app = DshApp(config=config)
+    app = DshApp(config=config, offline_delay=offline_delay_from_env(os.environ, 0.01))
     code = app.run()
     if app.startup_error:
         print(f"dsh: error: {app.startup_error}", file=sys.stderr)

@@ -40,6 +40,13 @@ from core.references import (
 )
 from core.resolve import SessionNameError, resolve_session_name
 from tui.runtime import Runtime, open_runtime
+from tui.signals import (
+    detach_from_terminal,
+    install_stop_handler,
+    stop_status,
+    terminal_fds,
+    terminal_gone,
+)
 
 __all__ = ["main"]
 
@@ -211,6 +218,16 @@ async def _stream_reply(chat: ChatSession, draft: str) -> int:
     status = 0
     started = time.monotonic()
     wrote = False
+    stopped: list[int] = []
+    terminal = terminal_fds()
+
+    def on_stop_signal(signum: int) -> None:  # SIGTERM/SIGHUP: stop like Ctrl+C
+        stopped.append(signum)
+        if terminal_gone(terminal):  # closed under us: the last lines must not fail
+            detach_from_terminal(terminal)
+        interrupt.set()  # the engine stores the partial reply, marked interrupted
+
+    remove_stop_handler = install_stop_handler(asyncio.get_running_loop(), on_stop_signal)
     try:
         async for update in chat.send(draft, interrupt=interrupt):
             if isinstance(update, Submitted):
@@ -248,7 +265,9 @@ async def _stream_reply(chat: ChatSession, draft: str) -> int:
                 pass
     except SessionReferenceError as err:
         raise CliError(_reference_error_line(err) + " — nothing was sent") from err
-    return status
+    finally:
+        remove_stop_handler()
+    return stop_status(stopped[0]) if stopped else status
 
 
 async def cmd_send(rt: Runtime, args: argparse.Namespace) -> int:

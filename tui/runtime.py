@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
-from core.config import DshConfig
+from core.config import ConfigError, DshConfig
 from core.engine import ChatSession
 from core.providers.base import ModelProvider
 from core.providers.offline import OfflineProvider
@@ -15,7 +15,30 @@ from core.references import SessionReferenceConfig, SessionReferenceService
 from core.store import SessionStore
 from stores import SessionQuery, SqliteSessionStore
 
-__all__ = ["Runtime", "make_provider", "open_runtime"]
+__all__ = [
+    "OFFLINE_DELAY_ENV",
+    "Runtime",
+    "make_provider",
+    "offline_delay_from_env",
+    "open_runtime",
+]
+
+OFFLINE_DELAY_ENV = "DSH_OFFLINE_DELAY"
+
+
+def offline_delay_from_env(env: Mapping[str, str], default: float = 0.0) -> float:
+    """Seconds the offline provider waits before each chunk (``DSH_OFFLINE_DELAY``; tests use
+    it to make a reply slow enough to interrupt). ``default`` when unset."""
+    raw = env.get(OFFLINE_DELAY_ENV, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0.0 <= value <= 60.0:
+        raise ConfigError(f"environment: {OFFLINE_DELAY_ENV} must be a number of seconds (0–60)")
+    return value
 
 
 def make_provider(config: DshConfig, *, offline_delay: float = 0.0) -> ModelProvider:

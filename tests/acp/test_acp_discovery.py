@@ -35,7 +35,11 @@ async def test_session_list_has_titles_and_cwd_filters_and_pages(tmp_path: Path,
         second = await agent.conn.list_sessions(cursor=first.next_cursor)
         assert second.next_cursor is None
         everything = first.sessions + second.sessions
-        assert [s.session_id for s in everything][:2] == [other[1], other[0]]
+        # Most recently active first: the untitled sessions' only activity is their
+        # creation, long before the titles were written.
+        assert [s.session_id for s in everything][-2:] == [other[1], other[0]]
+        stamps = [s.updated_at for s in everything]
+        assert all(stamps) and stamps == sorted(stamps, reverse=True)  # type: ignore[type-var]
         assert {s.session_id for s in everything} == {*work, *other, loose}
         assert len(everything) == 58, "no session twice, none lost"
         by_id = {s.session_id: s for s in everything}

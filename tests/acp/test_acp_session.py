@@ -7,6 +7,7 @@ package's client side; the stored log is checked by opening the same SQLite file
 from __future__ import annotations
 
 import asyncio
+import re
 from pathlib import Path
 
 import pytest
@@ -23,10 +24,20 @@ from acp.schema import (
 
 from core.log import message_text
 from core.references import encode_session_reference_uri
+from stores import SqliteSessionStore
 from tests.acp.harness import open_agent
 from tests.acp.seed import converse, kinds, read_log, seed_session
 
 pytestmark = pytest.mark.timeout(120)
+
+# C0 controls but newline and tab, DEL, C1 controls: never in text sent to a client.
+UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def assert_details(err: RequestError) -> None:
+    """The error's human message is in ``data.details`` too, with no control character."""
+    assert isinstance(err.data, dict) and err.data["details"] == str(err)
+    assert not UNSAFE.search(str(err))
 
 
 async def test_new_then_prompt_with_a_resource_link_stores_snapshot_then_message(
@@ -73,8 +84,6 @@ async def test_new_then_prompt_with_a_resource_link_stores_snapshot_then_message
     assert [e.type for e in events[2:]][-3:] == ["assistant/message", "turn/end", "session/title"]
     assistant = next(e for e in events if e.type == "assistant/message")
     assert message_text(assistant.data["message"]) == reply
-    from stores import SqliteSessionStore
-
     async with await SqliteSessionStore.open(db) as store:
         assert (await store.read_header(sid)).cwd == "/proj/sub"
 
@@ -134,6 +143,10 @@ async def test_a_failed_preparation_is_an_error_response_and_stores_nothing(
             await agent.conn.prompt(session_id=sid, prompt=[text_block("look at "), *link])
         assert isinstance(caught.value.data, dict) and caught.value.data["code"] == code
         assert code in str(caught.value) and "nothing was sent" in str(caught.value)
+        # Toad shows only data.details: it carries the same human message.
+        assert caught.value.data["details"] == str(caught.value)
+        if code == "SESSION_REFERENCE_SELF_REFERENCE":
+            assert "cannot reference its own session" in caught.value.data["details"]
         assert agent.client.of(sid, AgentMessageChunk) == []
 
         # The session is usable afterwards, and only that later prompt is stored.
@@ -147,17 +160,21 @@ async def test_a_failed_preparation_is_an_error_response_and_stores_nothing(
 async def test_unsupported_blocks_and_empty_prompts_are_rejected(tmp_path: Path, db: Path) -> None:
     async with open_agent(tmp_path, db) as agent:
         sid = (await agent.conn.new_session(cwd="/p", mcp_servers=[])).session_id
-        with pytest.raises(RequestError, match="text and resource links only"):
+        with pytest.raises(RequestError, match="text and resource links only") as caught:
             await agent.conn.prompt(
                 session_id=sid,
                 prompt=[ImageContentBlock(type="image", data="AAAA", mime_type="image/png")],
             )
-        with pytest.raises(RequestError, match="empty"):
+        assert_details(caught.value)
+        with pytest.raises(RequestError, match="empty") as caught:
             await agent.conn.prompt(session_id=sid, prompt=[text_block("   ")])
-        with pytest.raises(RequestError, match="unknown session"):
-            await agent.conn.prompt(session_id="nope", prompt=[text_block("hi")])
-        with pytest.raises(RequestError, match="unknown session"):
+        assert_details(caught.value)
+        with pytest.raises(RequestError, match="unknown session") as caught:
+            await agent.conn.prompt(session_id="nope\x1b]0;x\x07", prompt=[text_block("hi")])
+        assert_details(caught.value)
+        with pytest.raises(RequestError, match="unknown session") as caught:
             await agent.conn.load_session(cwd="/p", session_id="nope", mcp_servers=[])
+        assert_details(caught.value)
     assert await read_log(db, sid) == []
 
 
@@ -258,6 +275,75 @@ async def test_a_model_failure_is_an_error_response_and_the_message_is_kept(
         with pytest.raises(RequestError, match="no API key") as caught:
             await agent.conn.prompt(session_id=sid, prompt=[text_block("hello?")])
         assert "your message is saved" in str(caught.value)
+        assert_details(caught.value)
     events = await read_log(db, sid)
     assert kinds(events)[0] == ("user/message", "user")
     assert events[-1].type == "turn/end" and events[-1].data["status"] == "error"
+
+
+async def test_a_relative_cwd_is_invalid_params(tmp_path: Path, db: Path) -> None:
+    async with open_agent(tmp_path, db) as agent:
+        for cwd in ["relative/dir", "", "~/x"]:
+            with pytest.raises(RequestError) as caught:
+                await agent.conn.new_session(cwd=cwd, mcp_servers=[])
+            assert caught.value.code == -32602 and "absolute" in str(caught.value)
+            assert_details(caught.value)
+    async with await __import__("stores").SqliteSessionStore.open(db) as store:
+        assert await store.list_headers() == [], "no session was created"
+
+
+async def test_a_prompt_in_a_busy_session_is_an_application_error(tmp_path: Path, db: Path) -> None:
+    async with open_agent(tmp_path, db, env={"DSH_OFFLINE_DELAY": "0.05"}) as agent:
+        sid = (await agent.conn.new_session(cwd="/p", mcp_servers=[])).session_id
+        turn = asyncio.create_task(
+            agent.conn.prompt(session_id=sid, prompt=[text_block("a long one")])
+        )
+        await agent.client.wait_for(lambda: bool(agent.client.of(sid, AgentMessageChunk)))
+        for attempt in (
+            agent.conn.prompt(session_id=sid, prompt=[text_block("another")]),
+            agent.conn.load_session(cwd="/p", session_id=sid, mcp_servers=[]),
+        ):
+            with pytest.raises(RequestError) as caught:
+                await attempt
+            # The request is well formed: not -32600, an application error with a message.
+            assert -32099 <= caught.value.code <= -32000, caught.value.code
+            assert "running" in str(caught.value)
+            assert_details(caught.value)
+        await agent.conn.cancel(session_id=sid)
+        assert (await turn).stop_reason == "cancelled"
+
+
+async def test_text_sent_to_the_client_has_control_characters_escaped(
+    tmp_path: Path, db: Path
+) -> None:
+    hostile = "\x1b]0;pwned\x07\x1b[2J"
+    source = await seed_session(db, cwd="/p", title=f"src {hostile} title")
+    await converse(db, source, [f"first\tline\nsecond {hostile}\r\x9b end"])
+    async with open_agent(tmp_path, db) as agent:
+        # Replayed: the user's message and the reply that echoes it, then the title.
+        await agent.conn.load_session(cwd="/p", session_id=source, mcp_servers=[])
+        replayed = agent.client.transcript(source)
+        assert replayed[0] == (
+            "user",
+            "first\tline\nsecond \\x1b]0;pwned\\x07\\x1b[2J\\r\\x9b end",
+        )
+        assert "second \\x1b]0;pwned" in replayed[1][1]
+        assert agent.client.titles(source) == ["src \\x1b]0;pwned\\x07\\x1b[2J title"]
+
+        # Live: the streamed reply echoes the request; /sessions lists the hostile title.
+        sid = (await agent.conn.new_session(cwd="/p", mcp_servers=[])).session_id
+        await agent.conn.prompt(session_id=sid, prompt=[text_block(f"look {hostile}!")])
+        assert "Request: look \\x1b]0;pwned\\x07\\x1b[2J!" in agent.client.agent_text(sid)
+        await agent.conn.prompt(session_id=sid, prompt=[text_block("/sessions")])
+        assert "src \\x1b]0;pwned" in agent.client.agent_text(sid)
+
+        texts: list[str] = []
+        for _, update in agent.client.updates:
+            content = getattr(update, "content", None)
+            if isinstance(content, TextContentBlock):
+                texts.append(content.text)
+            if isinstance(update, SessionInfoUpdate) and update.title:
+                texts.append(update.title)
+        assert texts and not [t for t in texts if UNSAFE.search(t)]
+        listed = (await agent.conn.list_sessions()).sessions
+        assert not [s.title for s in listed if s.title and UNSAFE.search(s.title)]

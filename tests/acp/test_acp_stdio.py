@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +13,9 @@ from typing import Any
 
 import pytest
 
+from core.log import message_text
 from tests.acp.harness import dsh_command
+from tests.acp.seed import read_log, seed_session
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -72,6 +75,7 @@ async def test_stdout_is_protocol_only_and_eof_exits_cleanly(tmp_path: Path) -> 
     assert responses[0]["result"]["agentInfo"]["name"] == "dsh"
     assert responses[1]["result"]["sessionId"]
     assert responses[2]["error"]["code"] == -32601
+    assert responses[2]["error"]["data"]["details"] == "Method not found: no/such"
     # The commands are announced once the client knows the new session's id.
     announce = next(
         i
@@ -154,3 +158,148 @@ def test_stray_output_goes_to_stderr_not_into_the_protocol(tmp_path: Path) -> No
     assert [json.loads(line)["id"] for line in done.stdout.decode().splitlines()] == [0]
     assert "stray print" in done.stderr.decode()
     assert "stray write to fd 1" in done.stderr.decode()
+
+
+# --------------------------------------------------------------------------- raw lines
+
+
+def _request(request_id: int, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+
+
+INITIALIZE = _request(0, "initialize", {"protocolVersion": 1})
+
+
+def text(value: str) -> dict[str, str]:
+    return {"type": "text", "text": value}
+
+
+async def _spawn(tmp_path: Path, db: Path, env: dict[str, str] | None = None) -> Any:
+    return await asyncio.create_subprocess_exec(
+        *dsh_command(),
+        "--db",
+        str(db),
+        "acp",
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env={**_env(tmp_path), **(env or {})},
+    )
+
+
+async def _read_until(
+    process: Any, messages: list[dict[str, Any]], done: Any, seconds: float = 30
+) -> None:
+    while not done():
+        line = await asyncio.wait_for(process.stdout.readline(), seconds)
+        assert line, "the agent closed stdout early: " + (await process.stderr.read()).decode()
+        messages.append(json.loads(line))
+
+
+async def test_lines_that_are_not_objects_are_invalid_requests_and_reading_goes_on(
+    tmp_path: Path,
+) -> None:
+    process = await _spawn(tmp_path, tmp_path / "db.sqlite3")
+    bad = ["[]", "42", '"x"', "true", "null", json.dumps([INITIALIZE]), '{"id": [1], "x": 1}']
+    lines = [json.dumps(INITIALIZE), *bad, "{not json", json.dumps(_request(1, "session/list", {}))]
+    process.stdin.write("".join(line + "\n" for line in lines).encode())
+    await process.stdin.drain()
+    messages: list[dict[str, Any]] = []
+    await _read_until(process, messages, lambda: any(m.get("id") == 1 for m in messages))
+    process.stdin.close()
+    rest, err = await asyncio.wait_for(process.communicate(), 30)
+    assert process.returncode == 0, err.decode()
+    assert rest == b"" and b"Traceback" not in err
+
+    errors = [m for m in messages if "error" in m]
+    assert [(m["id"], m["error"]["code"]) for m in errors] == [(None, -32600)] * len(bad) + [
+        (None, -32700)
+    ]
+    for m in errors:  # the human message is in data.details too
+        assert m["error"]["data"]["details"].startswith(m["error"]["message"] + ": ")
+    assert "batches are not supported" in errors[5]["error"]["data"]["details"]
+    answers = {m["id"]: m for m in messages if m.get("id") is not None}
+    assert answers[0]["result"]["agentInfo"]["name"] == "dsh"
+    assert answers[1]["result"] == {"sessions": []}, "null was not taken as the end of input"
+
+
+async def test_piped_requests_finish_their_prompts_after_the_end_of_input(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "db.sqlite3"
+    sid = await seed_session(db, cwd="/p")
+    process = await _spawn(tmp_path, db, {"DSH_OFFLINE_DELAY": "0.02"})
+    lines = [
+        INITIALIZE,
+        _request(1, "session/new", {"cwd": "/q", "mcpServers": []}),
+        _request(2, "session/prompt", {"sessionId": sid, "prompt": [text("a piped question")]}),
+    ]
+    # Everything written, stdin closed at once: the prompt is still running at the end.
+    out, err = await asyncio.wait_for(
+        process.communicate("".join(json.dumps(r) + "\n" for r in lines).encode()), 60
+    )
+    assert process.returncode == 0, err.decode()
+    messages = [json.loads(line) for line in out.decode().splitlines()]
+    answers = {m["id"]: m for m in messages if "id" in m}
+    assert answers[2]["result"] == {"stopReason": "end_turn"}
+    chunks = [
+        m["params"]["update"]["content"]["text"]
+        for m in messages
+        if m.get("method") == "session/update"
+        and m["params"]["sessionId"] == sid
+        and m["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
+    ]
+    assert len(chunks) > 3 and "Request: a piped question" in "".join(chunks)
+    assert messages.index(answers[2]) > max(
+        i for i, m in enumerate(messages) if m.get("method") == "session/update"
+    )
+    events = await read_log(db, sid)
+    reply = next(e for e in events if e.type == "assistant/message")
+    assert reply.data["finish"] == "completed"
+    assert message_text(reply.data["message"]) == "".join(chunks)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+async def test_a_stop_signal_mid_reply_stores_the_partial_reply_as_interrupted(
+    tmp_path: Path, signum: signal.Signals
+) -> None:
+    db = tmp_path / "db.sqlite3"
+    sid = await seed_session(db, cwd="/p")
+    process = await _spawn(tmp_path, db, {"DSH_OFFLINE_DELAY": "0.3"})
+    prompt = _request(1, "session/prompt", {"sessionId": sid, "prompt": [text("go slowly")]})
+    process.stdin.write((json.dumps(INITIALIZE) + "\n" + json.dumps(prompt) + "\n").encode())
+    await process.stdin.drain()
+    messages: list[dict[str, Any]] = []
+    await _read_until(process, messages, lambda: any("method" in m for m in messages))
+    process.send_signal(signum)  # stdin stays open: the signal alone ends the agent
+    rest, err = await asyncio.wait_for(process.communicate(), 30)
+    assert process.returncode == 128 + signum, err.decode()
+    assert b"Traceback" not in err
+    messages += [json.loads(line) for line in rest.decode().splitlines()]
+    answers = {m["id"]: m for m in messages if "id" in m}
+    assert answers[1]["result"] == {"stopReason": "cancelled"}
+    received = "".join(
+        m["params"]["update"]["content"]["text"]
+        for m in messages
+        if m.get("method") == "session/update"
+        and m["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
+    )
+    assert received.startswith("Offline ")
+
+    events = await read_log(db, sid)
+    reply = next(e for e in events if e.type == "assistant/message")
+    assert reply.data["finish"] == "interrupted" and reply.data["interrupted"] is True
+    assert message_text(reply.data["message"]) == received
+    assert [e.data["status"] for e in events if e.type == "turn/end"] == ["interrupted"]
+
+
+async def test_an_idle_agent_stops_on_sigterm_with_stdin_still_open(tmp_path: Path) -> None:
+    process = await _spawn(tmp_path, tmp_path / "db.sqlite3")
+    process.stdin.write((json.dumps(INITIALIZE) + "\n").encode())
+    await process.stdin.drain()
+    messages: list[dict[str, Any]] = []
+    await _read_until(process, messages, lambda: bool(messages))
+    process.send_signal(signal.SIGTERM)
+    _, err = await asyncio.wait_for(process.communicate(), 30)
+    assert process.returncode == 128 + signal.SIGTERM, err.decode()
+    assert b"Traceback" not in err

@@ -34,6 +34,7 @@ from tui.acp.prompt import (
 )
 from tui.acp.replay import card_text, replay_updates
 from tui.acp.text import client_text, code_span
+from tui.acp.transport import with_details
 
 ODD_ID = "id with \ud800 surrogate, ] and \\ and \n"
 
@@ -104,9 +105,8 @@ def _header(i: int, created: int, cwd: str | None = "/w") -> SessionHeader:
 
 
 def test_cursor_round_trips_any_id_and_rejects_garbage() -> None:
-    header = SessionHeader(ODD_ID, 17)
-    assert decode_cursor(encode_cursor(header)) == (17, ODD_ID)
-    for bad in ["", "!!!", encode_cursor(header)[:-3] + "xyz", "WzEsMl0"]:
+    assert decode_cursor(encode_cursor(17, ODD_ID)) == (17, ODD_ID)
+    for bad in ["", "!!!", encode_cursor(17, ODD_ID)[:-3] + "xyz", "WzEsMl0"]:
         with pytest.raises(InvalidCursorError):
             decode_cursor(bad)
 
@@ -114,17 +114,37 @@ def test_cursor_round_trips_any_id_and_rejects_garbage() -> None:
 def test_pages_follow_list_order_across_ties_and_new_sessions() -> None:
     headers = [_header(i, 100 - i // 3) for i in range(10)]  # ties in threes
     titles = {"s03": SessionTitle("three", 0, 0, {})}
-    first = list_page(headers, titles, cwd=None, cursor=None, page_size=4)
+    first = list_page(headers, titles, {}, cwd=None, cursor=None, page_size=4)
     assert [s.session_id for s in first.sessions] == ["s00", "s01", "s02", "s03"]
     assert first.sessions[3].title == "three"
     # A session created meanwhile (newest) does not shift the next page.
     grown = [_header(99, 1000), *headers]
-    second = list_page(grown, titles, cwd=None, cursor=first.next_cursor, page_size=4)
+    second = list_page(grown, titles, {}, cwd=None, cursor=first.next_cursor, page_size=4)
     assert [s.session_id for s in second.sessions] == ["s04", "s05", "s06", "s07"]
-    last = list_page(grown, titles, cwd=None, cursor=second.next_cursor, page_size=4)
+    last = list_page(grown, titles, {}, cwd=None, cursor=second.next_cursor, page_size=4)
     assert [s.session_id for s in last.sessions] == ["s08", "s09"] and last.next_cursor is None
-    exact = list_page(headers[:4], titles, cwd=None, cursor=None, page_size=4)
+    exact = list_page(headers[:4], titles, {}, cwd=None, cursor=None, page_size=4)
     assert exact.next_cursor is None
+
+
+def test_pages_are_ordered_by_last_activity_with_iso_times() -> None:
+    headers = [_header(i, 100 - i) for i in range(5)]  # s00 created last
+    # s03 and s04 had events later than every creation; s01's last event is older than
+    # its own creation (imported logs can say so): its last event is its activity.
+    activity = {"s03": 1_700_000_000_500, "s04": 1_700_000_000_000, "s01": 7}
+    first = list_page(headers, {}, activity, cwd=None, cursor=None, page_size=3)
+    assert [s.session_id for s in first.sessions] == ["s03", "s04", "s00"]
+    assert [s.updated_at for s in first.sessions] == [
+        "2023-11-14T22:13:20.500Z",
+        "2023-11-14T22:13:20.000Z",
+        "1970-01-01T00:00:00.100Z",
+    ]
+    rest = list_page(headers, {}, activity, cwd=None, cursor=first.next_cursor, page_size=3)
+    assert [s.session_id for s in rest.sessions] == ["s02", "s01"]
+    assert rest.sessions[1].updated_at == "1970-01-01T00:00:00.007Z"
+    # A time no calendar can show is left out rather than failing the listing.
+    huge = list_page(headers[:1], {}, {"s00": 2**62}, cwd=None, cursor=None)
+    assert huge.sessions[0].updated_at is None
 
 
 def _snapshot_event(seq: int) -> Event:
@@ -213,3 +233,21 @@ def test_text_helpers() -> None:
     assert code_span("x") == "`x`"
     assert code_span("a`b") == "``a`b``"
     assert code_span("`x`") == "`` `x` ``"
+
+
+def test_error_objects_get_details_and_no_control_characters() -> None:
+    plain = with_details({"code": -32602, "message": "bad \x1b[31m thing", "data": None})
+    assert plain["message"] == "bad \\x1b[31m thing"
+    assert plain["data"] == {"details": "bad \\x1b[31m thing"}
+    kept = with_details({"code": -32603, "message": "m", "data": {"code": "X", "details": "d"}})
+    assert kept["data"] == {"code": "X", "details": "d"}
+    scalar = with_details({"code": -32603, "message": "m", "data": 7})
+    assert scalar["data"] == {"details": "m", "value": 7}
+    validation = with_details(
+        {
+            "code": -32602,
+            "message": "Invalid params",
+            "data": {"errors": [{"loc": ["cwd"], "msg": "Field required"}]},
+        }
+    )
+    assert validation["data"]["details"] == "Invalid params: cwd: Field required"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -230,3 +231,48 @@ def test_a_session_deleted_after_the_mention_was_inserted_is_reported(dsh: Dsh) 
         assert screen.wait_exit() == 0, screen.dump()
 
     assert dsh.events(target) == before  # nothing was appended
+
+
+def _interrupted_reply(d: Dsh, session_id: str) -> str:
+    """The text of the session's one stored reply, which must be marked interrupted."""
+    events = d.events(session_id)
+    [reply] = [e for e in events if e["type"] == "assistant/message"]
+    assert reply["data"]["finish"] == "interrupted" and reply["data"]["interrupted"] is True
+    assert [e["data"]["status"] for e in events if e["type"] == "turn/end"] == ["interrupted"]
+    text: str = reply["data"]["message"]["content"][-1]["text"]
+    return text
+
+
+def _start_a_slow_reply(d: Dsh) -> tuple[str, PtyScreen]:
+    target = new_target(d)
+    d.env["DSH_OFFLINE_DELAY"] = "0.3"  # a word every 0.3 s: the reply is still running
+    screen = d.tui()
+    open_on_target(screen)
+    screen.send("tell me slowly")
+    screen.wait_for("tell me slowly")
+    screen.send("\r")
+    screen.wait_for("Offline model", "Replying…")
+    return target, screen
+
+
+def test_sigterm_mid_reply_stores_the_partial_reply_and_exits_143(dsh: Dsh) -> None:
+    target, screen = _start_a_slow_reply(dsh)
+    with screen:
+        screen.child.kill(signal.SIGTERM)
+        assert screen.wait_exit() == 128 + signal.SIGTERM, screen.dump()
+    text = _interrupted_reply(dsh, target)
+    assert text.startswith("Offline model") and "Earlier messages" not in text
+
+
+def test_closing_the_terminal_mid_reply_keeps_the_partial_reply(dsh: Dsh) -> None:
+    target, screen = _start_a_slow_reply(dsh)
+    with screen:
+        # The terminal goes away (its window closed): the kernel hangs up the session,
+        # and the program gets SIGHUP with nowhere left to draw.
+        screen.child.ptyproc.fileobj.close()
+        status = os.waitpid(screen.child.pid, 0)[1]
+        screen.child.ptyproc.terminated = True
+        assert os.WIFEXITED(status), f"killed by signal {os.WTERMSIG(status)}"
+        assert os.WEXITSTATUS(status) == 128 + signal.SIGHUP
+    text = _interrupted_reply(dsh, target)
+    assert text.startswith("Offline model") and "Earlier messages" not in text

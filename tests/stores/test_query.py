@@ -73,6 +73,18 @@ async def test_read_surface_unknown_session(store: SessionStore) -> None:
         await SessionQuery(store).read_surface("nope")
 
 
+async def test_last_event_times_follow_every_append(store: SessionStore) -> None:
+    query = SessionQuery(store)
+    await store.create_session("s", created_at=1)
+    await store.create_session("t", created_at=2)
+    assert await query.read_last_event_times() == {}
+    await store.append("s", "turn/start", {}, time=10)
+    assert await query.read_last_event_times() == {"s": 10}
+    await store.append("t", "turn/start", {}, time=5)
+    await store.append("s", "turn/end", {}, time=30)
+    assert await query.read_last_event_times() == {"s": 30, "t": 5}
+
+
 async def test_read_title(store: SessionStore) -> None:
     await store.create_session("s")
     query = SessionQuery(store)

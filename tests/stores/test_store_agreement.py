@@ -116,12 +116,13 @@ others = {
     18: st.builds(Op, st.just("titles"), st.just("")),
     19: st.builds(Op, st.just("rows"), ids),
     20: st.builds(Op, st.just("window"), ids, st.tuples(st.integers(0, 6))),
+    21: st.builds(Op, st.just("last_times"), st.just("")),
 }
 
 
 @st.composite
 def operation(draw: st.DrawFn) -> Op:
-    pick = draw(st.integers(0, 20))  # weighted towards appends and batches
+    pick = draw(st.integers(0, 21))  # weighted towards appends and batches
     if pick <= 8:
         return draw(appends)
     if pick <= 13:
@@ -155,6 +156,7 @@ def call(store: SessionStore, op: Op) -> Awaitable[Any]:
         "rows": lambda: store.read_surface_rows(sid),
         "window": lambda: SessionQuery(store).read_surface_window(sid, op.args[0]),
         "titles": lambda: store.read_titles(),
+        "last_times": lambda: store.read_last_event_times(),
     }
     return actions[op.name]()
 
@@ -169,7 +171,13 @@ async def outcome(awaitable: Awaitable[Any]) -> tuple[str, Any]:
 async def final_state(store: SessionStore) -> tuple[Any, ...]:
     headers = await store.list_headers()
     logs = {h.id: await store.read_events(h.id) for h in headers}
-    return headers, logs, await store.read_titles(), await store.read_titles(IDS)
+    return (
+        headers,
+        logs,
+        await store.read_titles(),
+        await store.read_titles(IDS),
+        await store.read_last_event_times(),
+    )
 
 
 async def resolve(memory: MemorySessionStore, op: Op) -> Op:
@@ -257,6 +265,7 @@ def test_agreement_covers_valid_replaces() -> None:
         Op("append", "a", (NewEvent("session/title", {"title": "t"}, None, None, 7),)),
         Op("surface", "a"),
         Op("titles", ""),
+        Op("last_times", ""),
     ]
     with tempfile.TemporaryDirectory() as tmp:
         asyncio.run(run(ops, Path(tmp) / "dsh.sqlite3"))

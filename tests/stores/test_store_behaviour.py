@@ -477,6 +477,38 @@ async def test_read_titles_of_many_sessions(store: SessionStore) -> None:
     assert await store.read_titles() == titles
 
 
+async def test_last_event_times_are_the_time_of_the_highest_seq(store: SessionStore) -> None:
+    await store.create_session("a", created_at=1)
+    await store.create_session("b", created_at=2)
+    await store.create_session("empty", created_at=3)
+    await store.create_session("\ud800 odd", created_at=4)
+    assert await store.read_last_event_times() == {}
+    await store.append("a", MSG, {"n": 0}, surface_op="append", time=50)
+    # Times need not grow with seq (imported logs): the last event counts, not the latest time.
+    await store.append("a", CHUNK, {"n": 1}, time=20)
+    await store.append_batch(
+        "b", [NewEvent(MSG, {"n": i}, "append", None, 100 + i) for i in range(3)]
+    )
+    await store.append("\ud800 odd", TITLE, {"title": "t"}, time=-7)
+    assert await store.read_last_event_times() == {"a": 20, "b": 102, "\ud800 odd": -7}
+    await store.append("a", MSG, {"n": 2}, surface_op="append", time=2**62)
+    await store.delete_session("b")
+    assert await store.read_last_event_times() == {"a": 2**62, "\ud800 odd": -7}
+
+
+async def test_last_event_times_of_many_sessions(store: SessionStore) -> None:
+    ids = [f"s{i:04d}" for i in range(600)]
+    for sid in ids:
+        await store.create_session(sid, created_at=0)
+    for i, sid in enumerate(ids):
+        if i % 4:
+            await store.append_batch(
+                sid, [NewEvent(CHUNK, {"n": n}, None, None, i * 10 + n) for n in range(i % 4)]
+            )
+    times = await store.read_last_event_times()
+    assert times == {sid: i * 10 + i % 4 - 1 for i, sid in enumerate(ids) if i % 4}
+
+
 # --------------------------------------------------------------------------- strings
 
 HOSTILE = [

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 from collections.abc import Coroutine, Iterator
 from dataclasses import dataclass
 from importlib import metadata
@@ -60,8 +61,10 @@ log = logging.getLogger("dsh.acp")
 
 AGENT_NAME = "dsh"
 INVALID_PARAMS = -32602
-INVALID_REQUEST = -32600
 INTERNAL_ERROR = -32603
+SESSION_BUSY = -32001
+"""An application error (the -32000 range): the request is well formed, but the session is
+running a prompt. ``-32600`` would tell the client its request was malformed."""
 
 StopReason = Literal["end_turn", "cancelled"]
 
@@ -125,6 +128,7 @@ class DshAcpAgent:
         self._in_flight = 0
         self._idle = asyncio.Event()
         self._idle.set()
+        self._stopping = False
 
     # -- connection --------------------------------------------------------------------
 
@@ -143,17 +147,22 @@ class DshAcpAgent:
             if self._in_flight == 0:
                 self._idle.set()
 
-    async def drain(self, grace: float) -> None:
-        """The client closed its end: stop every reply (each keeps what was received) and
-        give the requests in flight up to ``grace`` seconds to finish."""
-        await asyncio.sleep(0)  # requests read just before the end have their tasks start
+    async def settle(self) -> None:
+        """Wait until no request is in flight and the work scheduled after responses (the
+        command announcements) is done."""
+        while True:
+            await self._idle.wait()
+            if not self._background:
+                return
+            await asyncio.wait(set(self._background))
+
+    def stop(self) -> None:
+        """Stop for good (SIGTERM, SIGHUP): interrupt every reply — the engine stores what
+        was received, marked interrupted — and answer later prompts ``cancelled``."""
+        self._stopping = True
         for state in self._sessions.values():
             if state.cancel is not None:
                 state.cancel.set()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._idle.wait(), grace)
-        if self._background:
-            await asyncio.wait(set(self._background), timeout=grace)
 
     async def _notify(self, session_id: str, update: Any) -> bool:
         """Send one update; ``False`` when the client is gone (the turn goes on storing)."""
@@ -239,6 +248,12 @@ class DshAcpAgent:
         )
 
     async def new_session(self, cwd: str, **kwargs: Any) -> NewSessionResponse:
+        if not os.path.isabs(cwd):
+            raise RequestError(
+                INVALID_PARAMS,
+                f"cwd must be an absolute path, not {client_label(cwd)!r}",
+                {"cwd": client_label(cwd)},
+            )
         with self._request():
             return await self._new_session(cwd)
 
@@ -266,7 +281,7 @@ class DshAcpAgent:
         running = self._sessions.get(session_id)
         if running is not None and running.cancel is not None:
             raise RequestError(
-                INVALID_REQUEST,
+                SESSION_BUSY,
                 "a prompt is running in this session; cancel it before loading it again",
                 {"sessionId": session_id},
             )
@@ -290,8 +305,16 @@ class DshAcpAgent:
     async def _list_sessions(self, cwd: str | None, cursor: str | None) -> ListSessionsResponse:
         headers = await self.runtime.query.list_sessions()
         titles = await self.runtime.query.read_titles()
+        last_times = await self.runtime.query.read_last_event_times()
         try:
-            page = list_page(headers, titles, cwd=cwd, cursor=cursor, page_size=self.page_size)
+            page = list_page(
+                headers,
+                titles,
+                last_times,
+                cwd=cwd,
+                cursor=cursor,
+                page_size=self.page_size,
+            )
         except InvalidCursorError as err:
             raise RequestError(INVALID_PARAMS, str(err), {"cursor": cursor}) from err
         return ListSessionsResponse(sessions=page.sessions, next_cursor=page.next_cursor)
@@ -306,7 +329,7 @@ class DshAcpAgent:
         state = await self._open(session_id)
         if state.cancel is not None:
             raise RequestError(
-                INVALID_REQUEST,
+                SESSION_BUSY,
                 "a prompt is already running in this session; cancel it first",
                 {"sessionId": session_id},
             )
@@ -319,6 +342,8 @@ class DshAcpAgent:
         command = parse_command(draft)
         if command is None and not draft.strip():
             raise RequestError(INVALID_PARAMS, "the message is empty")
+        if self._stopping:
+            return PromptResponse(stop_reason="cancelled")  # the agent is stopping: nothing stored
         cancel = asyncio.Event()
         state.cancel = cancel
         try:

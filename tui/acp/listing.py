@@ -1,7 +1,9 @@
 """Discovery: ``session/list`` pages and the ``/sessions`` command's answer.
 
-``session/list`` pages with a keyset cursor — the (created_at, id) of the last session
-shown — so sessions created between two requests neither repeat nor shift a page.
+``session/list`` orders sessions by their last activity (``updatedAt``: the time of their
+last event, or their creation when they have none), newest first, and pages with a keyset
+cursor — the (activity time, id) of the last session shown — so sessions created between
+two requests neither repeat nor shift a page (one that becomes active moves to the top).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import json
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from acp.schema import SessionInfo
 
@@ -30,6 +33,7 @@ __all__ = [
     "candidates_markdown",
     "decode_cursor",
     "encode_cursor",
+    "iso_time",
     "list_page",
 ]
 
@@ -47,8 +51,8 @@ class SessionPage:
     next_cursor: str | None
 
 
-def encode_cursor(header: SessionHeader) -> str:
-    payload = dumps_js([header.created_at, header.id]).encode("utf-8", "surrogatepass")
+def encode_cursor(activity: int, session_id: str) -> str:
+    payload = dumps_js([activity, session_id]).encode("utf-8", "surrogatepass")
     return base64.urlsafe_b64encode(payload).decode("ascii").rstrip("=")
 
 
@@ -73,30 +77,45 @@ def _same_dir(a: str, b: str) -> bool:
     return a == b or os.path.normpath(a) == os.path.normpath(b)
 
 
-def _after(header: SessionHeader, key: tuple[int, str]) -> bool:
-    """Whether ``header`` comes after ``key`` in list order (newest first, then id)."""
-    created_at, session_id = key
-    return header.created_at < created_at or (
-        header.created_at == created_at and header.id > session_id
-    )
+def _after(activity: int, session_id: str, key: tuple[int, str]) -> bool:
+    """Whether a session comes after ``key`` in list order (most recent first, then id)."""
+    key_activity, key_id = key
+    return activity < key_activity or (activity == key_activity and session_id > key_id)
+
+
+def iso_time(epoch_ms: int) -> str | None:
+    """``2026-11-30T23:19:20.123Z``; ``None`` for a time no calendar date can show."""
+    try:
+        moment = datetime.fromtimestamp(epoch_ms / 1000, tz=UTC)
+    except (OverflowError, OSError, ValueError):
+        return None
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def list_page(
     headers: Sequence[SessionHeader],
     titles: Mapping[str, SessionTitle],
+    last_event_times: Mapping[str, int],
     *,
     cwd: str | None,
     cursor: str | None,
     page_size: int = PAGE_SIZE,
 ) -> SessionPage:
-    """One page of ``headers`` (already in list order), filtered by ``cwd`` when given."""
+    """One page of ``headers`` ordered by last activity (newest first, ties by id),
+    filtered by ``cwd`` when given."""
     key = decode_cursor(cursor) if cursor else None
+
+    def activity(header: SessionHeader) -> int:
+        return last_event_times.get(header.id, header.created_at)
+
+    ordered = sorted(headers, key=lambda h: h.id)
+    ordered.sort(key=activity, reverse=True)
     page: list[SessionHeader] = []
     more = False
-    for header in headers:
+    for header in ordered:
         if cwd is not None and (header.cwd is None or not _same_dir(header.cwd, cwd)):
             continue
-        if key is not None and not _after(header, key):
+        if key is not None and not _after(activity(header), header.id, key):
             continue
         if len(page) == page_size:
             more = True
@@ -110,12 +129,14 @@ def list_page(
                 session_id=header.id,
                 cwd=client_text(header.cwd) if header.cwd is not None else NO_CWD,
                 title=client_label(title.title) if title is not None else None,
+                updated_at=iso_time(activity(header)),
                 field_meta={
                     "dsh": {"createdAt": header.created_at, "hasCwd": header.cwd is not None}
                 },
             )
         )
-    return SessionPage(infos, encode_cursor(page[-1]) if more and page else None)
+    last = page[-1] if more and page else None
+    return SessionPage(infos, encode_cursor(activity(last), last.id) if last else None)
 
 
 def candidates_markdown(candidates: Sequence[SessionReferenceCandidate], query: str) -> str:

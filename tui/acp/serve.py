@@ -3,6 +3,12 @@
 Standard output carries protocol messages and nothing else: the process's file descriptor 1
 is handed to the protocol writer and then pointed at stderr, so a stray ``print`` (ours, a
 library's or a C extension's) lands in the log instead of corrupting a JSON-RPC frame.
+
+At the end of input every request already read is finished and answered (a script may
+write its requests and close stdin), then the process exits 0. SIGTERM and SIGHUP mean
+stop: every reply in flight is interrupted — the engine stores what was received, marked
+interrupted — its prompt is answered ``cancelled``, and the process exits 128 + the signal
+number. A second signal ends it at once.
 """
 
 from __future__ import annotations
@@ -13,36 +19,23 @@ import logging
 import os
 import sys
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from typing import BinaryIO, cast
 
 from acp import Agent
 from acp.agent.connection import AgentSideConnection
 
-from core.config import ConfigError, DshConfig
+from core.config import DshConfig
 from tui.acp.agent import DshAcpAgent
-from tui.runtime import open_runtime
+from tui.acp.transport import LineTransport
+from tui.runtime import OFFLINE_DELAY_ENV, offline_delay_from_env, open_runtime
+from tui.signals import handle_stop_signals, stop_status
 
 __all__ = ["OFFLINE_DELAY_ENV", "offline_delay_from_env", "run_acp", "serve"]
 
-OFFLINE_DELAY_ENV = "DSH_OFFLINE_DELAY"
 DRAIN_SECONDS = 10.0
+"""After a stop signal, how long the replies in flight get to store what they received."""
 STREAM_LIMIT = 50 * 1024 * 1024  # one JSON-RPC line may carry a long prompt
-
-
-def offline_delay_from_env(env: Mapping[str, str]) -> float:
-    """Seconds the offline provider waits before each chunk (``DSH_OFFLINE_DELAY``; tests use
-    it to make a reply slow enough to cancel). ``0`` when unset."""
-    raw = env.get(OFFLINE_DELAY_ENV, "").strip()
-    if not raw:
-        return 0.0
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if not 0.0 <= value <= 60.0:
-        raise ConfigError(f"environment: {OFFLINE_DELAY_ENV} must be a number of seconds (0–60)")
-    return value
 
 
 def _configure_logging(log_file: str | None) -> None:
@@ -134,30 +127,51 @@ async def _stdio(protocol_out: BinaryIO) -> tuple[asyncio.StreamReader, asyncio.
     return reader, asyncio.StreamWriter(transport, protocol, None, loop)
 
 
-async def serve(config: DshConfig, protocol_out: BinaryIO, *, offline_delay: float = 0.0) -> None:
-    """Serve one client on stdin/``protocol_out`` until end of input."""
+async def serve(
+    config: DshConfig, protocol_out: BinaryIO, *, offline_delay: float = 0.0
+) -> int | None:
+    """Serve one client on stdin/``protocol_out`` until end of input (``None``) or a stop
+    signal (its number)."""
+    loop = asyncio.get_running_loop()
     reader, writer = await _stdio(protocol_out)
     async with open_runtime(config, offline_delay=offline_delay) as runtime:
         agent = DshAcpAgent(runtime)
+        transport = LineTransport(reader, writer, before_end=agent.settle)
         # The SDK looks handlers up by name; the methods dsh does not implement answer
         # "method not found", so the agent need not spell out the whole protocol.
-        conn = AgentSideConnection(cast(Agent, agent), writer, reader, listening=False)
+        conn = AgentSideConnection(cast(Agent, agent), transport, listening=False)
+        listening = asyncio.ensure_future(conn.listen())  # ends at the end of input
+        stopped: list[int] = []
+        stopping: set[asyncio.Task[None]] = set()
+
+        def on_stop_signal(signum: int) -> None:
+            stopped.append(signum)
+            agent.stop()
+            stopping.add(loop.create_task(_stop(agent, listening)))
+
         try:
-            await conn.listen()  # returns at the end of input
-            # Unlike ``acp.run_agent``, answer what was already asked (a script may pipe
-            # its requests and close stdin) and let interrupted replies be stored.
-            await agent.drain(DRAIN_SECONDS)
+            with handle_stop_signals(on_stop_signal), contextlib.suppress(asyncio.CancelledError):
+                await listening
         finally:
             await asyncio.shield(conn.close())
+        return stopped[0] if stopped else None
+
+
+async def _stop(agent: DshAcpAgent, listening: asyncio.Future[None]) -> None:
+    """Give the interrupted replies time to be stored and answered, then stop reading."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(agent.settle(), DRAIN_SECONDS)
+    listening.cancel()
 
 
 def run_acp(config: DshConfig, *, log_file: str | None = None) -> int:
-    """The ``dsh acp`` command: 0 after the client closed the connection."""
+    """The ``dsh acp`` command: 0 after the client closed the connection, 128 + N after
+    stop signal N."""
     delay = offline_delay_from_env(os.environ)
     _configure_logging(log_file)
     with _protocol_stdout() as protocol_out:
         try:
-            asyncio.run(serve(config, protocol_out, offline_delay=delay))
+            signum = asyncio.run(serve(config, protocol_out, offline_delay=delay))
         except KeyboardInterrupt:
             return 130
-    return 0
+    return 0 if signum is None else stop_status(signum)
