@@ -46,6 +46,7 @@ from core.providers.base import (
     ReasoningDelta,
     TextDelta,
     Usage,
+    Waiting,
 )
 from core.query import SessionQueryLike, SessionTitle
 from core.references import (
@@ -53,6 +54,7 @@ from core.references import (
     SessionReferenceService,
     parse_session_reference_text,
 )
+from core.secrets import redact
 from core.store import SessionStore
 
 __all__ = [
@@ -64,6 +66,7 @@ __all__ = [
     "PreparedDraft",
     "ReplyDelta",
     "ReplyFinished",
+    "ReplyWaiting",
     "Submitted",
     "TitleChanged",
     "fallback_title",
@@ -199,12 +202,34 @@ class ReplyFinished:
 
 
 @dataclass(frozen=True, slots=True)
+class ReplyWaiting:
+    """The provider waits ``seconds`` before retrying, because of ``reason`` (one line)."""
+
+    seconds: float
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class TitleChanged:
     title: str
     event: Event
 
 
-EngineUpdate = Submitted | ReplyDelta | ReplyFinished | TitleChanged
+EngineUpdate = Submitted | ReplyDelta | ReplyWaiting | ReplyFinished | TitleChanged
+
+
+def provider_failure(err: BaseException) -> ProviderError:
+    """Any exception from a provider as a ``ProviderError`` a user can read (secrets redacted).
+
+    The engine's safety net: a provider should raise only ``ProviderError``, but a bug or a
+    surprise below it must end the reply cleanly, never as a traceback.
+    """
+    if isinstance(err, ProviderError):
+        return err
+    detail = " ".join(redact(str(err)).split()) or "no details"
+    if len(detail) > 300:
+        detail = detail[:299] + "…"
+    return ProviderError(f"the model client failed: {type(err).__name__}: {detail}", "protocol")
 
 
 class CompactionError(DshError):
@@ -239,6 +264,12 @@ class _ChunkBuffer:
             or time.monotonic() - self.first_pending_at >= CHUNK_FLUSH_SECONDS
         )
 
+    def seconds_until_due(self) -> float | None:
+        """How long the oldest pending chunk may still wait (``None``: nothing pending)."""
+        if not self.pending:
+            return None
+        return max(0.0, self.first_pending_at + CHUNK_FLUSH_SECONDS - time.monotonic())
+
     async def flush(self, *tail: NewEvent) -> list[Event]:
         batch = [*self.pending, *tail]
         self.pending = []
@@ -247,6 +278,31 @@ class _ChunkBuffer:
         written = await self.store.append_batch(self.session_id, batch)
         self.written += len(batch) - len(tail)
         return written
+
+
+async def _next_flushing(stream: AsyncIterator[Any], buffer: _ChunkBuffer) -> Any:
+    """The stream's next item; while waiting for it, pending chunks are written when due.
+
+    A stalled stream must not hold back text the user has already seen.
+    """
+    wait = buffer.seconds_until_due()
+    if wait is None:
+        return await anext(stream)
+    step = asyncio.ensure_future(anext(stream))
+    try:
+        while True:
+            done, _ = await asyncio.wait({step}, timeout=wait)
+            if done:
+                return step.result()
+            await buffer.flush()
+            wait = buffer.seconds_until_due()
+    except BaseException:
+        if not step.done():
+            step.cancel()
+            await asyncio.wait({step})
+        if not step.cancelled():
+            step.exception()
+        raise
 
 
 # --------------------------------------------------------------------------- the session
@@ -349,8 +405,14 @@ class ChatSession:
         cancelled = False
         stream = self.provider.stream(messages, cancel=interrupt)
         try:
-            async for delta in stream:
-                if isinstance(delta, (TextDelta, ReasoningDelta)):
+            while True:
+                try:
+                    delta = await _next_flushing(stream, buffer)
+                except StopAsyncIteration:
+                    break
+                if isinstance(delta, Waiting):
+                    yield ReplyWaiting(delta.seconds, delta.reason)
+                elif isinstance(delta, (TextDelta, ReasoningDelta)):
                     if not delta.text:
                         continue
                     if first_delta is None:
@@ -376,12 +438,16 @@ class ChatSession:
                     break
             if interrupt is not None and interrupt.is_set():
                 status = "interrupted"
-        except ProviderError as err:
-            status, error = "error", err
         except asyncio.CancelledError:
             status, cancelled = "interrupted", True
+        except Exception as err:  # ProviderError, or anything a provider let through
+            status, error = "error", provider_failure(err)
         finally:
-            await stream.aclose()  # type: ignore[attr-defined]
+            try:
+                await stream.aclose()  # type: ignore[attr-defined]
+            except Exception as err:
+                if error is None and not cancelled and status != "interrupted":
+                    status, error = "error", provider_failure(err)
 
         # Store what was received, whatever happened: nothing of the reply is dropped.
         content: list[dict[str, Any]] = []
@@ -476,8 +542,12 @@ class ChatSession:
                 summary = await summarize(self.provider, provider_messages(surface, system=None))
                 if not summary.strip():
                     raise ProviderError("the model returned an empty summary", "protocol")
-            except (ProviderError, asyncio.CancelledError) as err:
-                message = str(err) or "compaction was cancelled"
+            except (Exception, asyncio.CancelledError) as err:
+                message = (
+                    "compaction was cancelled"
+                    if isinstance(err, asyncio.CancelledError)
+                    else str(provider_failure(err))
+                )
                 await self.store.append(
                     self.session_id,
                     COMPACT_END,
