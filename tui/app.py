@@ -443,8 +443,8 @@ class DshApp(App[int]):
                 elif isinstance(update, ReplyWaiting):
                     waiting = True
                     self.status.set_status(
-                        f"Waiting {update.seconds:.3g} s before retrying: "
-                        f"{single_line(update.reason, 160)} (Esc stops)"
+                        f"Waiting {update.seconds:.3g} s before retrying (Esc stops): "
+                        f"{single_line(update.reason, 160)}"
                     )
                 elif isinstance(update, ReplyFinished):
                     error = str(update.error) if update.error is not None else None

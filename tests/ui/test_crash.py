@@ -1,15 +1,20 @@
-"""A crash in the model-call path prints a traceback without frame locals and without the key."""
+"""A crash in the model-call path prints a traceback without frame locals and without the key;
+a provider's long wait is shown in the status line."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator, Sequence
 
 import pytest
 from textual.worker import WorkerFailed
 
+from core.providers.base import Finish, ProviderMessage, StreamEvent, TextDelta, Waiting
 from core.providers.openai import OpenAICompatibleProvider
 from tests.providers.fake_openai import FakeOpenAIServer, chunk_json, fake_openai
 from tests.ui.conftest import SIZE, make_app
+from tests.ui.snapshots import screen_text
+from tests.ui.test_app import wait_for
 from tui.runtime import Runtime
 from tui.transcript import ReplyView
 
@@ -47,3 +52,40 @@ async def test_crash_report_shows_no_locals_and_no_key(
     assert "─ locals ─" not in printed  # ... but not their variables (no locals panel)
     assert KEY not in printed and "tui-crash-4711" not in printed
     assert "Bearer ***" in printed
+
+
+class WaitingProvider:
+    """Announces a long wait (as a rate-limited provider does), then answers on request."""
+
+    name = "waiting"
+    model = "wait-1"
+
+    def __init__(self) -> None:
+        self.go = asyncio.Event()
+
+    async def stream(
+        self, messages: Sequence[ProviderMessage], *, cancel: asyncio.Event | None = None
+    ) -> AsyncIterator[StreamEvent]:
+        yield Waiting(91.0, "\x1b]0;x\x07rate limited by api.example (HTTP 429)")
+        await self.go.wait()
+        yield TextDelta("done")
+        yield Finish("stop")
+
+    async def aclose(self) -> None:
+        return None
+
+
+async def test_status_line_says_how_long_it_waits(runtime: Runtime) -> None:
+    provider = WaitingProvider()
+    rt = Runtime(runtime.config, runtime.store, runtime.query, runtime.service, provider)
+    app = make_app(rt)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        await pilot.press(*"hi", "enter")
+        await wait_for(pilot, lambda: "Waiting 91 s" in screen_text(app))
+        line = next(row for row in screen_text(app).splitlines() if "Waiting 91 s" in row)
+        assert "Waiting 91 s before retrying (Esc stops): " in line
+        assert "\x1b" not in line and "\x07" not in line
+        provider.go.set()
+        await wait_for(pilot, lambda: not app.streaming)
+        assert "Waiting 91 s" not in screen_text(app)
