@@ -9,8 +9,10 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
+
+import httpx
 
 from core.engine import ChatSession, ReplyDelta, ReplyFinished, ReplyWaiting
 from core.log import ASSISTANT_CHUNK, ASSISTANT_MESSAGE, USER_MESSAGE, message_text
@@ -259,3 +261,50 @@ async def test_surrogates_send_and_compact_and_the_log_keeps_them(
         assert "caf\ufffd" in contents
     first_user = next(e for e in await store.read_events("s") if e.type == USER_MESSAGE)
     assert message_text(first_user.data) == "caf\udce9"  # the log keeps the text exactly
+
+
+# -- anything that goes wrong inside the provider is a ProviderError -------------------------
+
+
+class _BreaksAfterFirstChunk(httpx.AsyncByteStream):
+    def __init__(self, inner: httpx.AsyncByteStream) -> None:
+        self.inner = inner
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for chunk in self.inner:
+            yield chunk
+            raise RuntimeError(f"transport bug near Bearer {SECRET_KEY}\nsecond line")
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+class BrokenTransport(httpx.AsyncHTTPTransport):
+    """Real HTTP to the fake server, but the body stream fails with a non-httpx exception."""
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        response = await super().handle_async_request(request)
+        assert isinstance(response.stream, httpx.AsyncByteStream)
+        return httpx.Response(
+            response.status_code,
+            headers=response.headers,
+            stream=_BreaksAfterFirstChunk(response.stream),
+            extensions=response.extensions,
+        )
+
+
+SECRET_KEY = "sk-" + "transport-bug-" + "1234"
+
+
+async def test_an_unexpected_exception_is_a_one_line_provider_error(
+    fake_openai: FakeOpenAIServer,
+) -> None:
+    fake_openai.sse([chunk_json("shown"), Pause(0.3), chunk_json("never")])
+    async with httpx.AsyncClient(transport=BrokenTransport()) as client:
+        provider = make_provider(fake_openai, api_key=SECRET_KEY, client=client)
+        events, error = await asyncio.wait_for(collect(provider), 10)
+    assert events == [TextDelta("shown")]
+    assert error is not None and error.kind == "protocol"
+    assert str(error).startswith("unexpected failure talking to 127.0.0.1:")
+    assert "RuntimeError: transport bug near Bearer *** second line" in str(error)
+    assert SECRET_KEY not in str(error)
