@@ -245,17 +245,28 @@ class CompactionResult:
 
 @dataclass
 class _ChunkBuffer:
-    """Collects chunk events and writes them in batches, not one transaction per token."""
+    """Collects chunk events and writes them in batches, not one transaction per token.
+
+    A timer writes pending chunks ``CHUNK_FLUSH_SECONDS`` after the first of them even when
+    no further delta arrives: a stalled stream must not hold back text already shown.
+    Writes are serialised (FIFO lock), so chunks are stored in order.
+    """
 
     store: SessionStore
     session_id: str
     pending: list[NewEvent] = field(default_factory=list)
     first_pending_at: float = 0.0
     written: int = 0
+    _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    _timer: asyncio.TimerHandle | None = None
+    _background: asyncio.Task[list[Event]] | None = None
 
     def add(self, event: NewEvent) -> None:
         if not self.pending:
             self.first_pending_at = time.monotonic()
+            if self._timer is None:
+                loop = asyncio.get_running_loop()
+                self._timer = loop.call_later(CHUNK_FLUSH_SECONDS, self._on_timer)
         self.pending.append(event)
 
     def due(self) -> bool:
@@ -264,45 +275,32 @@ class _ChunkBuffer:
             or time.monotonic() - self.first_pending_at >= CHUNK_FLUSH_SECONDS
         )
 
-    def seconds_until_due(self) -> float | None:
-        """How long the oldest pending chunk may still wait (``None``: nothing pending)."""
-        if not self.pending:
-            return None
-        return max(0.0, self.first_pending_at + CHUNK_FLUSH_SECONDS - time.monotonic())
+    def _on_timer(self) -> None:
+        self._timer = None
+        if self.pending and (self._background is None or self._background.done()):
+            self._background = asyncio.ensure_future(self.flush())
 
     async def flush(self, *tail: NewEvent) -> list[Event]:
-        batch = [*self.pending, *tail]
-        self.pending = []
-        if not batch:
-            return []
-        written = await self.store.append_batch(self.session_id, batch)
-        self.written += len(batch) - len(tail)
-        return written
+        async with self._lock:
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            batch = [*self.pending, *tail]
+            self.pending = []
+            if not batch:
+                return []
+            written = await self.store.append_batch(self.session_id, batch)
+            self.written += len(batch) - len(tail)
+            return written
 
-
-async def _next_flushing(stream: AsyncIterator[Any], buffer: _ChunkBuffer) -> Any:
-    """The stream's next item; while waiting for it, pending chunks are written when due.
-
-    A stalled stream must not hold back text the user has already seen.
-    """
-    wait = buffer.seconds_until_due()
-    if wait is None:
-        return await anext(stream)
-    step = asyncio.ensure_future(anext(stream))
-    try:
-        while True:
-            done, _ = await asyncio.wait({step}, timeout=wait)
-            if done:
-                return step.result()
-            await buffer.flush()
-            wait = buffer.seconds_until_due()
-    except BaseException:
-        if not step.done():
-            step.cancel()
-            await asyncio.wait({step})
-        if not step.cancelled():
-            step.exception()
-        raise
+    async def close(self) -> None:
+        """Stop the timer and wait for a write it started (its failure is raised here)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        background, self._background = self._background, None
+        if background is not None:
+            await background
 
 
 # --------------------------------------------------------------------------- the session
@@ -405,11 +403,7 @@ class ChatSession:
         cancelled = False
         stream = self.provider.stream(messages, cancel=interrupt)
         try:
-            while True:
-                try:
-                    delta = await _next_flushing(stream, buffer)
-                except StopAsyncIteration:
-                    break
+            async for delta in stream:
                 if isinstance(delta, Waiting):
                     yield ReplyWaiting(delta.seconds, delta.reason)
                 elif isinstance(delta, (TextDelta, ReasoningDelta)):
@@ -478,7 +472,10 @@ class ChatSession:
         if error is not None:
             end["error"] = {"kind": error.kind, "message": str(error)}
         tail.append(NewEvent(TURN_END, end))
-        written = await buffer.flush(*tail)
+        try:
+            written = await buffer.flush(*tail)
+        finally:
+            await buffer.close()
         message_event = written[-2] if len(tail) == 2 else None
         if cancelled:
             raise asyncio.CancelledError
