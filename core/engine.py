@@ -208,6 +208,11 @@ class ReplyWaiting:
     seconds: float
     reason: str
 
+    @property
+    def seconds_text(self) -> str:
+        """``30 s``, ``0.5 s``: the wait as a user reads it."""
+        return f"{self.seconds:.0f} s" if self.seconds >= 9.95 else f"{self.seconds:.2g} s"
+
 
 @dataclass(frozen=True, slots=True)
 class TitleChanged:

@@ -224,6 +224,9 @@ class DshApp(App[int]):
 
         self.bell()
         exc_type, exc_value, tb = sys.exc_info()
+        if exc_value is None and self._exception is not None:  # called outside the except
+            exc_value = self._exception
+            exc_type, tb = type(exc_value), exc_value.__traceback__
         report: Traceback | Text
         if exc_type is None or exc_value is None:
             report = Text("dsh stopped after an unexpected error.")
@@ -443,7 +446,7 @@ class DshApp(App[int]):
                 elif isinstance(update, ReplyWaiting):
                     waiting = True
                     self.status.set_status(
-                        f"Waiting {update.seconds:.3g} s before retrying (Esc stops): "
+                        f"Waiting {update.seconds_text} before retrying (Esc stops): "
                         f"{single_line(update.reason, 160)}"
                     )
                 elif isinstance(update, ReplyFinished):

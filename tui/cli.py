@@ -226,7 +226,7 @@ async def _stream_reply(chat: ChatSession, draft: str) -> int:
             elif isinstance(update, ReplyWaiting):
                 out.flush()
                 print(
-                    f"dsh: waiting {update.seconds:.3g} s before retrying: "
+                    f"dsh: waiting {update.seconds_text} before retrying: "
                     f"{single_line(update.reason)}",
                     file=sys.stderr,
                     flush=True,

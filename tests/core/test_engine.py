@@ -13,6 +13,7 @@ from core.engine import (
     CompactionError,
     ReplyDelta,
     ReplyFinished,
+    ReplyWaiting,
     Submitted,
     TitleChanged,
     fallback_title,
@@ -495,3 +496,14 @@ async def test_any_summary_exception_is_a_compaction_error() -> None:
         await chat.compact()
     events = await store.read_events("target")
     assert events[-1].type == COMPACT_END and events[-1].data["status"] == "error"
+
+
+def test_reply_waiting_reads_as_seconds() -> None:
+    assert [ReplyWaiting(s, "r").seconds_text for s in (0.2, 0.5, 1.5, 9.99, 30.0, 91)] == [
+        "0.2 s",
+        "0.5 s",
+        "1.5 s",
+        "10 s",
+        "30 s",
+        "91 s",
+    ]
