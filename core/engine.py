@@ -282,8 +282,19 @@ class _ChunkBuffer:
 
     def _on_timer(self) -> None:
         self._timer = None
-        if self.pending and (self._background is None or self._background.done()):
+        background = self._background
+        if not self.pending or (
+            background is not None
+            and background.done()
+            and not background.cancelled()
+            and background.exception() is not None
+        ):
+            return  # nothing to write, or a write failed: close() reports that failure
+        if background is None or background.done():
             self._background = asyncio.ensure_future(self.flush())
+        else:  # a write is still running: look again later rather than queue behind it
+            loop = asyncio.get_running_loop()
+            self._timer = loop.call_later(CHUNK_FLUSH_SECONDS, self._on_timer)
 
     async def flush(self, *tail: NewEvent) -> list[Event]:
         async with self._lock:
