@@ -9,6 +9,8 @@ model = "deepseek-chat"
 base_url = "https://api.deepseek.com"
 api_key_env = "DEEPSEEK_API_KEY"
 database = "~/somewhere/dsh.sqlite3"
+reply_timeout = 600             # seconds for one whole reply
+max_reply_bytes = 4194304       # the most a reply (or one event of it) may hold
 
 [references]
 max_references = 3
@@ -68,6 +70,8 @@ class DshConfig:
     database: Path = field(default_factory=lambda: default_database_path())
     references: ReferenceLimits = field(default_factory=ReferenceLimits)
     config_path: Path | None = None
+    reply_timeout: float = 600.0
+    max_reply_bytes: int = 4 * 1024 * 1024
 
     @property
     def effective_model(self) -> str:
@@ -95,6 +99,8 @@ def _expand(path: str) -> Path:
 
 
 _TOP_KEYS = {"provider", "model", "base_url", "api_key_env", "database", "references"}
+_REPLY_KEYS = {"reply_timeout": "DSH_REPLY_TIMEOUT", "max_reply_bytes": "DSH_MAX_REPLY_BYTES"}
+_TOP_KEYS |= set(_REPLY_KEYS)
 _REF_KEYS = {"max_references", "candidate_limit", "max_reference_bytes"}
 _ENV_STR = {
     "DSH_PROVIDER": "provider",
@@ -141,6 +147,33 @@ def _check_limit(where: str, key: str, value: object, field: str) -> int:
     return value
 
 
+def _reply_limits(raw: Mapping[str, Any], where: str, env: Mapping[str, str]) -> dict[str, Any]:
+    """``reply_timeout`` (positive seconds) and ``max_reply_bytes`` (positive int) from the
+    file, then from ``DSH_REPLY_TIMEOUT`` / ``DSH_MAX_REPLY_BYTES``."""
+    found: dict[str, Any] = {}
+    for key, var in _REPLY_KEYS.items():
+        for origin, name, value in ((where, key, raw.get(key)), ("environment", var, env.get(var))):
+            if value is None or value == "":
+                continue
+            if key == "max_reply_bytes":
+                found[key] = _check_limit(origin, name, value, key)
+                continue
+            number: object = value
+            if isinstance(value, str):
+                try:
+                    number = float(value.strip())
+                except ValueError:
+                    number = None
+            if (
+                not isinstance(number, int | float)
+                or isinstance(number, bool)
+                or not 0 < number < float("inf")
+            ):
+                raise ConfigError(f"{origin}: {name} must be a positive number of seconds")
+            found[key] = float(number)
+    return found
+
+
 def load_config(
     env: Mapping[str, str] | None = None, *, config_path: Path | None = None
 ) -> DshConfig:
@@ -185,4 +218,5 @@ def load_config(
         database=_expand(values["database"]) if "database" in values else default_database_path(),
         references=ReferenceLimits(**limits),
         config_path=path,
+        **_reply_limits(raw, where, env),
     )

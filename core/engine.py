@@ -46,6 +46,7 @@ from core.providers.base import (
     ReasoningDelta,
     TextDelta,
     Usage,
+    Waiting,
 )
 from core.query import SessionQueryLike, SessionTitle
 from core.references import (
@@ -53,6 +54,7 @@ from core.references import (
     SessionReferenceService,
     parse_session_reference_text,
 )
+from core.secrets import redact
 from core.store import SessionStore
 
 __all__ = [
@@ -64,6 +66,7 @@ __all__ = [
     "PreparedDraft",
     "ReplyDelta",
     "ReplyFinished",
+    "ReplyWaiting",
     "Submitted",
     "TitleChanged",
     "fallback_title",
@@ -199,12 +202,39 @@ class ReplyFinished:
 
 
 @dataclass(frozen=True, slots=True)
+class ReplyWaiting:
+    """The provider waits ``seconds`` before retrying, because of ``reason`` (one line)."""
+
+    seconds: float
+    reason: str
+
+    @property
+    def seconds_text(self) -> str:
+        """``30 s``, ``0.5 s``: the wait as a user reads it."""
+        return f"{self.seconds:.0f} s" if self.seconds >= 9.95 else f"{self.seconds:.2g} s"
+
+
+@dataclass(frozen=True, slots=True)
 class TitleChanged:
     title: str
     event: Event
 
 
-EngineUpdate = Submitted | ReplyDelta | ReplyFinished | TitleChanged
+EngineUpdate = Submitted | ReplyDelta | ReplyWaiting | ReplyFinished | TitleChanged
+
+
+def provider_failure(err: BaseException) -> ProviderError:
+    """Any exception from a provider as a ``ProviderError`` a user can read (secrets redacted).
+
+    The engine's safety net: a provider should raise only ``ProviderError``, but a bug or a
+    surprise below it must end the reply cleanly, never as a traceback.
+    """
+    if isinstance(err, ProviderError):
+        return err
+    detail = " ".join(redact(str(err)).split()) or "no details"
+    if len(detail) > 300:
+        detail = detail[:299] + "…"
+    return ProviderError(f"the model client failed: {type(err).__name__}: {detail}", "protocol")
 
 
 class CompactionError(DshError):
@@ -220,17 +250,28 @@ class CompactionResult:
 
 @dataclass
 class _ChunkBuffer:
-    """Collects chunk events and writes them in batches, not one transaction per token."""
+    """Collects chunk events and writes them in batches, not one transaction per token.
+
+    A timer writes pending chunks ``CHUNK_FLUSH_SECONDS`` after the first of them even when
+    no further delta arrives: a stalled stream must not hold back text already shown.
+    Writes are serialised (FIFO lock), so chunks are stored in order.
+    """
 
     store: SessionStore
     session_id: str
     pending: list[NewEvent] = field(default_factory=list)
     first_pending_at: float = 0.0
     written: int = 0
+    _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    _timer: asyncio.TimerHandle | None = None
+    _background: asyncio.Task[list[Event]] | None = None
 
     def add(self, event: NewEvent) -> None:
         if not self.pending:
             self.first_pending_at = time.monotonic()
+            if self._timer is None:
+                loop = asyncio.get_running_loop()
+                self._timer = loop.call_later(CHUNK_FLUSH_SECONDS, self._on_timer)
         self.pending.append(event)
 
     def due(self) -> bool:
@@ -239,14 +280,43 @@ class _ChunkBuffer:
             or time.monotonic() - self.first_pending_at >= CHUNK_FLUSH_SECONDS
         )
 
+    def _on_timer(self) -> None:
+        self._timer = None
+        background = self._background
+        if not self.pending or (
+            background is not None
+            and background.done()
+            and not background.cancelled()
+            and background.exception() is not None
+        ):
+            return  # nothing to write, or a write failed: close() reports that failure
+        if background is None or background.done():
+            self._background = asyncio.ensure_future(self.flush())
+        else:  # a write is still running: look again later rather than queue behind it
+            loop = asyncio.get_running_loop()
+            self._timer = loop.call_later(CHUNK_FLUSH_SECONDS, self._on_timer)
+
     async def flush(self, *tail: NewEvent) -> list[Event]:
-        batch = [*self.pending, *tail]
-        self.pending = []
-        if not batch:
-            return []
-        written = await self.store.append_batch(self.session_id, batch)
-        self.written += len(batch) - len(tail)
-        return written
+        async with self._lock:
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            batch = [*self.pending, *tail]
+            self.pending = []
+            if not batch:
+                return []
+            written = await self.store.append_batch(self.session_id, batch)
+            self.written += len(batch) - len(tail)
+            return written
+
+    async def close(self) -> None:
+        """Stop the timer and wait for a write it started (its failure is raised here)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        background, self._background = self._background, None
+        if background is not None:
+            await background
 
 
 # --------------------------------------------------------------------------- the session
@@ -350,7 +420,9 @@ class ChatSession:
         stream = self.provider.stream(messages, cancel=interrupt)
         try:
             async for delta in stream:
-                if isinstance(delta, (TextDelta, ReasoningDelta)):
+                if isinstance(delta, Waiting):
+                    yield ReplyWaiting(delta.seconds, delta.reason)
+                elif isinstance(delta, (TextDelta, ReasoningDelta)):
                     if not delta.text:
                         continue
                     if first_delta is None:
@@ -376,12 +448,16 @@ class ChatSession:
                     break
             if interrupt is not None and interrupt.is_set():
                 status = "interrupted"
-        except ProviderError as err:
-            status, error = "error", err
         except asyncio.CancelledError:
             status, cancelled = "interrupted", True
+        except Exception as err:  # ProviderError, or anything a provider let through
+            status, error = "error", provider_failure(err)
         finally:
-            await stream.aclose()  # type: ignore[attr-defined]
+            try:
+                await stream.aclose()  # type: ignore[attr-defined]
+            except Exception as err:
+                if error is None and not cancelled and status != "interrupted":
+                    status, error = "error", provider_failure(err)
 
         # Store what was received, whatever happened: nothing of the reply is dropped.
         content: list[dict[str, Any]] = []
@@ -412,7 +488,10 @@ class ChatSession:
         if error is not None:
             end["error"] = {"kind": error.kind, "message": str(error)}
         tail.append(NewEvent(TURN_END, end))
-        written = await buffer.flush(*tail)
+        try:
+            written = await buffer.flush(*tail)
+        finally:
+            await buffer.close()
         message_event = written[-2] if len(tail) == 2 else None
         if cancelled:
             raise asyncio.CancelledError
@@ -476,8 +555,12 @@ class ChatSession:
                 summary = await summarize(self.provider, provider_messages(surface, system=None))
                 if not summary.strip():
                     raise ProviderError("the model returned an empty summary", "protocol")
-            except (ProviderError, asyncio.CancelledError) as err:
-                message = str(err) or "compaction was cancelled"
+            except (Exception, asyncio.CancelledError) as err:
+                message = (
+                    "compaction was cancelled"
+                    if isinstance(err, asyncio.CancelledError)
+                    else str(provider_failure(err))
+                )
                 await self.store.append(
                     self.session_id,
                     COMPACT_END,

@@ -32,6 +32,7 @@ from core.engine import (
     CompactionError,
     ReplyDelta,
     ReplyFinished,
+    ReplyWaiting,
     TitleChanged,
 )
 from core.errors import DshError, SessionNotFoundError, StoreError
@@ -262,6 +263,41 @@ class DshApp(App[int]):
             os._exit(stop_status(signum))
         self.exit(stop_status(signum))
 
+    # ------------------------------------------------------------------ crashes
+
+    def _fatal_error(self) -> None:
+        """Textual's crash report, but without frame locals and with secrets redacted.
+
+        Textual shows every frame's locals on a crash; in the model-call path those could
+        hold a key or an ``Authorization`` header. Called inside the ``except`` that caught
+        the crash, like the method it replaces.
+        """
+        import rich
+        from rich.segment import Segments
+        from rich.text import Text
+        from rich.traceback import Traceback
+
+        from core.secrets import redact
+
+        self.bell()
+        exc_type, exc_value, tb = sys.exc_info()
+        if exc_value is None and self._exception is not None:  # called outside the except
+            exc_value = self._exception
+            exc_type, tb = type(exc_value), exc_value.__traceback__
+        report: Traceback | Text
+        if exc_type is None or exc_value is None:
+            report = Text("dsh stopped after an unexpected error.")
+        else:
+            trace = Traceback.extract(exc_type, exc_value, tb, show_locals=False)
+            for stack in trace.stacks:
+                stack.exc_value = redact(stack.exc_value)
+                stack.notes = [redact(note) for note in stack.notes]
+                for frame in stack.frames:
+                    frame.locals = None
+            report = Traceback(trace, width=None, show_locals=False, suppress=[rich])
+        self._exit_renderables.append(Segments(self.console.render(report, self.console.options)))
+        self._close_messages_no_wait()
+
     # ------------------------------------------------------------------ widgets
 
     @property
@@ -457,9 +493,19 @@ class DshApp(App[int]):
         self.status.set_status("Replying… (Esc stops)")
         view = self.transcript.begin_reply()
         try:
+            waiting = False
             async for update in chat.reply(interrupt=self._interrupt):
                 if isinstance(update, ReplyDelta):
+                    if waiting:
+                        waiting = False
+                        self.status.set_status("Replying… (Esc stops)")
                     view.append(update.kind, update.text)
+                elif isinstance(update, ReplyWaiting):
+                    waiting = True
+                    self.status.set_status(
+                        f"Waiting {update.seconds_text} before retrying (Esc stops): "
+                        f"{single_line(update.reason, 160)}"
+                    )
                 elif isinstance(update, ReplyFinished):
                     error = str(update.error) if update.error is not None else None
                     view.finish(update.status, error, event=update.message_event)

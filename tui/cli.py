@@ -26,6 +26,7 @@ from core.engine import (
     CompactionError,
     ReplyDelta,
     ReplyFinished,
+    ReplyWaiting,
     Submitted,
     TitleChanged,
 )
@@ -239,6 +240,14 @@ async def _stream_reply(chat: ChatSession, draft: str) -> int:
                     out.write(escape_control(update.text))
                     out.flush()
                     wrote = True
+            elif isinstance(update, ReplyWaiting):
+                out.flush()
+                print(
+                    f"dsh: waiting {update.seconds_text} before retrying: "
+                    f"{single_line(update.reason)}",
+                    file=sys.stderr,
+                    flush=True,
+                )
             elif isinstance(update, ReplyFinished):
                 if wrote:
                     out.write("\n")

@@ -42,15 +42,19 @@ def offline_delay_from_env(env: Mapping[str, str], default: float = 0.0) -> floa
 
 
 def make_provider(config: DshConfig, *, offline_delay: float = 0.0) -> ModelProvider:
-    """The configured provider. A missing key is reported when the model is first asked."""
+    """The configured provider. A missing key is reported when the model is first asked; a
+    key holding control characters is a ``ConfigError`` now (naming the variable only)."""
     if config.provider == "openai":
         from core.providers.openai import OpenAICompatibleProvider
+        from core.secrets import api_key_from_env
 
         return OpenAICompatibleProvider(
             base_url=config.base_url,
             model=config.effective_model,
-            api_key=os.environ.get(config.api_key_env) or None,
+            api_key=api_key_from_env(os.environ, config.api_key_env),
             api_key_env=config.api_key_env,
+            reply_timeout=config.reply_timeout,
+            max_reply_bytes=config.max_reply_bytes,
         )
     return OfflineProvider(config.effective_model, chunk_delay=offline_delay)
 

@@ -45,7 +45,7 @@ class StatusLine(Static):
 
     def set_status(self, message: str | None) -> None:
         self.set_class(message is None, "-idle")
-        self.update(Text(message or "", style="italic"))
+        self.update(Text(message or "", style="italic", no_wrap=True, overflow="ellipsis"))
 
 
 class NoticeBar(Static):

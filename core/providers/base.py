@@ -18,6 +18,7 @@ __all__ = [
     "StreamEvent",
     "TextDelta",
     "Usage",
+    "Waiting",
 ]
 
 
@@ -49,7 +50,15 @@ class Finish:
     reason: str = "stop"
 
 
-StreamEvent = TextDelta | ReasoningDelta | Usage | Finish
+@dataclass(frozen=True, slots=True)
+class Waiting:
+    """Nothing arrives for ``seconds`` on purpose (a retry after ``reason``): say so."""
+
+    seconds: float
+    reason: str
+
+
+StreamEvent = TextDelta | ReasoningDelta | Usage | Finish | Waiting
 
 ProviderErrorKind = Literal[
     "missing_key",

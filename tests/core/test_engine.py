@@ -13,6 +13,7 @@ from core.engine import (
     CompactionError,
     ReplyDelta,
     ReplyFinished,
+    ReplyWaiting,
     Submitted,
     TitleChanged,
     fallback_title,
@@ -52,6 +53,7 @@ from core.references import (
     SessionReferenceService,
     format_session_reference_mention,
 )
+from core.secrets import Secret
 from stores import MemorySessionStore, SessionQuery
 
 
@@ -450,3 +452,58 @@ async def test_later_changes_to_the_source_never_change_the_target_replay() -> N
     after = await store.read_events("tgt")
     assert after == before
     assert parse_reference_card(after[0].data) == card_before
+
+
+class CrashingProvider(ScriptedProvider):
+    """Streams its script, then raises an exception that is not a ``ProviderError``."""
+
+    def __init__(self, deltas: Sequence[StreamEvent], error: Exception) -> None:
+        super().__init__(deltas, summary=error)
+        self.error = error
+
+    async def stream(
+        self, messages: Sequence[ProviderMessage], *, cancel: asyncio.Event | None = None
+    ) -> AsyncIterator[StreamEvent]:
+        for delta in self.deltas:
+            await asyncio.sleep(0)
+            yield delta
+        raise self.error
+
+
+async def test_any_provider_exception_ends_the_reply_as_a_redacted_provider_error() -> None:
+    key = Secret("sk-engine-safety-net-55")
+    crash = UnicodeEncodeError("utf-8", "caf\udce9", 3, 4, f"Bearer {key.reveal()}\r\nx")
+    chat, store = await make(CrashingProvider([TextDelta("partial")], crash))
+    updates = await collect(chat, "go")
+    finished = next(u for u in updates if isinstance(u, ReplyFinished))
+    assert finished.status == "error" and finished.error is not None
+    message = str(finished.error)
+    assert message.startswith("the model client failed: UnicodeEncodeError")
+    assert "\n" not in message and "\r" not in message and key.reveal() not in message
+    events = await store.read_events("target")
+    reply = next(e for e in events if e.type == ASSISTANT_MESSAGE)
+    assert message_text(reply.data["message"]) == "partial"
+    assert events[-1].type == TURN_END and events[-1].data["error"]["message"] == message
+    assert key.reveal() not in repr(events)
+
+
+async def test_any_summary_exception_is_a_compaction_error() -> None:
+    chat, store = await make(
+        CrashingProvider([], RecursionError("maximum recursion depth exceeded"))
+    )
+    await store.append("target", USER_MESSAGE, user_message("hello"), surface_op="append")
+    with pytest.raises(CompactionError, match="RecursionError"):
+        await chat.compact()
+    events = await store.read_events("target")
+    assert events[-1].type == COMPACT_END and events[-1].data["status"] == "error"
+
+
+def test_reply_waiting_reads_as_seconds() -> None:
+    assert [ReplyWaiting(s, "r").seconds_text for s in (0.2, 0.5, 1.5, 9.99, 30.0, 91)] == [
+        "0.2 s",
+        "0.5 s",
+        "1.5 s",
+        "10 s",
+        "30 s",
+        "91 s",
+    ]

@@ -13,7 +13,7 @@ import contextlib
 import json
 import os
 from collections import deque
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from pathlib import Path
@@ -52,11 +52,14 @@ BodyPart = bytes | Pause | Drop
 
 @dataclass(slots=True)
 class ScriptedResponse:
-    """One canned answer. ``framing``: chunked, close-delimited, or Content-Length."""
+    """One canned answer. ``framing``: chunked, close-delimited, or Content-Length.
+
+    ``body`` may be an endless iterator (a hostile server) with chunked or close framing.
+    """
 
     status: int = 200
     headers: Mapping[str, str] = field(default_factory=dict)
-    body: Sequence[BodyPart] = ()
+    body: Iterable[BodyPart] = ()
     framing: Literal["chunked", "close", "length"] = "chunked"
     head_delay: float = 0.0  # stall before the status line
 
