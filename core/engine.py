@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -386,8 +387,8 @@ class ChatSession:
 
     async def reply(self, *, interrupt: asyncio.Event | None = None) -> AsyncIterator[EngineUpdate]:
         """Stream the model's answer to the current surface and store it."""
-        async with self._busy:
-            async for update in self._reply(interrupt):
+        async with self._busy, aclosing(self._reply(interrupt)) as updates:
+            async for update in updates:
                 yield update
 
     async def send(
@@ -400,10 +401,11 @@ class ChatSession:
         """Submit ``draft`` then stream the reply. Raises before yielding if preparation fails."""
         async with self._busy:
             yield await self.submit(draft, cancel=cancel)
-            async for update in self._reply(interrupt):
-                yield update
+            async with aclosing(self._reply(interrupt)) as updates:
+                async for update in updates:
+                    yield update
 
-    async def _reply(self, interrupt: asyncio.Event | None) -> AsyncIterator[EngineUpdate]:
+    async def _reply(self, interrupt: asyncio.Event | None) -> AsyncGenerator[EngineUpdate, None]:
         surface = (await self.query.read_surface(self.session_id)).events
         turn = _surface_turn(surface) + 1
         messages = provider_messages(surface)
@@ -417,6 +419,7 @@ class ChatSession:
         first_delta: float | None = None
         index = 0
         cancelled = False
+        closed = False  # the caller stopped reading (closed us at a yield)
         stream = self.provider.stream(messages, cancel=interrupt)
         try:
             async for delta in stream:
@@ -450,6 +453,8 @@ class ChatSession:
                 status = "interrupted"
         except asyncio.CancelledError:
             status, cancelled = "interrupted", True
+        except GeneratorExit:  # e.g. a write of a delta failed: what arrived is still kept
+            status, closed = "interrupted", True
         except Exception as err:  # ProviderError, or anything a provider let through
             status, error = "error", provider_failure(err)
         finally:
@@ -495,6 +500,8 @@ class ChatSession:
         message_event = written[-2] if len(tail) == 2 else None
         if cancelled:
             raise asyncio.CancelledError
+        if closed:
+            return  # a closed generator may not yield again
         yield ReplyFinished(status, message_event, error, first_delta)
         if status != "error":
             title = await self._ensure_title()

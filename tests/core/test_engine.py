@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Sequence
+from contextlib import aclosing
 from typing import Any
 
 import pytest
@@ -269,6 +270,26 @@ async def test_cancelling_the_task_still_stores_the_partial_reply() -> None:
     events = await store.read_events("target")
     reply = next(e for e in events if e.type == ASSISTANT_MESSAGE)
     assert message_text(reply.data["message"]) == "Hello" and reply.data["finish"] == "interrupted"
+    assert events[-1].type == TURN_END and events[-1].data["status"] == "interrupted"
+    assert not chat.busy
+
+
+async def test_a_reader_that_stops_reading_still_leaves_the_partial_reply_stored() -> None:
+    """Closing the update stream mid-reply (a failed write of a delta, a ``break``) keeps
+    what arrived, marked interrupted, and frees the session."""
+    provider = ScriptedProvider([TextDelta("Hello"), TextDelta(" there"), TextDelta(" more")])
+    chat, store = await make(provider)
+    seen: list[str] = []
+    async with aclosing(chat.send("go")) as updates:
+        async for update in updates:
+            if isinstance(update, ReplyDelta):
+                seen.append(update.text)
+                if len(seen) == 2:
+                    break
+    events = await store.read_events("target")
+    reply = next(e for e in events if e.type == ASSISTANT_MESSAGE)
+    assert message_text(reply.data["message"]) == "Hello there"
+    assert reply.data["finish"] == "interrupted" and reply.data["interrupted"] is True
     assert events[-1].type == TURN_END and events[-1].data["status"] == "interrupted"
     assert not chat.busy
 
