@@ -151,9 +151,16 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _read_arg(text: str) -> str:
-    if text == "-":
+    """The argument, or all of standard input for ``-``. Bytes that are not UTF-8 become
+    lone surrogates, as in the arguments themselves, whatever the locale: kept, never an
+    error (only what goes over the wire is made valid UTF-8)."""
+    if text != "-":
+        return text
+    stream = getattr(sys.stdin, "buffer", None)
+    if stream is None:  # a text-only stand-in
         return sys.stdin.read()
-    return text
+    data: bytes = stream.read()
+    return data.decode("utf-8", "surrogateescape")
 
 
 def _console(stream: TextIO) -> Console:

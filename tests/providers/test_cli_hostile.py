@@ -10,6 +10,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.providers.fake_openai import (
     BodyPart,
     FakeOpenAIServer,
@@ -124,11 +126,14 @@ async def test_endless_content_ends_at_dsh_max_reply_bytes(
     assert 0 < len(chunks) <= 50
 
 
+@pytest.mark.parametrize("stdin_encoding", ["utf-8:surrogateescape", "utf-8:strict"])
 async def test_invalid_utf8_on_stdin_is_sent_and_kept(
-    tmp_path: Path, fake_openai: FakeOpenAIServer
+    tmp_path: Path, fake_openai: FakeOpenAIServer, stdin_encoding: str
 ) -> None:
+    """Whatever the locale makes of standard input, the bytes are kept (a strict UTF-8
+    locale used to end in a UnicodeDecodeError traceback)."""
     env = dsh_env(tmp_path / "db.sqlite3", fake_openai, api_key=KEY)
-    env["PYTHONIOENCODING"] = "utf-8:surrogateescape"
+    env["PYTHONIOENCODING"] = stdin_encoding
     session = await new_session(env)
     fake_openai.sse([chunk_json("got it", finish="stop")])
     code, out, err = await run(env, "send", session, "-", stdin=b"caf\xe9")
