@@ -61,3 +61,164 @@ def test_relative_age() -> None:
     assert relative_age(now - 15 * 86_400_000, now) == "2w ago"
     assert relative_age(now - 400 * 86_400_000, now) == "1y ago"
     assert relative_age(now + 50_000, now) == "just now"
+
+
+# --------------------------------------------------------------------------- issue 12 §3
+# An oracle independent of the module's table: what may never be shown raw.
+
+_ALWAYS_CATEGORIES = {"Cc", "Cf", "Cs", "Zl", "Zp"}
+_EXTRA_INVISIBLE = (
+    {0x034F, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x180B, 0x180C, 0x180D, 0x180F, 0x3164, 0xFFA0}
+    | set(range(0xFE00, 0xFE0E))
+    | set(range(0xE0000, 0xE0080))
+    | set(range(0xE0100, 0xE01F0))
+)
+_ZWJ, _VS15, _VS16 = "\u200d", "\ufe0e", "\ufe0f"
+
+
+def _emoji(char: str) -> bool:
+    return 0x1F000 <= ord(char) <= 0x1FAFF or 0x2600 <= ord(char) <= 0x27BF
+
+
+def offending(text: str, keep: str = "") -> list[tuple[int, str]]:
+    """Every character of ``text`` that hides or reorders text, with its index."""
+    import unicodedata
+
+    bad = []
+    for i, char in enumerate(text):
+        if char in keep:
+            continue
+        if char == _ZWJ:
+            before = text[i - 1] if i else ""
+            if before == _VS16 and i > 1:
+                before = text[i - 2]
+            after = text[i + 1] if i + 1 < len(text) else ""
+            if not (before and after and _emoji(before) and _emoji(after)):
+                bad.append((i, char))
+        elif char in (_VS15, _VS16):
+            before = text[i - 1] if i else ""
+            if not before or before.isspace() or offending(before) or before in (_VS15, _VS16):
+                bad.append((i, char))
+        elif unicodedata.category(char) in _ALWAYS_CATEGORIES or ord(char) in _EXTRA_INVISIBLE:
+            bad.append((i, char))
+    return bad
+
+
+HOSTILE_ALPHABET = st.sampled_from(
+    [
+        "a",
+        " ",
+        "\n",
+        "\t",
+        "\x1b",
+        "\x07",
+        "\x9b",
+        "\x7f",
+        "\u202e",
+        "\u2066",
+        "\u200b",
+        _ZWJ,
+        _VS15,
+        _VS16,
+        "\ufe00",
+        "\U000e0041",
+        "\U000e007f",
+        "\U000e0100",
+        "\ud83d",
+        "\udce9",
+        "\u2028",
+        "\xad",
+        "\u3164",
+        "😀",
+        "👩",
+        "\U0001f3fd",
+        "🌈",
+        "❤",
+        "漢",
+        "\\",
+    ]
+)
+
+
+@given(st.text(HOSTILE_ALPHABET) | st.text())
+def test_no_hidden_or_reordering_character_is_ever_shown(text: str) -> None:
+    from core.display import mask_control, remove_control
+
+    multi = escape_control(text)
+    one = single_line(text)
+    assert offending(multi, keep="\n\t") == []
+    assert offending(one) == []
+    assert offending(single_line(text, 7)) == []
+    assert offending(mask_control(text), keep="\t") == []
+    assert len(mask_control(text)) == len(text)
+    assert offending(remove_control(text)) == []
+    assert escape_control(multi) == multi and single_line(one) == one  # idempotent
+    one.encode("utf-8")
+
+
+def test_the_table_covers_every_format_and_control_character() -> None:
+    """The hard-coded class in core.display must cover what this Python's Unicode says."""
+    import unicodedata
+
+    from core.display import mask_control
+
+    chars = [
+        chr(code)
+        for code in range(0x110000)
+        if (unicodedata.category(chr(code)) in _ALWAYS_CATEGORIES or code in _EXTRA_INVISIBLE)
+        and chr(code) not in "\t" + _ZWJ
+    ]
+    masked = mask_control("x" + "x".join(chars))
+    missed = [hex(ord(c)) for c, shown in zip(chars, masked[1::2], strict=True) if c == shown]
+    assert missed == []
+
+
+def test_tags_selectors_and_invisible_characters_become_visible() -> None:
+    hidden = "title" + "".join(chr(0xE0000 + ord(c)) for c in "IGNORE") + "\U000e007f"
+    assert escape_control(hidden) == (
+        "title\\U000e0049\\U000e0047\\U000e004e\\U000e004f\\U000e0052\\U000e0045\\U000e007f"
+    )
+    assert escape_control("a\u200bb\u2060c\xadd\u3164e") == "a\\u200bb\\u2060c\\xadd\\u3164e"
+    assert escape_control("x\ufe00\U000e0100") == "x\\ufe00\\U000e0100"
+    assert escape_control("x\ufe0f\ufe0f") == "x\ufe0f\\ufe0f"  # a run could carry bytes
+    assert escape_control("\ufe0f start") == "\\ufe0f start"
+    assert escape_control("a\u200db") == "a\\u200db"
+
+
+def test_ordinary_text_cjk_and_common_emoji_are_unchanged() -> None:
+    for text in (
+        "naïve café — «quotes» ½ ✓",
+        "漢字かなカナ 한국어 العربية עברית",
+        "❤️ ☺️ 1️⃣ 👍🏽 👨‍👩‍👧 🏳️‍🌈 👩🏽‍💻 🇫🇷",
+        "tab\tand\nnewline",
+    ):
+        assert escape_control(text) == text
+
+
+def test_terminal_json_escapes_and_parses_back_to_the_same_value() -> None:
+    import json
+
+    from core.display import terminal_json
+    from core.jsoncodec import dumps_js
+
+    value = {
+        "t": "\x1b]52;c;aGk=\x07 \u202e \U000e0041 \x9b \x7f \ud800 😀 \u2028 \ufe0f",
+        "k\x1b": ["é", "\u200d"],
+    }
+    out = terminal_json(value)
+    assert out.isascii() or offending(out) == []
+    assert not any(c in out for c in "\x1b\x07\u202e\U000e0041\x9b\x7f\u2028\ufe0f\u200d")
+    assert json.loads(out) == value
+    assert "😀" in out and "é" in out  # ordinary non-ASCII stays readable
+    assert terminal_json(["plain"]) == dumps_js(["plain"])
+
+
+@given(st.recursive(st.text(HOSTILE_ALPHABET) | st.text(), lambda c: st.lists(c, max_size=3)))
+def test_terminal_json_is_lossless(value: object) -> None:
+    import json
+
+    from core.display import terminal_json
+
+    out = terminal_json(value)
+    assert json.loads(out) == value
+    assert offending(out) == []
