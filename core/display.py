@@ -89,6 +89,7 @@ _UNSAFE_KEEP_TAB = _candidates("\n" + _ALWAYS)  # an editor line: TAB kept
 # For JSON: every character that may be unsafe somewhere, without context (JSON is for
 # machines; escaping a harmless ZWJ or VS16 there costs nothing and loses nothing).
 _JSON_UNSAFE = re.compile(f"[\x00-\x1f\u200d{_SELECTORS}{_ALWAYS}]")
+_JSON_UNSAFE_BMP = re.compile(f"(?![\U00010000-\U0010ffff])[\x00-\x1f\u200d{_SELECTORS}{_ALWAYS}]")
 _CONTEXTUAL = frozenset("\u200d" + _SELECTORS)
 
 
@@ -179,16 +180,19 @@ def _json_escape(match: re.Match[str]) -> str:
     return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
 
 
-def escape_json_text(json_text: str) -> str:
+def escape_json_text(json_text: str, *, keep_astral: bool = False) -> str:
     """JSON text (compact, as ``dumps_js`` writes it) with every control, bidi and format
     character written as a ``\\uXXXX`` escape: still valid JSON, parsing to the same value.
 
     Outside strings compact JSON holds only ASCII punctuation, so every such character sits
-    inside a string, where an escape means exactly that character.
+    inside a string, where an escape means exactly that character. A character beyond the
+    BMP (a tag character) can only be escaped as a surrogate pair, which standard parsers
+    join but dsh's own reader (``loads_exact``, SPEC §4.1) keeps as two lone surrogates:
+    ``keep_astral`` leaves those raw, for a log that ``dsh import`` must read back exactly.
     """
     if json_text.isascii() and json_text.isprintable():
         return json_text
-    return _JSON_UNSAFE.sub(_json_escape, json_text)
+    return (_JSON_UNSAFE_BMP if keep_astral else _JSON_UNSAFE).sub(_json_escape, json_text)
 
 
 def terminal_json(value: Any) -> str:

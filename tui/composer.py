@@ -34,18 +34,19 @@ from textual.strip import Strip
 from textual.widgets import TextArea
 
 import core.log
-from core.display import mask_control, single_line
+from core.display import mask_control
 from core.references import (
     SESSION_REFERENCE_SCHEME,
     SessionReferenceCandidate,
-    SessionReferenceInput,
     SessionReferenceSpan,
     find_session_reference_spans,
-    format_session_reference_mention,
+    labels,
 )
 from tui.picker import MentionPicker
 
-__all__ = ["CandidateSource", "Composer", "safe_mention"]
+__all__ = ["MAX_LABEL_CHARS", "CandidateSource", "Composer", "safe_mention"]
+
+MAX_LABEL_CHARS = labels.MAX_LABEL_CHARS
 
 
 def _wall_clock_ms() -> int:
@@ -66,21 +67,10 @@ _NEWLINE_KEYS = frozenset({"shift+enter", "ctrl+j", "alt+enter"})
 _visible_line = mask_control
 
 
-MAX_LABEL_CHARS = 80
-"""Longer titles are cut (with an ellipsis) when they become a mention's label."""
-
-
 def safe_mention(candidate: SessionReferenceCandidate) -> str:
-    """The mention to insert for ``candidate``, with a label safe to display.
-
-    Normally ``candidate.mention``; a label holding control or bidi characters is replaced
-    by its escaped form, and a very long one is cut to ``MAX_LABEL_CHARS`` (the session id
-    lives in the URI, so the reference is unchanged).
-    """
-    label = single_line(candidate.label, MAX_LABEL_CHARS)
-    if label == candidate.label:
-        return candidate.mention
-    return format_session_reference_mention(SessionReferenceInput(candidate.session_id, label))
+    """The mention to insert for ``candidate``: ``core.references.labels.safe_mention`` (one
+    line, bounded, no control/format characters, no ``<``/``>``, brackets escaped)."""
+    return labels.safe_mention(candidate.session_id, candidate.label)
 
 
 def _load_css() -> str:

@@ -6,6 +6,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from core.display import escape_control, relative_age, single_line
+from tests.terminal_safety import (
+    ALWAYS_CATEGORIES,
+    EXTRA_INVISIBLE,
+    VS15,
+    VS16,
+    ZWJ,
+    offending,
+)
 
 DANGEROUS = (
     {chr(c) for c in range(0x20) if c not in (0x09, 0x0A)}
@@ -64,45 +72,6 @@ def test_relative_age() -> None:
 
 
 # --------------------------------------------------------------------------- issue 12 §3
-# An oracle independent of the module's table: what may never be shown raw.
-
-_ALWAYS_CATEGORIES = {"Cc", "Cf", "Cs", "Zl", "Zp"}
-_EXTRA_INVISIBLE = (
-    {0x034F, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x180B, 0x180C, 0x180D, 0x180F, 0x3164, 0xFFA0}
-    | set(range(0xFE00, 0xFE0E))
-    | set(range(0xE0000, 0xE0080))
-    | set(range(0xE0100, 0xE01F0))
-)
-_ZWJ, _VS15, _VS16 = "\u200d", "\ufe0e", "\ufe0f"
-
-
-def _emoji(char: str) -> bool:
-    return 0x1F000 <= ord(char) <= 0x1FAFF or 0x2600 <= ord(char) <= 0x27BF
-
-
-def offending(text: str, keep: str = "") -> list[tuple[int, str]]:
-    """Every character of ``text`` that hides or reorders text, with its index."""
-    import unicodedata
-
-    bad = []
-    for i, char in enumerate(text):
-        if char in keep:
-            continue
-        if char == _ZWJ:
-            before = text[i - 1] if i else ""
-            if before == _VS16 and i > 1:
-                before = text[i - 2]
-            after = text[i + 1] if i + 1 < len(text) else ""
-            if not (before and after and _emoji(before) and _emoji(after)):
-                bad.append((i, char))
-        elif char in (_VS15, _VS16):
-            before = text[i - 1] if i else ""
-            if not before or before.isspace() or offending(before) or before in (_VS15, _VS16):
-                bad.append((i, char))
-        elif unicodedata.category(char) in _ALWAYS_CATEGORIES or ord(char) in _EXTRA_INVISIBLE:
-            bad.append((i, char))
-    return bad
-
 
 HOSTILE_ALPHABET = st.sampled_from(
     [
@@ -117,9 +86,9 @@ HOSTILE_ALPHABET = st.sampled_from(
         "\u202e",
         "\u2066",
         "\u200b",
-        _ZWJ,
-        _VS15,
-        _VS16,
+        ZWJ,
+        VS15,
+        VS16,
         "\ufe00",
         "\U000e0041",
         "\U000e007f",
@@ -165,8 +134,8 @@ def test_the_table_covers_every_format_and_control_character() -> None:
     chars = [
         chr(code)
         for code in range(0x110000)
-        if (unicodedata.category(chr(code)) in _ALWAYS_CATEGORIES or code in _EXTRA_INVISIBLE)
-        and chr(code) not in "\t" + _ZWJ
+        if (unicodedata.category(chr(code)) in ALWAYS_CATEGORIES or code in EXTRA_INVISIBLE)
+        and chr(code) not in "\t" + ZWJ
     ]
     masked = mask_control("x" + "x".join(chars))
     missed = [hex(ord(c)) for c, shown in zip(chars, masked[1::2], strict=True) if c == shown]
