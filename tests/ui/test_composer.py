@@ -704,7 +704,8 @@ async def test_hostile_titles_are_shown_literally() -> None:
         assert "\x1b" not in screenshot
 
 
-async def test_a_hostile_label_is_inserted_escaped() -> None:
+async def test_a_hostile_label_is_inserted_safe() -> None:
+    """The label is built by core.references.labels: control characters removed (issue 12 §4)."""
     hostile = await make_world(HOSTILE)
     app = ComposerHarness(hostile.source)
     async with app.run_test(size=SIZE) as pilot:
@@ -715,7 +716,7 @@ async def test_a_hostile_label_is_inserted_escaped() -> None:
         await pilot.pause()
         assert "\x1b" not in composer.draft
         spans = find_session_reference_spans(composer.draft)
-        assert [(s.session_id, s.label) for s in spans] == [("h-ansi", "\\x1b[31mred\\x1b[0m")]
+        assert [(s.session_id, s.label) for s in spans] == [("h-ansi", "[31mred[0m")]
 
 
 async def test_control_characters_in_the_draft_are_drawn_visibly(world: World) -> None:
