@@ -740,3 +740,15 @@ async def test_candidates_from_any_source_are_accepted(world: World) -> None:
         await type_text(pilot, "@")
         await settle(pilot)
         assert "just now" in app.composer.picker.row_texts[0]
+
+
+def test_picker_cells_cut_inside_an_emoji_sequence_stay_safe() -> None:
+    """Cutting a label or cwd to its column must not leave a joiner or selector orphaned."""
+    from tests.terminal_safety import assert_terminal_safe
+    from tui.picker import format_candidate_row
+
+    family = "👨\u200d👩\u200d👧\u200d👦"
+    for shift in range(8):
+        text = "x" * shift + family * 12
+        candidate = SessionReferenceCandidate("id", text, text, NOW_MS, "@[x](dsh-session:ImlkIg)")
+        assert_terminal_safe(format_candidate_row(candidate, NOW_MS).plain, f"shift {shift}")
