@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable
 from typing import Any
 
 from core.jsoncodec import dumps_js
@@ -78,9 +79,28 @@ def _kept(text: str, at: int) -> bool:
     )
 
 
-def _candidates(always: str) -> re.Pattern[str]:
-    # One character class (fast to scan); the few contextual ones are decided by ``_kept``.
-    return re.compile(f"[{always}\u200d{_SELECTORS}]")
+_ASTRAL = re.compile("[\U00010000-\U0010ffff]")
+
+
+class _Candidates:
+    """One character class (fast to scan); the few contextual ones are decided by ``_kept``.
+
+    Text without characters beyond the BMP (nearly all) is scanned with the BMP part of the
+    class alone: the astral ranges make every character's test several times slower.
+    """
+
+    def __init__(self, always: str) -> None:
+        self.full = re.compile(f"[{always}\u200d{_SELECTORS}]")
+        bmp = always.split("\U000110bd", 1)[0]  # the astral ranges come last in _ALWAYS
+        self.bmp = re.compile(f"[{bmp}\u200d{_SELECTORS}]")
+
+    def sub(self, repl: Callable[[re.Match[str]], str], text: str) -> str:
+        pattern = self.full if _ASTRAL.search(text) else self.bmp
+        return pattern.sub(repl, text)
+
+
+def _candidates(always: str) -> _Candidates:
+    return _Candidates(always)
 
 
 _UNSAFE = _candidates(_ALWAYS)  # multi-line text: TAB and LF are kept
