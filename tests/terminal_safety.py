@@ -5,7 +5,16 @@ from __future__ import annotations
 
 import unicodedata
 
-__all__ = ["HOSTILE", "assert_terminal_safe", "offending"]
+__all__ = [
+    "ALWAYS_CATEGORIES",
+    "EXTRA_INVISIBLE",
+    "HOSTILE",
+    "VS15",
+    "VS16",
+    "ZWJ",
+    "assert_terminal_safe",
+    "offending",
+]
 
 # An oracle independent of the module's table: what may never be shown raw.
 

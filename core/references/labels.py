@@ -25,9 +25,10 @@ _ANGLES = str.maketrans("", "", "<>")
 
 
 def _clean(text: str) -> str:
-    # Whitespace of any kind (newlines included) becomes one space; then unsafe characters
-    # and angle brackets go, and the spaces that leaves are collapsed again.
-    text = remove_control(" ".join(text.split())).translate(_ANGLES)
+    # Whitespace of any kind (newlines included) becomes one space; then angle brackets and
+    # unsafe characters go (in that order: a removed "<" can orphan a selector after it),
+    # and the spaces that leaves are collapsed again.
+    text = remove_control(" ".join(text.split()).translate(_ANGLES))
     return " ".join(text.split())
 
 

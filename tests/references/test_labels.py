@@ -84,3 +84,5 @@ def test_examples() -> None:
         "@[a \\[b\\](https://x) \\\\ c\\]](dsh-session:InMxIg)"
     )
     assert safe_mention("s1") == "@[s1](dsh-session:InMxIg)"
+    assert mention_label("", "<\ufe0f") == "session"  # found by hypothesis: an orphaned VS16
+    assert mention_label("a <\ufe0f b>\u200d😀") == "a b😀"
