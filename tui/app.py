@@ -21,12 +21,13 @@ from textual import events, on, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
+from textual.notifications import SeverityLevel
 from textual.screen import Screen
-from textual.widgets import Footer
+from textual.widgets import Footer, Input
 from textual.worker import Worker
 
 from core.config import DshConfig
-from core.display import single_line
+from core.display import escape_control, single_line
 from core.engine import (
     ChatSession,
     CompactionError,
@@ -182,6 +183,32 @@ class DshApp(App[int]):
     def runtime(self) -> Runtime:
         assert self._runtime is not None, "the runtime is opened on mount"
         return self._runtime
+
+    async def on_event(self, event: events.Event) -> None:
+        # An ``Input`` (rename, session filter, command palette) draws its value as is: what
+        # is pasted into one gets its first line made safe with the one escaping rule. (The
+        # composer draws unsafe characters visibly itself; its text is kept exact.)
+        if isinstance(event, events.Paste) and isinstance(self.focused, Input) and event.text:
+            event = events.Paste(single_line(event.text.splitlines()[0]))
+        await super().on_event(event)
+
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = True,
+    ) -> None:
+        """Every toast is plain text, escaped (a toast may quote untrusted text)."""
+        super().notify(
+            escape_control(message),
+            title=single_line(title),
+            severity=severity,
+            timeout=timeout,
+            markup=False,
+        )
 
     def get_default_screen(self) -> Screen[None]:
         limits = self._config.references

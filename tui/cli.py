@@ -2,6 +2,11 @@
 
 User mistakes end with one ``dsh: error: …`` line on stderr and exit code 1 (2 for usage
 errors), never a traceback. Machine-readable output (``--json``, ``new``) is plain JSON.
+
+Every line written to stdout or stderr goes through ``core.display`` (``single_line`` /
+``escape_control``; ``terminal_json`` for JSON, which writes control, bidi and format
+characters as ``\\uXXXX``): titles, ids, cwds, paths and even argparse's echo of an
+argument may hold escape sequences, and none may reach the terminal raw.
 """
 
 from __future__ import annotations
@@ -20,7 +25,13 @@ from rich.table import Table
 from rich.text import Text
 
 from core.config import ConfigError, DshConfig, load_config
-from core.display import escape_control, relative_age, single_line
+from core.display import (
+    escape_control,
+    escape_json_text,
+    relative_age,
+    single_line,
+    terminal_json,
+)
 from core.engine import (
     ChatSession,
     CompactionError,
@@ -31,14 +42,10 @@ from core.engine import (
     TitleChanged,
 )
 from core.errors import DshError, SessionExistsError, SessionNotFoundError, StoreError
-from core.jsoncodec import dumps_js
 from core.log import SessionHeader
 from core.logfile import LogImportError, event_to_json, export_jsonl, parse_jsonl
-from core.references import (
-    SessionReferenceError,
-    SessionReferenceInput,
-    format_session_reference_mention,
-)
+from core.references import SessionReferenceError
+from core.references.labels import safe_mention
 from core.resolve import SessionNameError, resolve_session_name
 from tui.runtime import Runtime, open_runtime
 from tui.signals import (
@@ -71,7 +78,8 @@ class CliError(Exception):
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)
-        self.exit(2, f"dsh: error: {message}\n")
+        # The message may echo an argument (an invalid choice, an unknown option).
+        self.exit(2, f"dsh: error: {single_line(message)}\n")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -194,7 +202,7 @@ async def cmd_sessions(rt: Runtime, args: argparse.Namespace) -> int:
             }
             for h in headers
         ]
-        print(dumps_js(rows))
+        print(terminal_json(rows))
         return 0
     if not headers:
         print("No sessions yet. Create one with `dsh new`, or try `dsh demo`.")
@@ -216,7 +224,7 @@ async def cmd_sessions(rt: Runtime, args: argparse.Namespace) -> int:
 
 async def cmd_new(rt: Runtime, args: argparse.Namespace) -> int:
     header = await rt.store.create_session(cwd=args.cwd)
-    print(header.id)
+    print(single_line(header.id))
     return 0
 
 
@@ -299,7 +307,7 @@ async def cmd_show(rt: Runtime, args: argparse.Namespace) -> int:
     header = await _resolve(rt, args.session)
     if args.json:
         events = await rt.store.read_events(header.id)
-        print(dumps_js([event_to_json(e) for e in events]))
+        print(terminal_json([event_to_json(e) for e in events]))
         return 0
     from tui.render import render_transcript
 
@@ -328,12 +336,12 @@ async def cmd_prepare(rt: Runtime, args: argparse.Namespace) -> int:
     except SessionReferenceError as err:
         raise CliError(_reference_error_line(err)) from err
     if args.json:
-        print(dumps_js([{"role": m.role, "content": m.text} for m in messages]))
+        print(terminal_json([{"role": m.role, "content": m.text} for m in messages]))
         return 0
     for i, message in enumerate(messages):
         if i:
             print()
-        print(f"── {message.role} ──")
+        print(f"── {single_line(message.role)} ──")
         print(escape_control(message.text))
     return 0
 
@@ -371,14 +379,22 @@ async def cmd_export(rt: Runtime, args: argparse.Namespace) -> int:
         snapshot = await rt.query.read_surface(header.id)
         title = await rt.query.read_title(header.id)
         lines = export_markdown(header, title.title if title else None, snapshot.events)
-    text = "\n".join(lines) + "\n"
     if args.output:
+        text = "\n".join(lines) + "\n"
         try:
             await asyncio.to_thread(Path(args.output).write_text, text, encoding="utf-8")
-        except OSError as err:
-            raise CliError(f"cannot write {args.output}: {err.strerror or err}") from err
+        except (OSError, ValueError) as err:  # ValueError: a NUL or a lone surrogate
+            reason = getattr(err, "strerror", None) or err
+            raise CliError(f"cannot write {args.output}: {reason}") from err
+    elif args.format == "json":
+        # Control, bidi and format characters become \uXXXX escapes: the same JSON values,
+        # so ``dsh import`` reads back the identical session. Characters beyond the BMP (tag
+        # characters) can only be escaped as surrogate pairs, which dsh's reader keeps as two
+        # lone surrogates: they are escaped on a terminal, kept raw in a pipe or a file.
+        keep = not sys.stdout.isatty()
+        sys.stdout.write("".join(escape_json_text(x, keep_astral=keep) + "\n" for x in lines))
     else:
-        sys.stdout.write(text)
+        sys.stdout.write("".join(line + "\n" for line in lines))  # escaped by export_markdown
     return 0
 
 
@@ -388,8 +404,9 @@ async def cmd_import(rt: Runtime, args: argparse.Namespace) -> int:
             raw = await asyncio.to_thread(sys.stdin.buffer.read)
         else:
             raw = await asyncio.to_thread(Path(args.file).read_bytes)
-    except OSError as err:
-        raise CliError(f"cannot read {args.file}: {err.strerror or err}") from err
+    except (OSError, ValueError) as err:  # ValueError: a NUL or a lone surrogate
+        reason = getattr(err, "strerror", None) or err
+        raise CliError(f"cannot read {args.file}: {reason}") from err
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as err:
@@ -407,7 +424,7 @@ async def cmd_import(rt: Runtime, args: argparse.Namespace) -> int:
         raise CliError(
             f"cannot import {args.file}: a session with id {single_line(log.header.id)} already exists"
         ) from err
-    print(log.header.id)
+    print(single_line(log.header.id))
     return 0
 
 
@@ -421,8 +438,9 @@ async def cmd_delete(rt: Runtime, args: argparse.Namespace) -> int:
 async def cmd_mention(rt: Runtime, args: argparse.Namespace) -> int:
     header = await _resolve(rt, args.session)
     title = await rt.query.read_title(header.id)
-    label = title.title if title else header.id
-    print(format_session_reference_mention(SessionReferenceInput(header.id, label)))
+    # A one-line, bounded label without control/format characters or "<"/">": the mention
+    # lands in the user's own message (``dsh send X "… $(dsh mention Y)"``).
+    print(safe_mention(header.id, title.title if title else None))
     return 0
 
 
@@ -434,14 +452,14 @@ async def cmd_candidates(rt: Runtime, args: argparse.Namespace) -> int:
         raise CliError(_reference_error_line(err)) from err
     if args.json:
         print(
-            dumps_js(
+            terminal_json(
                 [
                     {
                         "id": c.session_id,
                         "label": c.label,
                         "cwd": c.cwd,
                         "created_at": c.created_at,
-                        "mention": c.mention,
+                        "mention": safe_mention(c.session_id, c.label),
                     }
                     for c in candidates
                 ]
@@ -449,9 +467,8 @@ async def cmd_candidates(rt: Runtime, args: argparse.Namespace) -> int:
         )
         return 0
     for c in candidates:
-        print(
-            f"{single_line(c.label, 50)}\t{single_line(c.cwd) if c.cwd else 'no cwd'}\t{c.mention}"
-        )
+        where = single_line(c.cwd) if c.cwd else "no cwd"
+        print(f"{single_line(c.label, 50)}\t{where}\t{safe_mention(c.session_id, c.label)}")
     return 0
 
 
@@ -459,7 +476,7 @@ async def cmd_demo(rt: Runtime, args: argparse.Namespace) -> int:
     from tui.demo import create_demo
 
     summary = await create_demo(rt)
-    print(summary)
+    print(escape_control(summary))
     return 0
 
 
@@ -493,7 +510,8 @@ def _configure(args: argparse.Namespace) -> DshConfig:
 
 
 def _fail(message: str, code: int = 1) -> int:
-    print(f"dsh: error: {message}", file=sys.stderr)
+    # Escaping is idempotent: parts escaped earlier stay as they are.
+    print(f"dsh: error: {single_line(message)}", file=sys.stderr)
     return code
 
 

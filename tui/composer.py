@@ -17,7 +17,6 @@ Esc is consumed only while the picker is open; otherwise it bubbles to the app.
 
 from __future__ import annotations
 
-import re
 from bisect import bisect_right
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
@@ -35,18 +34,19 @@ from textual.strip import Strip
 from textual.widgets import TextArea
 
 import core.log
-from core.display import single_line
+from core.display import mask_control
 from core.references import (
     SESSION_REFERENCE_SCHEME,
     SessionReferenceCandidate,
-    SessionReferenceInput,
     SessionReferenceSpan,
     find_session_reference_spans,
-    format_session_reference_mention,
+    labels,
 )
 from tui.picker import MentionPicker
 
-__all__ = ["CandidateSource", "Composer", "safe_mention"]
+__all__ = ["MAX_LABEL_CHARS", "CandidateSource", "Composer", "safe_mention"]
+
+MAX_LABEL_CHARS = labels.MAX_LABEL_CHARS
 
 
 def _wall_clock_ms() -> int:
@@ -62,45 +62,15 @@ MENTION_URI_HIGHLIGHT = "dsh.mention.uri"
 
 _NEWLINE_KEYS = frozenset({"shift+enter", "ctrl+j", "alt+enter"})
 
-# Characters that must never reach the terminal raw. Each is drawn as one visible cell
-# (so columns keep matching the document): C0 controls as control pictures, others as U+FFFD.
-_UNSAFE_IN_LINE = re.compile(
-    "[\x00-\x08\x0a-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff"
-    "\ufff9-\ufffb\ud800-\udfff]"
-)
-
-
-def _visible_char(match: re.Match[str]) -> str:
-    code = ord(match.group())
-    if code < 0x20:
-        return chr(0x2400 + code)
-    if code == 0x7F:
-        return "\u2421"
-    return "\ufffd"
-
-
-def _visible_line(line: str) -> str:
-    """``line`` with every unsafe character replaced by one visible character."""
-    if line.isascii() and line.isprintable():
-        return line
-    return _UNSAFE_IN_LINE.sub(_visible_char, line)
-
-
-MAX_LABEL_CHARS = 80
-"""Longer titles are cut (with an ellipsis) when they become a mention's label."""
+# Characters that must never reach the terminal raw are drawn as one visible cell each (so
+# columns keep matching the document): ``core.display.mask_control``, the one rule.
+_visible_line = mask_control
 
 
 def safe_mention(candidate: SessionReferenceCandidate) -> str:
-    """The mention to insert for ``candidate``, with a label safe to display.
-
-    Normally ``candidate.mention``; a label holding control or bidi characters is replaced
-    by its escaped form, and a very long one is cut to ``MAX_LABEL_CHARS`` (the session id
-    lives in the URI, so the reference is unchanged).
-    """
-    label = single_line(candidate.label, MAX_LABEL_CHARS)
-    if label == candidate.label:
-        return candidate.mention
-    return format_session_reference_mention(SessionReferenceInput(candidate.session_id, label))
+    """The mention to insert for ``candidate``: ``core.references.labels.safe_mention`` (one
+    line, bounded, no control/format characters, no ``<``/``>``, brackets escaped)."""
+    return labels.safe_mention(candidate.session_id, candidate.label)
 
 
 def _load_css() -> str:

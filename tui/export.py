@@ -1,4 +1,9 @@
-"""Markdown export of a session's current conversation (reference cards included)."""
+"""Markdown export of a session's current conversation (reference cards included).
+
+Untrusted text is escaped with ``core.display`` (one-line fields with ``single_line``,
+bodies with ``escape_control``): the export is read with ``cat`` and in editors, so no
+control, bidi or format character is written raw. (The lossless form is the JSON log.)
+"""
 
 from __future__ import annotations
 
@@ -6,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
 from core.cards import card_summary, card_title
+from core.display import escape_control, single_line
 from core.log import Event, SessionHeader, message_text
 from tui.render import classify_surface
 
@@ -33,21 +39,24 @@ def _stamp(ms: int) -> str:
 
 
 def export_markdown(header: SessionHeader, title: str | None, events: Sequence[Event]) -> list[str]:
-    lines = [f"# {title or header.id}", ""]
-    lines.append(f"- session: `{header.id}`")
-    lines.append(f"- cwd: `{header.cwd}`" if header.cwd is not None else "- cwd: (none)")
+    lines = [f"# {single_line(title or header.id)}", ""]
+    lines.append(f"- session: `{single_line(header.id)}`")
+    lines.append(
+        f"- cwd: `{single_line(header.cwd)}`" if header.cwd is not None else "- cwd: (none)"
+    )
     lines.append(f"- created: {_stamp(header.created_at)}")
     for item in classify_surface(events):
         event = item.event
         lines.append("")
         if item.kind == "card" and item.card is not None:
-            lines.append(f"### {card_title(item.card)}")
+            lines.append(f"### {single_line(card_title(item.card))}")
             lines.append("")
-            lines.append(f"_{card_summary(item.card)}_")
+            lines.append(f"_{single_line(card_summary(item.card))}_")
             for source in item.card.sources:
                 lines.append("")
                 lines.append(
-                    f"- **{source.label}** (`{source.session_id}`), captured through seq "
+                    f"- **{single_line(source.label)}** (`{single_line(source.session_id)}`), "
+                    f"captured through seq "
                     f"{source.captured_through_seq}: kept {source.retained_messages}/"
                     f"{source.original_messages}, omitted {source.omitted_messages} messages / "
                     f"{source.omitted_bytes} bytes"
@@ -58,22 +67,30 @@ def export_markdown(header: SessionHeader, title: str | None, events: Sequence[E
         if item.kind == "assistant":
             message = event.data.get("message")
             text = message_text(message) if isinstance(message, Mapping) else ""
-            lines += [f"## Assistant · {_stamp(event.time)}", "", text]
+            lines += [f"## Assistant · {_stamp(event.time)}", "", escape_control(text)]
             if event.data.get("finish") == "interrupted":
                 lines += ["", "_(interrupted)_"]
             continue
         if item.kind == "user":
-            lines += [f"## You · {_stamp(event.time)}", "", *_quote(message_text(event.data))]
+            lines += [
+                f"## You · {_stamp(event.time)}",
+                "",
+                *_quote(escape_control(message_text(event.data))),
+            ]
             continue
         if item.kind == "checkpoint":
-            body = message_text(event.data)
+            body = escape_control(message_text(event.data))
             fence = _fence(body)
             lines += ["## Compacted summary", "", fence, body, fence]
             continue
         if item.kind == "steering":
             message = event.data.get("message")
             text = message_text(message) if isinstance(message, Mapping) else ""
-            lines += [f"## You (steering) · {_stamp(event.time)}", "", *_quote(text)]
+            lines += [
+                f"## You (steering) · {_stamp(event.time)}",
+                "",
+                *_quote(escape_control(text)),
+            ]
             continue
-        lines.append(f"_({event.type} event #{event.seq} not shown)_")
+        lines.append(f"_({single_line(event.type)} event #{event.seq} not shown)_")
     return lines

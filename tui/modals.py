@@ -29,7 +29,13 @@ _MODAL_CSS = """
 
 
 class RenameScreen(ModalScreen[str | None]):
-    """Ask for a new title; dismisses with the title, or ``None`` when cancelled."""
+    """Ask for a new title; dismisses with the title, or ``None`` when cancelled or unchanged.
+
+    The title is untrusted and an ``Input`` draws its value as is: it is pre-filled with the
+    safe one-line form (``single_line``), never the raw title (whose escape sequences set
+    the window title, cleared the screen and wrote the clipboard). What is pasted into any
+    ``Input`` is made safe by the app (``DshApp.on_event``).
+    """
 
     DEFAULT_CSS = _MODAL_CSS.format(name="RenameScreen")
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
@@ -37,11 +43,12 @@ class RenameScreen(ModalScreen[str | None]):
     def __init__(self, current: str) -> None:
         super().__init__()
         self._current = current
+        self._shown = single_line(current)
 
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Label(Text("Rename session"), id="rename-title")
-            yield Input(value=self._current, id="rename-input", select_on_focus=True)
+            yield Input(value=self._shown, id="rename-input", select_on_focus=True)
             with Horizontal():
                 yield Button("Cancel", id="cancel")
                 yield Button("Rename", id="ok", variant="primary")
@@ -59,7 +66,11 @@ class RenameScreen(ModalScreen[str | None]):
         self.dismiss(None)
 
     def _accept(self) -> None:
-        value = " ".join(self.query_one(Input).value.split())
+        typed = self.query_one(Input).value
+        if typed == self._shown:  # untouched: keep the title exactly as it is
+            self.dismiss(None)
+            return
+        value = " ".join(single_line(typed).split())
         if not value:
             self.notify("A title cannot be empty.", severity="warning", markup=False)
             return

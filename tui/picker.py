@@ -54,6 +54,8 @@ def _cell(text: str, width: int, *, keep_end: bool = False) -> str:
     """``text`` (already safe) cut to ``width`` with an ellipsis and padded to it."""
     if len(text) > width:
         text = "…" + text[-(width - 1) :] if keep_end else text[: width - 1] + "…"
+        # A cut can orphan an emoji's ZWJ or selector: the one rule decides again.
+        text = single_line(text)
     return text.ljust(width)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
-from core.display import single_line
+from core.display import escape_control, single_line
 
 __all__ = ["NoticeBar", "StatusLine", "TitleBar"]
 
@@ -66,6 +66,9 @@ class NoticeBar(Static):
     _plain = ""
 
     def show_notice(self, message: str, code: str | None = None, *, warning: bool = False) -> None:
+        # The sink escapes too (idempotent): a notice may quote untrusted text.
+        message = escape_control(message)
+        code = single_line(code) if code else code
         self._plain = message + (f"  {code}" if code else "")
         text = Text(message)
         if code:

@@ -704,7 +704,8 @@ async def test_hostile_titles_are_shown_literally() -> None:
         assert "\x1b" not in screenshot
 
 
-async def test_a_hostile_label_is_inserted_escaped() -> None:
+async def test_a_hostile_label_is_inserted_safe() -> None:
+    """The label is built by core.references.labels: control characters removed (issue 12 §4)."""
     hostile = await make_world(HOSTILE)
     app = ComposerHarness(hostile.source)
     async with app.run_test(size=SIZE) as pilot:
@@ -715,7 +716,7 @@ async def test_a_hostile_label_is_inserted_escaped() -> None:
         await pilot.pause()
         assert "\x1b" not in composer.draft
         spans = find_session_reference_spans(composer.draft)
-        assert [(s.session_id, s.label) for s in spans] == [("h-ansi", "\\x1b[31mred\\x1b[0m")]
+        assert [(s.session_id, s.label) for s in spans] == [("h-ansi", "[31mred[0m")]
 
 
 async def test_control_characters_in_the_draft_are_drawn_visibly(world: World) -> None:
@@ -739,3 +740,15 @@ async def test_candidates_from_any_source_are_accepted(world: World) -> None:
         await type_text(pilot, "@")
         await settle(pilot)
         assert "just now" in app.composer.picker.row_texts[0]
+
+
+def test_picker_cells_cut_inside_an_emoji_sequence_stay_safe() -> None:
+    """Cutting a label or cwd to its column must not leave a joiner or selector orphaned."""
+    from tests.terminal_safety import assert_terminal_safe
+    from tui.picker import format_candidate_row
+
+    family = "👨\u200d👩\u200d👧\u200d👦"
+    for shift in range(8):
+        text = "x" * shift + family * 12
+        candidate = SessionReferenceCandidate("id", text, text, NOW_MS, "@[x](dsh-session:ImlkIg)")
+        assert_terminal_safe(format_candidate_row(candidate, NOW_MS).plain, f"shift {shift}")

@@ -21,8 +21,8 @@ from acp.schema import SessionInfo
 from core.jsoncodec import dumps_js
 from core.log import SessionHeader
 from core.query import SessionTitle
-from core.references import SessionReferenceCandidate, SessionReferenceInput
-from core.references import format_session_reference_mention as mention_of
+from core.references import SessionReferenceCandidate
+from core.references.labels import mention_label, safe_mention
 from tui.acp.text import client_label, client_text, code_span
 
 __all__ = [
@@ -151,14 +151,10 @@ def candidates_markdown(candidates: Sequence[SessionReferenceCandidate], query: 
     lines = [head + " (paste a mention into your message):", ""]
     for number, candidate in enumerate(candidates, 1):
         where = client_label(candidate.cwd) if candidate.cwd is not None else "no cwd"
-        # A label with newlines, controls or lone surrogates would not paste (or parse) as
-        # one mention: such a label is shown in its escaped one-line form.
-        label = client_label(candidate.label)
-        mention = (
-            candidate.mention
-            if label == candidate.label
-            else mention_of(SessionReferenceInput(candidate.session_id, label))
-        )
+        # The label the user pastes into their own message: one line, bounded, nothing
+        # hidden, no tag-breaking "<" or ">" (core.references.labels, the one label builder).
+        label = mention_label(candidate.label, candidate.session_id)
+        mention = safe_mention(candidate.session_id, candidate.label)
         lines.append(f"{number}. {label} — {where}")
         lines.append(f"   {code_span(mention)}")
     return "\n".join(lines)
