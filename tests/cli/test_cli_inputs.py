@@ -89,3 +89,44 @@ def test_a_relative_db_option_means_the_file_here(
     assert (tmp_path / "here.db").is_file()
     listed = dsh("sessions", "--json", db=tmp_path / "here.db")
     assert [row["id"] for row in json.loads(listed.out)] == [created.out.strip()]
+
+
+HEADER = '{"type":"session","id":"imp","created_at":1700000000000,"cwd":null}'
+EVENT = '{"seq":0,"type":"note","time":1700000000001,"data":{},"surface_op":null,"source_event_seqs":null}'
+
+
+@pytest.mark.parametrize(
+    ("lines", "expected"),
+    [
+        (
+            [HEADER, EVENT.replace('{"seq":0,', '{"seq":0,"seq":0,')],
+            "line 2: invalid JSON (duplicate key 'seq')",
+        ),
+        (
+            [HEADER, EVENT.replace('"data":{}', '"data":{"a":[{"x":1,"x":2}]}')],
+            "line 2: invalid JSON (duplicate key 'x')",
+        ),
+        (
+            [
+                HEADER,
+                EVENT,
+                EVENT.replace('"seq":0', '"seq":1').replace("1700000000001", "1" + "0" * 30),
+            ],
+            "line 3: time 1000000000000000000000000000000 is out of range",
+        ),
+        (
+            [HEADER.replace("1700000000000", str(2**63 - 1)), EVENT],
+            "line 1: the header's created_at 9223372036854775807 is out of range",
+        ),
+    ],
+)
+def test_a_hostile_import_names_the_line_and_stores_nothing(
+    dsh: Run, tmp_path: Path, lines: list[str], expected: str
+) -> None:
+    path = tmp_path / "log.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    result = dsh("import", str(path))
+    assert result.code == 1 and result.out == ""
+    assert result.err.startswith(f"dsh: error: cannot import {path}: {expected}"), result.err
+    assert result.err.endswith("; nothing imported\n") and result.err.count("\n") == 1
+    assert dsh("sessions", "--json").json() == []
