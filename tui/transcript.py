@@ -158,7 +158,8 @@ def _first_line(text: str, limit: int = 80) -> str:
 
 
 MAX_SHOWN_CHARS = 20_000
-"""A stored message longer than this is shown cut, with a note; the log keeps it whole."""
+"""A stored message (or reasoning, summary, tool result, event body) longer than this is
+shown cut, with a note; the log keeps it whole."""
 
 
 def _shown(text: str) -> str:
@@ -292,7 +293,7 @@ class AssistantMessage(Vertical):
     def compose(self) -> ComposeResult:
         yield self._header
         if self.reasoning:
-            yield CollapsedItem("Reasoning", self.reasoning, classes="reasoning")
+            yield CollapsedItem("Reasoning", _shown(self.reasoning), classes="reasoning")
         yield self._body
         if self._marker is not None:
             yield self._marker
@@ -401,12 +402,12 @@ class ReplyView(Vertical):
                 self._reasoning_dirty = False
                 if self._reasoning is None:
                     self._reasoning = CollapsedItem(
-                        "Thinking…", self.record.reasoning, classes="reasoning"
+                        "Thinking…", _shown(self.record.reasoning), classes="reasoning"
                     )
                     self._thinking.display = False  # the fold's "Thinking…" says it
                     await self.mount(self._reasoning, before=self._markdown)
                 else:
-                    self._reasoning.set_body(self.record.reasoning)
+                    self._reasoning.set_body(_shown(self.record.reasoning))
             if self._pending_text:
                 chunk = escape_control("".join(self._pending_text))
                 self._pending_text.clear()
@@ -845,7 +846,7 @@ class Transcript(VerticalScroll):
         if entry.kind == "checkpoint":
             summary = message_text(data)
             inner = summary.removeprefix("<compacted-summary>").removesuffix("</compacted-summary>")
-            return CheckpointCard(summary, detail=_first_line(inner.strip()) or None)
+            return CheckpointCard(_shown(summary), detail=_first_line(inner.strip()) or None)
         if entry.kind == "tool":
             message = _mapping(data.get("message"))
             call = _mapping(message.get("source")).get("callId")
@@ -855,14 +856,16 @@ class Transcript(VerticalScroll):
                 title += " (error)"
             preview = _first_line(text)
             return CollapsedItem(
-                title + (f": {preview}" if preview else ""), text, classes="tool-result"
+                title + (f": {preview}" if preview else ""), _shown(text), classes="tool-result"
             )
         if entry.kind == "context":
             source = _mapping(data.get("source"))
             who = source.get("plugin") or source.get("kind") or "?"
-            return CollapsedItem(f"Context from {who}", message_text(data), classes="context")
+            return CollapsedItem(
+                f"Context from {who}", _shown(message_text(data)), classes="context"
+            )
         body = json.dumps(thaw_json(data), ensure_ascii=False, indent=2, default=str)
-        return CollapsedItem(f"{event.type} event", body, classes="unknown")
+        return CollapsedItem(f"{event.type} event", _shown(body), classes="unknown")
 
     def _update_chrome(self) -> None:
         hidden = self.hidden_count
