@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -166,11 +166,11 @@ def _shown(text: str) -> str:
     """``text`` cut for display: wrapping megabytes on every layout would freeze the UI."""
     if len(text) <= MAX_SHOWN_CHARS:
         return text
-    hidden = len(text) - MAX_SHOWN_CHARS
-    return (
-        text[:MAX_SHOWN_CHARS]
-        + f"\n\n[… {hidden:,} more characters not shown here; export the session to read it all]"
-    )
+    return text[:MAX_SHOWN_CHARS] + _cut_note(len(text) - MAX_SHOWN_CHARS)
+
+
+def _cut_note(hidden: int) -> str:
+    return f"\n\n[… {hidden:,} more characters not shown here; export the session to read it all]"
 
 
 def _header(label: str, detail: Iterable[str]) -> Text:
@@ -301,13 +301,32 @@ class AssistantMessage(Vertical):
 
 @dataclass
 class ReplyRecord:
-    """What a live reply has shown (kept so the reply can be mounted again after paging)."""
+    """What a live reply has shown (kept so the reply can be mounted again after paging).
 
-    text: str = ""
-    reasoning: str = ""
+    Deltas are collected in lists and joined when read: ``text += delta`` copied the whole
+    reply per delta (a 1 MB reply in 10-byte deltas: ~40 s of a frozen UI).
+    """
+
+    text_parts: list[str] = field(default_factory=list)
+    reasoning_parts: list[str] = field(default_factory=list)
     status: Status | None = None  # None while streaming
     error: str | None = None
     event: Event | None = None
+
+    @property
+    def text(self) -> str:
+        return _joined(self.text_parts)
+
+    @property
+    def reasoning(self) -> str:
+        return _joined(self.reasoning_parts)
+
+
+def _joined(parts: list[str]) -> str:
+    """The parts as one string, kept as the list's only item until more arrive."""
+    if len(parts) > 1:
+        parts[:] = ["".join(parts)]
+    return parts[0] if parts else ""
 
 
 class ReplyView(Vertical):
@@ -332,6 +351,7 @@ class ReplyView(Vertical):
         super().__init__(classes=classes)
         self.record = record if record is not None else ReplyRecord()
         self._pending_text: list[str] = []
+        self._shown_chars = 0  # of the text handed to the Markdown widget (MAX_SHOWN_CHARS)
         self._reasoning_dirty = False
         self._timer: Timer | None = None
         self._lock = asyncio.Lock()
@@ -379,10 +399,10 @@ class ReplyView(Vertical):
         if not text or self.finished:
             return
         if kind == "reasoning":
-            self.record.reasoning += text
+            self.record.reasoning_parts.append(text)
             self._reasoning_dirty = True
         else:
-            self.record.text += text
+            self.record.text_parts.append(text)
             self._pending_text.append(text)
         self._schedule()
 
@@ -409,10 +429,15 @@ class ReplyView(Vertical):
                 else:
                     self._reasoning.set_body(_shown(self.record.reasoning))
             if self._pending_text:
-                chunk = escape_control("".join(self._pending_text))
+                # Cut like a stored message: re-rendering a growing paragraph of megabytes
+                # on every flush froze the UI; the note comes with ``finish``.
+                room = MAX_SHOWN_CHARS - self._shown_chars
+                chunk = "".join(self._pending_text)[: max(0, room)]
                 self._pending_text.clear()
                 self._thinking.display = False
-                await self._markdown.append(chunk)
+                if chunk:
+                    self._shown_chars += len(chunk)
+                    await self._markdown.append(escape_control(chunk))
 
     def finish(
         self, status: Status | str, error_message: str | None = None, *, event: Event | None = None
@@ -443,6 +468,9 @@ class ReplyView(Vertical):
             if not self.is_attached:
                 return
             self._thinking.display = False
+            hidden = len(self.record.text) - self._shown_chars
+            if hidden > 0:
+                await self._markdown.append(_cut_note(hidden))
             if self._reasoning is not None:
                 self._reasoning.set_title("Reasoning")
             stored = self.record.event

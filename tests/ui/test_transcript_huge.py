@@ -19,7 +19,7 @@ from core.log import (
 from core.providers.offline import OfflineProvider
 from stores import SqliteSessionStore
 from tests.ui.conftest import FIXED_NOW, SIZE, make_app
-from tests.ui.transcript_harness import shown_text
+from tests.ui.transcript_harness import TranscriptApp, settle, shown_text
 from tui.cards import CollapsedItem
 from tui.runtime import open_runtime
 from tui.transcript import MAX_SHOWN_CHARS
@@ -82,3 +82,29 @@ async def test_expanded_huge_bodies_are_shown_cut(tmp_path: Path) -> None:
         stored = await store.read_events("huge")
     assert stored[0].data["content"][0]["text"] == text
     assert stored[3].data["content"][0]["text"] == text
+
+
+async def test_a_huge_streamed_reply_is_shown_cut_and_kept_whole() -> None:
+    """Each flush re-rendered the whole growing paragraph and each delta copied the whole
+    reply (1 MB in 10-byte deltas: 24-40 s of a frozen UI, 1.5 s now)."""
+    app = TranscriptApp([])
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        view = app.transcript.begin_reply()
+        for i in range(BIG // 10):
+            view.append("text", "0123456789")
+            view.append("reasoning", "r")
+            if i % 2000 == 0:
+                await pilot.pause()
+        await view.finish("completed")
+        await settle(pilot)
+        source = view.markdown.source
+        hidden = BIG - MAX_SHOWN_CHARS
+        assert source.startswith("0123456789" * (MAX_SHOWN_CHARS // 10))
+        assert source.endswith(
+            f"[… {hidden:,} more characters not shown here; export the session to read it all]"
+        )
+        assert len(source) < MAX_SHOWN_CHARS + 200
+        assert view.text == "0123456789" * (BIG // 10)  # the record keeps it all
+        assert view.record.reasoning == "r" * (BIG // 10)
+        assert app.transcript.last_reply_text() == view.text
