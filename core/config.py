@@ -22,6 +22,8 @@ max_reference_bytes = 65536
 from __future__ import annotations
 
 import os
+import re
+import stat
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -39,6 +41,7 @@ __all__ = [
     "ConfigError",
     "DshConfig",
     "ReferenceLimits",
+    "database_path",
     "default_config_path",
     "default_database_path",
     "load_config",
@@ -80,7 +83,9 @@ class DshConfig:
         return OFFLINE_MODEL if self.provider == "offline" else DEFAULT_MODEL
 
     def with_database(self, path: str | os.PathLike[str]) -> DshConfig:
-        return replace(self, database=_expand(str(path)))
+        """The database given on the command line (``--db``): a relative path means the
+        file in the current directory, as the user typed it in their shell."""
+        return replace(self, database=database_path(os.fspath(path), "--db", relative_ok=True))
 
 
 def default_config_path(env: Mapping[str, str] | None = None) -> Path:
@@ -96,6 +101,53 @@ def default_database_path() -> Path:
 
 def _expand(path: str) -> Path:
     return Path(os.path.expandvars(os.path.expanduser(path)))
+
+
+_VARIABLE = re.compile(r"\$(?:(\w+)|\{([^}]*)\})", re.ASCII)
+
+
+def database_path(
+    value: str, setting: str, env: Mapping[str, str] | None = None, *, relative_ok: bool = False
+) -> Path:
+    """``value`` with ``~``, ``~user``, ``$VAR`` and ``${VAR}`` expanded, as an absolute path.
+
+    A relative path would silently give every working directory its own empty database, so
+    it is a ``ConfigError`` naming ``setting`` (unless ``relative_ok``, for ``--db``: then it
+    is made absolute against the current directory), as are an unknown user, an undefined
+    variable and a NUL character.
+    """
+    env = os.environ if env is None else env
+    if "\0" in value:
+        raise ConfigError(f"{setting}: the database path contains a NUL character")
+    home, rest = "", value
+    if value.startswith("~"):  # the home directory is taken as is, never expanded again
+        user, sep, rest = value[1:].partition("/")
+        home = (env.get("HOME") if not user else None) or os.path.expanduser("~" + user)
+        if home.startswith("~"):
+            who = f"unknown user {user!r}" if user else "no home directory"
+            raise ConfigError(f"{setting}: cannot expand {'~' + user!r} in {value!r} ({who})")
+        home = home.rstrip("/") + sep if sep else home
+
+    def variable(match: re.Match[str]) -> str:
+        name = match.group(1) or match.group(2)
+        if not name or name not in env:
+            raise ConfigError(
+                f"{setting}: the database path {value!r} uses {match.group(0)!r}, which is not set"
+            )
+        return env[name]
+
+    path = home + _VARIABLE.sub(variable, rest)
+    if "\0" in path:
+        raise ConfigError(f"{setting}: the database path contains a NUL character")
+    result = Path(path)
+    if not result.is_absolute():
+        if not relative_ok:
+            raise ConfigError(
+                f"{setting}: the database path {value!r} is relative; give an absolute path"
+                " (~ and $VAR are expanded)"
+            )
+        result = Path.cwd() / result
+    return result
 
 
 _TOP_KEYS = {"provider", "model", "base_url", "api_key_env", "database", "references"}
@@ -116,16 +168,41 @@ _ENV_INT = {
 }
 
 
+MAX_CONFIG_BYTES = 1024 * 1024
+"""A config file is a few lines; anything bigger (``/dev/zero``, a mistaken path) is refused."""
+
+
 def _read_toml(path: Path) -> dict[str, Any]:
+    """The parsed file, ``{}`` when it does not exist. Only a regular file is read (a FIFO
+    would block, a device never end), and at most ``MAX_CONFIG_BYTES``."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
     try:
-        with path.open("rb") as fh:
-            return tomllib.load(fh)
+        fd = os.open(path, flags | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
         return {}
-    except tomllib.TOMLDecodeError as err:
-        raise ConfigError(f"invalid config file {path}: {err}") from err
+    except (OSError, ValueError) as err:
+        reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
+        raise ConfigError(f"cannot read config file {path}: {reason}") from err
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ConfigError(f"cannot read config file {path}: not a regular file")
+        chunks: list[bytes] = []
+        size = 0
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > MAX_CONFIG_BYTES:
+                raise ConfigError(f"config file {path} is larger than {MAX_CONFIG_BYTES} bytes")
     except OSError as err:
         raise ConfigError(f"cannot read config file {path}: {err.strerror or err}") from err
+    finally:
+        os.close(fd)
+    try:
+        return tomllib.loads(b"".join(chunks).decode("utf-8"))
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"invalid config file {path}: not UTF-8 ({err.reason})") from err
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(f"invalid config file {path}: {err}") from err
 
 
 def _check_str(where: str, key: str, value: object) -> str:
@@ -204,6 +281,12 @@ def load_config(
         if env.get(var):
             limits[key] = _check_limit("environment", var, env[var], key)
 
+    database_from = "DSH_DB" if env.get("DSH_DB") else f"{where}: database"
+    database = (
+        database_path(values["database"], database_from, env)
+        if "database" in values
+        else default_database_path()
+    )
     provider = values.get("provider", "offline")
     if provider not in PROVIDERS:
         raise ConfigError(f"unknown provider {provider!r}: choose one of {', '.join(PROVIDERS)}")
@@ -215,7 +298,7 @@ def load_config(
         model=values.get("model"),
         base_url=base_url,
         api_key_env=values.get("api_key_env", "DEEPSEEK_API_KEY"),
-        database=_expand(values["database"]) if "database" in values else default_database_path(),
+        database=database,
         references=ReferenceLimits(**limits),
         config_path=path,
         **_reply_limits(raw, where, env),

@@ -152,12 +152,32 @@ else:
 SPEEDUPS = _speedups is not None
 """Whether the C versions are in use (not when unbuilt, or with ``DSH_PURE_PYTHON=1``)."""
 
+
+def _key_shown(key: str) -> str:
+    text = repr(key)
+    return text if len(text) <= 60 else text[:59] + "…"
+
+
+def _unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object whose keys are all different (``loads_exact(…, unique_keys=True)``)."""
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise ValueError(f"duplicate key {_key_shown(key)}")
+            seen.add(key)
+    return obj
+
+
 # One decoder each: ``json.loads`` with keyword arguments builds a new decoder per call.
 _FROZEN_DECODER = json.JSONDecoder(object_hook=_object_hook)
 _PLAIN_DECODER = json.JSONDecoder()
+_UNIQUE_DECODER = json.JSONDecoder(object_pairs_hook=_unique_object)
 # ``decode`` wraps these in two whitespace regexes and a frame per call.
 _FROZEN_SCAN: Callable[[str, int], tuple[Any, int]] = _FROZEN_DECODER.scan_once  # type: ignore[attr-defined]
 _PLAIN_SCAN: Callable[[str, int], tuple[Any, int]] = _PLAIN_DECODER.scan_once  # type: ignore[attr-defined]
+_UNIQUE_SCAN: Callable[[str, int], tuple[Any, int]] = _UNIQUE_DECODER.scan_once  # type: ignore[attr-defined]
 
 
 def thaw_json(value: Any) -> Any:
@@ -325,10 +345,21 @@ def _dumps_js_exact(value: Any) -> str:
 # --------------------------------------------------------------------------- decoding
 
 
-def loads_exact(text: str, *, frozen: bool = True) -> Any:
-    """Parse JSON without merging escaped surrogate pairs; objects/arrays frozen by default."""
+def loads_exact(text: str, *, frozen: bool = True, unique_keys: bool = False) -> Any:
+    """Parse JSON without merging escaped surrogate pairs; objects/arrays frozen by default.
+
+    ``unique_keys`` (for untrusted files: ``dsh import``) makes a key repeated in any object a
+    ``ValueError`` and returns plain containers; the store's reads never pay for it.
+    """
+    if unique_keys:
+        frozen = False
     if not _escaped_pair(text):
-        decoder, scan = (_FROZEN_DECODER, _FROZEN_SCAN) if frozen else (_PLAIN_DECODER, _PLAIN_SCAN)
+        if unique_keys:
+            decoder, scan = _UNIQUE_DECODER, _UNIQUE_SCAN
+        elif frozen:
+            decoder, scan = _FROZEN_DECODER, _FROZEN_SCAN
+        else:
+            decoder, scan = _PLAIN_DECODER, _PLAIN_SCAN
         try:
             # The scanner itself when the text is one value without surrounding whitespace
             # (everything the store wrote); ``decode`` for the rest and for its errors.
@@ -341,7 +372,7 @@ def loads_exact(text: str, *, frozen: bool = True) -> Any:
         except RecursionError as err:
             raise JSONDecodeError("JSON is nested too deeply", text, 0) from err
         return _top_list_hook(value) if frozen and type(value) is list else value
-    return _SlowParser(text, frozen).parse()
+    return _SlowParser(text, frozen, unique_keys).parse()
 
 
 _WS = re.compile(r"[ \t\n\r]*")
@@ -362,9 +393,10 @@ _SIMPLE_ESCAPES = {
 class _SlowParser:
     """A small recursive-descent JSON parser used only when escaped pairs are present."""
 
-    def __init__(self, text: str, frozen: bool) -> None:
+    def __init__(self, text: str, frozen: bool, unique_keys: bool = False) -> None:
         self.s = text
         self.frozen = frozen
+        self.unique_keys = unique_keys
 
     def fail(self, msg: str, pos: int) -> NoReturn:
         raise JSONDecodeError(msg, self.s, pos)
@@ -437,7 +469,10 @@ class _SlowParser:
         while True:
             if s[i : i + 1] != '"':
                 self.fail("Expecting property name enclosed in double quotes", i)
+            start = i
             key, i = self.string(i + 1)
+            if self.unique_keys and key in result:
+                self.fail(f"duplicate key {_key_shown(key)}", start)
             i = _WS.match(s, i).end()  # type: ignore[union-attr]
             if s[i : i + 1] != ":":
                 self.fail("Expecting ':' delimiter", i)

@@ -22,6 +22,7 @@ from core.log import (
     validate_new_event,
 )
 from core.surface import SurfaceFolder
+from core.timestamps import check_epoch_ms
 
 __all__ = [
     "ImportedLog",
@@ -92,7 +93,7 @@ def parse_jsonl(lines: Iterable[str]) -> ImportedLog:
         if blank_at is not None:
             raise LogImportError("blank line inside the log", blank_at)
         try:
-            obj = loads_exact(line, frozen=False)
+            obj = loads_exact(line, frozen=False, unique_keys=True)
         except ValueError as err:
             raise LogImportError(f"invalid JSON ({err})", number) from err
         if not isinstance(obj, Mapping):
@@ -117,11 +118,12 @@ def _parse_header(obj: Mapping[str, Any], number: int) -> SessionHeader:
     session_id, created_at, cwd = obj.get("id"), obj.get("created_at"), obj.get("cwd")
     if not isinstance(session_id, str):
         raise LogImportError("the header's id must be a string", number)
-    if not _is_int(created_at):
-        raise LogImportError("the header's created_at must be integer epoch milliseconds", number)
+    try:
+        created_at = check_epoch_ms(created_at, "the header's created_at")
+    except InvalidEventError as err:
+        raise LogImportError(str(err), number) from err
     if cwd is not None and not isinstance(cwd, str):
         raise LogImportError("the header's cwd must be a string or null", number)
-    assert isinstance(created_at, int)
     return SessionHeader(session_id, created_at, cwd)
 
 
@@ -146,9 +148,8 @@ def _parse_event(
         sources = obj["source_event_seqs"]
         if sources is not None and not isinstance(sources, list):
             raise InvalidEventError("source_event_seqs must be a list or null")
-        valid = validate_new_event(obj["type"], obj["data"], surface_op, sources, obj["time"])
-        if not _is_int(obj["time"]):
-            raise InvalidEventError("time must be integer epoch milliseconds")
+        time = check_epoch_ms(obj["time"], "time")
+        valid = validate_new_event(obj["type"], obj["data"], surface_op, sources, time)
         if valid.surface_op is not None:
             folder.apply(seq, valid.surface_op, valid.source_event_seqs, None)
     except InvalidEventError as err:

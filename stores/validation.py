@@ -23,6 +23,7 @@ from core.log import (
 )
 from core.query import SessionTitle
 from core.surface import SurfaceFolder
+from core.timestamps import check_epoch_ms
 
 __all__ = [
     "KIND_LOG",
@@ -94,13 +95,7 @@ def new_header(session_id: object, cwd: object, created_at: object) -> SessionHe
         raise InvalidEventError(f"session id must be a str, not {type(session_id).__name__}")
     if cwd is not None and not isinstance(cwd, str):
         raise InvalidEventError(f"session cwd must be a str or None, not {type(cwd).__name__}")
-    if created_at is None:
-        created_at = now_ms()
-    elif not _is_int64(created_at):
-        raise InvalidEventError(
-            f"created_at must be int epoch milliseconds (64-bit), got {created_at!r}"
-        )
-    assert isinstance(created_at, int)
+    created_at = now_ms() if created_at is None else check_epoch_ms(created_at, "created_at")
     return SessionHeader(id=session_id, created_at=created_at, cwd=cwd)
 
 
@@ -135,8 +130,8 @@ def validate_event(
     type: object, data: object, surface_op: object, source_event_seqs: object, time: object
 ) -> ValidatedEvent:
     validated = validate_new_event(type, data, surface_op, source_event_seqs, time)
-    if not _is_int64(validated.time):
-        raise InvalidEventError(f"event time {validated.time!r} is out of the 64-bit range")
+    if time is not None:  # the store's own clock needs no check
+        check_epoch_ms(validated.time, "event time")
     return validated
 
 

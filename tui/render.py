@@ -6,15 +6,17 @@ nothing stored is ever parsed as markup.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from markdown_it import MarkdownIt
-from rich.console import Group, RenderableType
+from rich.cells import cell_len
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.markdown import Markdown
 from rich.padding import Padding
+from rich.segment import Segment
 from rich.text import Text
 
 from core.cards import ReferenceCard, card_summary, card_title, parse_reference_card
@@ -30,8 +32,10 @@ from core.log import (
 )
 
 __all__ = [
+    "MARKDOWN_MAX_CHARS",
     "LiteralMarkdown",
     "TranscriptItem",
+    "WrappedText",
     "classify_surface",
     "highlight_mentions",
     "render_card",
@@ -59,6 +63,58 @@ class LiteralMarkdown(Markdown):
         self.hyperlinks = False
         self.inline_code_lexer = None
         self.inline_code_theme = "monokai"
+
+
+MARKDOWN_MAX_CHARS = 100_000
+"""A reply longer than this is shown as plain text: Rich's Markdown costs grow faster than
+the text (nested blocks, code highlighting), and no model writes Markdown this long."""
+
+
+class WrappedText:
+    """``text`` word-wrapped and indented, rendered one line per segment: linear in its size.
+
+    Rich renders a ``Text`` as one segment holding every wrapped line, which ``Padding`` and
+    ``Console.print`` then cut with repeated ``str.partition``: quadratic (a 4 MB line took
+    half a minute, 50 MB never ended). Here each line is wrapped and rendered on its own.
+    """
+
+    __slots__ = ("indent", "text")
+
+    def __init__(self, text: Text, indent: int = 0) -> None:
+        self.text = text
+        self.indent = indent
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        width = max(1, options.max_width - self.indent)
+        pad = Segment(" " * self.indent) if self.indent else None
+        newline = Segment.line()
+        text = self.text
+        style = console.get_style(text.style) if text.style else None
+        for line in _wrap_lines(text, console, width):
+            if pad is not None:
+                yield pad
+            if isinstance(line, str):
+                yield Segment(line, style)
+            elif style is None:
+                yield from line.render(console)
+            else:  # a Text without spans renders without its own style
+                yield from Segment.apply_style(line.render(console), style)
+            yield newline
+
+
+def _wrap_lines(text: Text, console: Console, width: int) -> Iterator[Text | str]:
+    """The wrapped lines of ``text`` (as ``Text.wrap`` makes them), a source line at a time:
+    a line that fits is yielded as a plain ``str``, skipping Rich's wrapping machinery
+    (tens of µs a line)."""
+    plain = text.plain
+    if text.spans or "\t" in plain:
+        yield from text.wrap(console, width)
+        return
+    for source in plain.split("\n"):
+        if (source.isascii() and len(source) <= width) or cell_len(source) <= width:
+            yield source
+        else:
+            yield from Text(source).wrap(console, width)
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,7 +205,7 @@ def render_card(
                 for role, text in source.conversation:
                     body = Text(f"    {role}: ", style="italic")
                     body.append(escape_control(text))
-                    parts.append(body)
+                    parts.append(WrappedText(body))
     return Group(*parts)
 
 
@@ -168,7 +224,9 @@ def _assistant(event: Event) -> RenderableType:
     extra = f" · {single_line(str(model))}" if model else ""
     parts: list[RenderableType] = [_header("Assistant", event, "bold green", extra)]
     body = message_text(message)
-    if body:
+    if len(body) > MARKDOWN_MAX_CHARS:
+        parts.append(WrappedText(Text(escape_control(body)), 2))
+    elif body:
         parts.append(Padding(LiteralMarkdown(escape_control(body)), (0, 0, 0, 2)))
     finish = data.get("finish")
     if finish == "interrupted" or data.get("interrupted") is True:
@@ -189,20 +247,20 @@ def render_item(item: TranscriptItem, *, expand_cards: bool = False) -> Renderab
         return render_card(item.card, expand=expand_cards, conversation=expand_cards)
     if item.kind == "user":
         body = highlight_mentions(message_text(data), item.labels)
-        return Group(_header("You", event, "bold blue"), Padding(body, (0, 0, 0, 2)))
+        return Group(_header("You", event, "bold blue"), WrappedText(body, 2))
     if item.kind == "assistant":
         return _assistant(event)
     if item.kind == "checkpoint":
         return Group(
             _header("▸ Compacted summary", event, "bold yellow"),
-            Padding(Text(escape_control(message_text(data)), style="dim"), (0, 0, 0, 2)),
+            WrappedText(Text(escape_control(message_text(data)), style="dim"), 2),
         )
     if item.kind == "steering":
         message = data.get("message")
         text = message_text(message) if isinstance(message, Mapping) else ""
         return Group(
             _header("You (steering)", event, "bold blue"),
-            Padding(Text(escape_control(text)), (0, 0, 0, 2)),
+            WrappedText(Text(escape_control(text)), 2),
         )
     if item.kind == "tool":
         message = data.get("message")

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -158,18 +158,19 @@ def _first_line(text: str, limit: int = 80) -> str:
 
 
 MAX_SHOWN_CHARS = 20_000
-"""A stored message longer than this is shown cut, with a note; the log keeps it whole."""
+"""A stored message (or reasoning, summary, tool result, event body) longer than this is
+shown cut, with a note; the log keeps it whole."""
 
 
 def _shown(text: str) -> str:
     """``text`` cut for display: wrapping megabytes on every layout would freeze the UI."""
     if len(text) <= MAX_SHOWN_CHARS:
         return text
-    hidden = len(text) - MAX_SHOWN_CHARS
-    return (
-        text[:MAX_SHOWN_CHARS]
-        + f"\n\n[… {hidden:,} more characters not shown here; export the session to read it all]"
-    )
+    return text[:MAX_SHOWN_CHARS] + _cut_note(len(text) - MAX_SHOWN_CHARS)
+
+
+def _cut_note(hidden: int) -> str:
+    return f"\n\n[… {hidden:,} more characters not shown here; export the session to read it all]"
 
 
 def _header(label: str, detail: Iterable[str]) -> Text:
@@ -292,7 +293,7 @@ class AssistantMessage(Vertical):
     def compose(self) -> ComposeResult:
         yield self._header
         if self.reasoning:
-            yield CollapsedItem("Reasoning", self.reasoning, classes="reasoning")
+            yield CollapsedItem("Reasoning", _shown(self.reasoning), classes="reasoning")
         yield self._body
         if self._marker is not None:
             yield self._marker
@@ -300,13 +301,32 @@ class AssistantMessage(Vertical):
 
 @dataclass
 class ReplyRecord:
-    """What a live reply has shown (kept so the reply can be mounted again after paging)."""
+    """What a live reply has shown (kept so the reply can be mounted again after paging).
 
-    text: str = ""
-    reasoning: str = ""
+    Deltas are collected in lists and joined when read: ``text += delta`` copied the whole
+    reply per delta (a 1 MB reply in 10-byte deltas: ~40 s of a frozen UI).
+    """
+
+    text_parts: list[str] = field(default_factory=list)
+    reasoning_parts: list[str] = field(default_factory=list)
     status: Status | None = None  # None while streaming
     error: str | None = None
     event: Event | None = None
+
+    @property
+    def text(self) -> str:
+        return _joined(self.text_parts)
+
+    @property
+    def reasoning(self) -> str:
+        return _joined(self.reasoning_parts)
+
+
+def _joined(parts: list[str]) -> str:
+    """The parts as one string, kept as the list's only item until more arrive."""
+    if len(parts) > 1:
+        parts[:] = ["".join(parts)]
+    return parts[0] if parts else ""
 
 
 class ReplyView(Vertical):
@@ -331,6 +351,7 @@ class ReplyView(Vertical):
         super().__init__(classes=classes)
         self.record = record if record is not None else ReplyRecord()
         self._pending_text: list[str] = []
+        self._shown_chars = 0  # of the text handed to the Markdown widget (MAX_SHOWN_CHARS)
         self._reasoning_dirty = False
         self._timer: Timer | None = None
         self._lock = asyncio.Lock()
@@ -378,10 +399,10 @@ class ReplyView(Vertical):
         if not text or self.finished:
             return
         if kind == "reasoning":
-            self.record.reasoning += text
+            self.record.reasoning_parts.append(text)
             self._reasoning_dirty = True
         else:
-            self.record.text += text
+            self.record.text_parts.append(text)
             self._pending_text.append(text)
         self._schedule()
 
@@ -401,17 +422,22 @@ class ReplyView(Vertical):
                 self._reasoning_dirty = False
                 if self._reasoning is None:
                     self._reasoning = CollapsedItem(
-                        "Thinking…", self.record.reasoning, classes="reasoning"
+                        "Thinking…", _shown(self.record.reasoning), classes="reasoning"
                     )
                     self._thinking.display = False  # the fold's "Thinking…" says it
                     await self.mount(self._reasoning, before=self._markdown)
                 else:
-                    self._reasoning.set_body(self.record.reasoning)
+                    self._reasoning.set_body(_shown(self.record.reasoning))
             if self._pending_text:
-                chunk = escape_control("".join(self._pending_text))
+                # Cut like a stored message: re-rendering a growing paragraph of megabytes
+                # on every flush froze the UI; the note comes with ``finish``.
+                room = MAX_SHOWN_CHARS - self._shown_chars
+                chunk = "".join(self._pending_text)[: max(0, room)]
                 self._pending_text.clear()
                 self._thinking.display = False
-                await self._markdown.append(chunk)
+                if chunk:
+                    self._shown_chars += len(chunk)
+                    await self._markdown.append(escape_control(chunk))
 
     def finish(
         self, status: Status | str, error_message: str | None = None, *, event: Event | None = None
@@ -442,6 +468,9 @@ class ReplyView(Vertical):
             if not self.is_attached:
                 return
             self._thinking.display = False
+            hidden = len(self.record.text) - self._shown_chars
+            if hidden > 0:
+                await self._markdown.append(_cut_note(hidden))
             if self._reasoning is not None:
                 self._reasoning.set_title("Reasoning")
             stored = self.record.event
@@ -845,7 +874,7 @@ class Transcript(VerticalScroll):
         if entry.kind == "checkpoint":
             summary = message_text(data)
             inner = summary.removeprefix("<compacted-summary>").removesuffix("</compacted-summary>")
-            return CheckpointCard(summary, detail=_first_line(inner.strip()) or None)
+            return CheckpointCard(_shown(summary), detail=_first_line(inner.strip()) or None)
         if entry.kind == "tool":
             message = _mapping(data.get("message"))
             call = _mapping(message.get("source")).get("callId")
@@ -855,14 +884,16 @@ class Transcript(VerticalScroll):
                 title += " (error)"
             preview = _first_line(text)
             return CollapsedItem(
-                title + (f": {preview}" if preview else ""), text, classes="tool-result"
+                title + (f": {preview}" if preview else ""), _shown(text), classes="tool-result"
             )
         if entry.kind == "context":
             source = _mapping(data.get("source"))
             who = source.get("plugin") or source.get("kind") or "?"
-            return CollapsedItem(f"Context from {who}", message_text(data), classes="context")
+            return CollapsedItem(
+                f"Context from {who}", _shown(message_text(data)), classes="context"
+            )
         body = json.dumps(thaw_json(data), ensure_ascii=False, indent=2, default=str)
-        return CollapsedItem(f"{event.type} event", body, classes="unknown")
+        return CollapsedItem(f"{event.type} event", _shown(body), classes="unknown")
 
     def _update_chrome(self) -> None:
         hidden = self.hidden_count

@@ -14,6 +14,7 @@ import pytest
 from core.errors import InvalidEventError, SessionExistsError, SessionNotFoundError, StoreError
 from core.log import Event, NewEvent, Replace, SessionHeader, SurfaceOp, SurfaceRow, now_ms
 from core.surface import fold_surface
+from core.timestamps import FUTURE_SLACK_MS, MAX_EPOCH_MS
 from stores import MemorySessionStore, SessionStore, SqliteSessionStore
 
 MSG = "user/message"
@@ -53,8 +54,8 @@ async def test_create_session_defaults(store: SessionStore) -> None:
 
 
 async def test_create_session_explicit(store: SessionStore) -> None:
-    header = await store.create_session("s1", cwd="/tmp/x", created_at=-5)
-    assert (header.id, header.cwd, header.created_at) == ("s1", "/tmp/x", -5)
+    header = await store.create_session("s1", cwd="/tmp/x", created_at=5)
+    assert (header.id, header.cwd, header.created_at) == ("s1", "/tmp/x", 5)
     assert await store.list_headers() == [header]
 
 
@@ -78,6 +79,10 @@ async def test_duplicate_session_id_rejected(store: SessionStore) -> None:
         {"created_at": "1"},
         {"created_at": 2**63},
         {"created_at": -(2**63) - 1},
+        {"created_at": 2**63 - 1},  # pinned on top of every list forever
+        {"created_at": -1},
+        {"created_at": MAX_EPOCH_MS + 1},
+        {"created_at": now_ms() + FUTURE_SLACK_MS + 3_600_000},
     ],
 )
 async def test_create_session_validates_types(store: SessionStore, kwargs: dict[str, Any]) -> None:
@@ -86,9 +91,9 @@ async def test_create_session_validates_types(store: SessionStore, kwargs: dict[
     assert await store.list_headers() == []
 
 
-async def test_created_at_accepts_the_whole_int64_range(store: SessionStore) -> None:
-    low = await store.create_session("low", created_at=-(2**63))
-    high = await store.create_session("high", created_at=2**63 - 1)
+async def test_created_at_accepts_1970_to_a_day_ahead(store: SessionStore) -> None:
+    low = await store.create_session("low", created_at=0)
+    high = await store.create_session("high", created_at=now_ms() + FUTURE_SLACK_MS - 60_000)
     assert await store.list_headers() == [high, low]
 
 
@@ -98,7 +103,7 @@ async def test_list_order_newest_first_ties_by_code_point(store: SessionStore) -
     for sid in tied:
         await store.create_session(sid, created_at=100)
     await store.create_session("new", created_at=200)
-    await store.create_session("old", created_at=-1)
+    await store.create_session("old", created_at=0)
     ids = [h.id for h in await store.list_headers()]
     assert ids == ["new", *sorted(tied), "old"]
     assert sorted(tied)[-4:] == ["\ud83d\ude00", "\ue000", "\uffff", "\U0001f600"]
@@ -271,6 +276,9 @@ INVALID_EVENTS: list[tuple[str, list[NewEvent], NewEvent]] = [
     ("bool time", [], NewEvent("x", {}, time=True)),
     ("float time", [], NewEvent("x", {}, time=1.0)),  # type: ignore[arg-type]
     ("time beyond int64", [], NewEvent("x", {}, time=2**63)),
+    ("negative time", [], NewEvent("x", {}, time=-1)),
+    ("time past year 9999", [], NewEvent("x", {}, time=MAX_EPOCH_MS + 1)),
+    ("time days ahead", [], NewEvent("x", {}, time=now_ms() + 3 * FUTURE_SLACK_MS)),
 ]
 
 
