@@ -24,6 +24,7 @@ from acp.schema import (
 
 from core.log import message_text
 from core.references import encode_session_reference_uri
+from core.references.labels import mention_label
 from stores import SqliteSessionStore
 from tests.acp.harness import open_agent
 from tests.acp.seed import converse, kinds, read_log, seed_session
@@ -335,7 +336,8 @@ async def test_text_sent_to_the_client_has_control_characters_escaped(
         await agent.conn.prompt(session_id=sid, prompt=[text_block(f"look {hostile}!")])
         assert "Request: look \\x1b]0;pwned\\x07\\x1b[2J!" in agent.client.agent_text(sid)
         await agent.conn.prompt(session_id=sid, prompt=[text_block("/sessions")])
-        assert "src \\x1b]0;pwned" in agent.client.agent_text(sid)
+        # The listing shows the one safe mention label (controls removed, SPEC-safe).
+        assert mention_label(f"src {hostile} title") in agent.client.agent_text(sid)
 
         texts: list[str] = []
         for _, update in agent.client.updates:

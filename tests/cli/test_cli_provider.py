@@ -7,52 +7,41 @@ connection dropped mid-stream, and that the real provider streams into the log.
 from __future__ import annotations
 
 import asyncio
-import json
 import signal
-import sys
 from pathlib import Path
 
-from tests.providers.fake_openai import Drop, FakeOpenAIServer, Pause, chunk_json, dsh_env
-
-DSH = [sys.executable, "-m", "tui.cli"]
+from tests.providers.fake_openai import (
+    DSH,
+    Drop,
+    FakeOpenAIServer,
+    Pause,
+    chunk_json,
+    dsh_env,
+    read_log,
+    run_dsh,
+)
 
 
 def _env(db: Path, server: FakeOpenAIServer) -> dict[str, str]:
     return dsh_env(db, server, api_key="sk-e2e")
 
 
-async def _run(env: dict[str, str], *args: str) -> tuple[int, str, str]:
-    proc = await asyncio.create_subprocess_exec(
-        *DSH, *args, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
-    )
-    out, err = await asyncio.wait_for(proc.communicate(), 60)
-    assert proc.returncode is not None
-    return proc.returncode, out.decode(), err.decode()
-
-
-async def _log(env: dict[str, str], session: str) -> list[dict[str, object]]:
-    code, out, err = await _run(env, "show", session, "--json")
-    assert code == 0, err
-    events: list[dict[str, object]] = json.loads(out)
-    return events
-
-
 async def test_streamed_reply_reaches_the_log(
     tmp_path: Path, fake_openai: FakeOpenAIServer
 ) -> None:
     env = _env(tmp_path / "db.sqlite3", fake_openai)
-    _, session, _ = await _run(env, "new")
+    _, session, _ = await run_dsh(env, "new")
     session = session.strip()
     fake_openai.sse(
         [chunk_json(reasoning="hmm"), chunk_json("Hello "), chunk_json("world", finish="stop")]
     )
-    code, out, err = await _run(env, "send", session, "hi there")
+    code, out, err = await run_dsh(env, "send", session, "hi there")
     assert code == 0, err
     assert out == "Hello world\n"
     body = fake_openai.requests[0].json
     assert body["model"] == "fake-model" and body["stream"] is True
     assert body["messages"][-1] == {"role": "user", "content": "hi there"}
-    log = await _log(env, session)
+    log = await read_log(env, session)
     reply = next(e for e in log if e["type"] == "assistant/message")
     message = reply["data"]["message"]  # type: ignore[index]
     assert message["content"] == [
@@ -66,7 +55,7 @@ async def test_sigint_mid_stream_keeps_message_and_partial_reply(
     tmp_path: Path, fake_openai: FakeOpenAIServer
 ) -> None:
     env = _env(tmp_path / "db.sqlite3", fake_openai)
-    _, session, _ = await _run(env, "new")
+    _, session, _ = await run_dsh(env, "new")
     session = session.strip()
     fake_openai.sse([chunk_json("partial "), chunk_json("answer"), Pause(30), chunk_json("never")])
     proc = await asyncio.create_subprocess_exec(
@@ -86,7 +75,7 @@ async def test_sigint_mid_stream_keeps_message_and_partial_reply(
     _, err = await asyncio.wait_for(proc.communicate(), 30)
     assert proc.returncode == 130, err
     assert b"Traceback" not in err
-    log = await _log(env, session)
+    log = await read_log(env, session)
     assert log[0]["data"]["content"][0]["text"] == "please stream"  # type: ignore[index]
     reply = next(e for e in log if e["type"] == "assistant/message")
     assert reply["data"]["finish"] == "interrupted"  # type: ignore[index]
@@ -94,7 +83,7 @@ async def test_sigint_mid_stream_keeps_message_and_partial_reply(
     assert log[-1]["type"] == "turn/end"
     # the session stays usable
     fake_openai.sse([chunk_json("fine", finish="stop")])
-    code, out, _ = await _run(env, "send", session, "again")
+    code, out, _ = await run_dsh(env, "send", session, "again")
     assert code == 0 and out == "fine\n"
 
 
@@ -102,13 +91,13 @@ async def test_dropped_connection_keeps_partial_reply(
     tmp_path: Path, fake_openai: FakeOpenAIServer
 ) -> None:
     env = _env(tmp_path / "db.sqlite3", fake_openai)
-    _, session, _ = await _run(env, "new")
+    _, session, _ = await run_dsh(env, "new")
     session = session.strip()
     fake_openai.sse([chunk_json("half an "), chunk_json("answer"), Drop()], done=False)
-    code, out, err = await _run(env, "send", session, "go")
+    code, out, err = await run_dsh(env, "send", session, "go")
     assert code == 1 and "the model failed" in err and "Traceback" not in err
     assert out == "half an answer\n"
-    log = await _log(env, session)
+    log = await read_log(env, session)
     reply = next(e for e in log if e["type"] == "assistant/message")
     assert reply["data"]["finish"] == "error"  # type: ignore[index]
     assert reply["data"]["message"]["content"][-1]["text"] == "half an answer"  # type: ignore[index]
@@ -118,8 +107,8 @@ async def test_auth_failure_is_one_clear_line(
     tmp_path: Path, fake_openai: FakeOpenAIServer
 ) -> None:
     env = _env(tmp_path / "db.sqlite3", fake_openai)
-    _, session, _ = await _run(env, "new")
+    _, session, _ = await run_dsh(env, "new")
     fake_openai.error(401, "Authentication Fails (sk-e2e is invalid)")
-    code, _out, err = await _run(env, "send", session.strip(), "hello")
+    code, _out, err = await run_dsh(env, "send", session.strip(), "hello")
     assert code == 1 and err.count("\n") == 1
     assert "sk-e2e" not in err and "rejected" in err.lower()

@@ -9,26 +9,21 @@ import fcntl
 import json
 import os
 import signal
-import sys
 import termios
 from pathlib import Path
 
 import pytest
 
-from tests.providers.fake_openai import FakeOpenAIServer, Pause, chunk_json, dsh_env
-
-DSH = [sys.executable, "-m", "tui.cli"]
+from tests.providers.fake_openai import (
+    DSH,
+    FakeOpenAIServer,
+    Pause,
+    chunk_json,
+    dsh_env,
+    run_dsh,
+)
 
 pytestmark = pytest.mark.timeout(90)
-
-
-async def _run(env: dict[str, str], *args: str) -> tuple[int, str, str]:
-    proc = await asyncio.create_subprocess_exec(
-        *DSH, *args, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
-    )
-    out, err = await asyncio.wait_for(proc.communicate(), 60)
-    assert proc.returncode is not None
-    return proc.returncode, out.decode(), err.decode()
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
@@ -36,7 +31,7 @@ async def test_a_stop_signal_mid_reply_stores_the_partial_reply_as_interrupted(
     tmp_path: Path, fake_openai: FakeOpenAIServer, signum: signal.Signals
 ) -> None:
     env = dsh_env(tmp_path / "db.sqlite3", fake_openai)
-    _, session, _ = await _run(env, "new")
+    _, session, _ = await run_dsh(env, "new")
     session = session.strip()
     fake_openai.sse([chunk_json("partial "), chunk_json("answer"), Pause(30), chunk_json("never")])
     proc = await asyncio.create_subprocess_exec(
@@ -59,7 +54,7 @@ async def test_a_stop_signal_mid_reply_stores_the_partial_reply_as_interrupted(
     assert proc.returncode == 128 + signum, err
     assert b"Traceback" not in err and b"partial reply is kept" in err
 
-    code, out, err_text = await _run(env, "show", session, "--json")
+    code, out, err_text = await run_dsh(env, "show", session, "--json")
     assert code == 0, err_text
     log = json.loads(out)
     assert log[0]["data"]["content"][0]["text"] == "please stream"
@@ -78,7 +73,7 @@ async def test_closing_the_terminal_mid_reply_keeps_the_partial_reply(
     tmp_path: Path, fake_openai: FakeOpenAIServer
 ) -> None:
     env = dsh_env(tmp_path / "db.sqlite3", fake_openai)
-    _, session, _ = await _run(env, "new")
+    _, session, _ = await run_dsh(env, "new")
     session = session.strip()
     fake_openai.sse([chunk_json("partial "), chunk_json("answer"), Pause(30), chunk_json("never")])
     master, slave = os.openpty()
@@ -102,7 +97,7 @@ async def test_closing_the_terminal_mid_reply_keeps_the_partial_reply(
     os.close(master)  # the terminal window closes: the kernel hangs up dsh's session
     assert await asyncio.wait_for(proc.wait(), 30) == 128 + signal.SIGHUP
 
-    code, out, err_text = await _run(env, "show", session, "--json")
+    code, out, err_text = await run_dsh(env, "show", session, "--json")
     assert code == 0, err_text
     log = json.loads(out)
     reply = next(e for e in log if e["type"] == "assistant/message")

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import json
 import os
+import sys
 from collections import deque
 from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ from typing import Any, Literal
 import pytest_asyncio
 
 __all__ = [
+    "DSH",
     "Drop",
     "FakeOpenAIServer",
     "Pause",
@@ -31,6 +33,9 @@ __all__ = [
     "closed_port",
     "dsh_env",
     "fake_openai",
+    "new_session",
+    "read_log",
+    "run_dsh",
     "sse_data",
 ]
 
@@ -301,6 +306,42 @@ def dsh_env(db: Path, server: FakeOpenAIServer, *, api_key: str = "sk-test") -> 
         XDG_CONFIG_HOME=str(db.parent / "config"),
     )
     return env
+
+
+DSH = [sys.executable, "-m", "tui.cli"]
+"""The ``dsh`` command of this checkout, as a child process."""
+
+
+async def run_dsh(
+    env: dict[str, str], *args: str, stdin: bytes | None = None
+) -> tuple[int, str, str]:
+    """Run ``dsh ARGS`` to its end (60 s at most): exit code, stdout, stderr."""
+    proc = await asyncio.create_subprocess_exec(
+        *DSH,
+        *args,
+        env=env,
+        stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(stdin), 60)
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()
+
+
+async def new_session(env: dict[str, str]) -> str:
+    """``dsh new``: the new session's id."""
+    code, out, err = await run_dsh(env, "new")
+    assert code == 0, err
+    return out.strip()
+
+
+async def read_log(env: dict[str, str], session: str) -> list[dict[str, Any]]:
+    """The session's raw event log, as ``dsh show --json`` prints it."""
+    code, out, err = await run_dsh(env, "show", session, "--json")
+    assert code == 0, err
+    events: list[dict[str, Any]] = json.loads(out)
+    return events
 
 
 def closed_port() -> int:

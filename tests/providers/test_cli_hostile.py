@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
 import itertools
-import json
-import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -19,45 +15,20 @@ from tests.providers.fake_openai import (
     ScriptedResponse,
     chunk_json,
     dsh_env,
+    new_session,
+    read_log,
+    run_dsh,
     sse_data,
 )
 
-DSH = [sys.executable, "-m", "tui.cli"]
 KEY = "sk-cli-hostile-9876"
-
-
-async def run(env: dict[str, str], *args: str, stdin: bytes | None = None) -> tuple[int, str, str]:
-    proc = await asyncio.create_subprocess_exec(
-        *DSH,
-        *args,
-        env=env,
-        stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(proc.communicate(stdin), 60)
-    assert proc.returncode is not None
-    return proc.returncode, out.decode(), err.decode()
-
-
-async def new_session(env: dict[str, str]) -> str:
-    code, out, err = await run(env, "new")
-    assert code == 0, err
-    return out.strip()
-
-
-async def log(env: dict[str, str], session: str) -> list[dict[str, Any]]:
-    code, out, err = await run(env, "show", session, "--json")
-    assert code == 0, err
-    events: list[dict[str, Any]] = json.loads(out)
-    return events
 
 
 async def test_key_with_control_character_is_one_config_line(
     tmp_path: Path, fake_openai: FakeOpenAIServer
 ) -> None:
     env = dsh_env(tmp_path / "db.sqlite3", fake_openai, api_key=f"{KEY}\x07tail")
-    code, out, err = await run(env, "send", "anything", "hello")
+    code, out, err = await run_dsh(env, "send", "anything", "hello")
     assert code == 1 and out == ""
     assert err.count("\n") == 1 and err.startswith("dsh: error: DEEPSEEK_API_KEY ")
     assert "Traceback" not in err and KEY not in err and "tail" not in err
@@ -68,7 +39,7 @@ async def test_key_with_trailing_crlf_works(tmp_path: Path, fake_openai: FakeOpe
     env = dsh_env(tmp_path / "db.sqlite3", fake_openai, api_key=f"{KEY}\r\n")
     session = await new_session(env)
     fake_openai.sse([chunk_json("fine", finish="stop")])
-    code, out, err = await run(env, "send", session, "hello")
+    code, out, err = await run_dsh(env, "send", session, "hello")
     assert (code, out) == (0, "fine\n"), err
     assert fake_openai.requests[0].headers["authorization"] == f"Bearer {KEY}"
 
@@ -80,7 +51,7 @@ async def test_rate_limit_wait_is_announced_on_stderr(
     session = await new_session(env)
     fake_openai.error(429, "slow down", headers={"Retry-After": "0.5"})
     fake_openai.sse([chunk_json("fine", finish="stop")])
-    code, out, err = await run(env, "send", session, "hello")
+    code, out, err = await run_dsh(env, "send", session, "hello")
     assert (code, out) == (0, "fine\n"), err
     [line] = err.splitlines()
     assert line.startswith("dsh: waiting 0.5 s before retrying: rate limited by 127.0.0.1:")
@@ -103,10 +74,10 @@ async def test_slowloris_ends_at_dsh_reply_timeout_and_keeps_the_partial_reply(
     fake_openai.add(
         ScriptedResponse(headers={"Content-Type": "text/event-stream"}, body=slowloris())
     )
-    code, out, err = await run(env, "send", session, "hello")
+    code, out, err = await run_dsh(env, "send", session, "hello")
     assert code == 1 and out == "partial\n"
     assert "reply_timeout" in err and "Traceback" not in err
-    reply = [e for e in await log(env, session) if e["type"] == "assistant/message"][-1]
+    reply = [e for e in await read_log(env, session) if e["type"] == "assistant/message"][-1]
     assert reply["data"]["finish"] == "error"
     assert reply["data"]["message"]["content"][-1]["text"] == "partial"
 
@@ -119,10 +90,10 @@ async def test_endless_content_ends_at_dsh_max_reply_bytes(
     session = await new_session(env)
     endless = (sse_data(chunk_json("y" * 100)) for _ in itertools.count())
     fake_openai.add(ScriptedResponse(headers={"Content-Type": "text/event-stream"}, body=endless))
-    code, out, err = await run(env, "send", session, "hello")
+    code, out, err = await run_dsh(env, "send", session, "hello")
     assert code == 1 and "max_reply_bytes (5000 bytes)" in err
     assert 0 < len(out.strip()) <= 5000
-    chunks = [e for e in await log(env, session) if e["type"] == "assistant/chunk"]
+    chunks = [e for e in await read_log(env, session) if e["type"] == "assistant/chunk"]
     assert 0 < len(chunks) <= 50
 
 
@@ -136,10 +107,10 @@ async def test_invalid_utf8_on_stdin_is_sent_and_kept(
     env["PYTHONIOENCODING"] = stdin_encoding
     session = await new_session(env)
     fake_openai.sse([chunk_json("got it", finish="stop")])
-    code, out, err = await run(env, "send", session, "-", stdin=b"caf\xe9")
+    code, out, err = await run_dsh(env, "send", session, "-", stdin=b"caf\xe9")
     assert (code, out) == (0, "got it\n"), err
     sent = fake_openai.requests[0]
     sent.body.decode("utf-8")
     assert sent.json["messages"][-1]["content"] == "caf\ufffd"
-    first = (await log(env, session))[0]
+    first = (await read_log(env, session))[0]
     assert first["data"]["content"][0]["text"] == "caf\udce9"

@@ -497,11 +497,11 @@ async def test_last_event_times_are_the_time_of_the_highest_seq(store: SessionSt
     await store.append_batch(
         "b", [NewEvent(MSG, {"n": i}, "append", None, 100 + i) for i in range(3)]
     )
-    await store.append("\ud800 odd", TITLE, {"title": "t"}, time=-7)
-    assert await store.read_last_event_times() == {"a": 20, "b": 102, "\ud800 odd": -7}
-    await store.append("a", MSG, {"n": 2}, surface_op="append", time=2**62)
+    await store.append("\ud800 odd", TITLE, {"title": "t"}, time=7)
+    assert await store.read_last_event_times() == {"a": 20, "b": 102, "\ud800 odd": 7}
+    await store.append("a", MSG, {"n": 2}, surface_op="append", time=10**12)
     await store.delete_session("b")
-    assert await store.read_last_event_times() == {"a": 2**62, "\ud800 odd": -7}
+    assert await store.read_last_event_times() == {"a": 10**12, "\ud800 odd": 7}
 
 
 async def test_last_event_times_of_many_sessions(store: SessionStore) -> None:
