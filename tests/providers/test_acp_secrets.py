@@ -55,3 +55,34 @@ async def test_errors_and_the_log_file_hold_no_secrets(
         assert secret not in shown
         assert secret not in logged
         assert secret not in stored
+
+
+def test_every_logger_of_dsh_acp_is_redacted(tmp_path: Path) -> None:
+    """Not only the HTTP client's loggers: a record from any logger (the agent's own, a
+    library's) holds no key once ``dsh acp --log FILE`` has set logging up."""
+    import logging
+
+    from core.secrets import Secret
+    from tui.acp.serve import _configure_logging
+
+    log_file = tmp_path / "acp.log"
+    root = logging.getLogger()
+    saved = (root.handlers[:], root.level)
+    try:
+        _configure_logging(str(log_file))
+        key = Secret("sk-any-logger-" + "7319")
+        logging.getLogger("dsh.acp.somewhere").warning("request failed with %s", key.reveal())
+        try:
+            raise RuntimeError(f"Bearer {key.reveal()}")
+        except RuntimeError:
+            logging.getLogger("some.library").exception("crash")
+        for handler in root.handlers:
+            handler.flush()
+    finally:
+        for handler in root.handlers:
+            handler.close()
+        root.handlers[:] = saved[0]
+        root.setLevel(saved[1])
+    text = log_file.read_text(encoding="utf-8")
+    assert "request failed with ***" in text and "Bearer ***" in text
+    assert "7319" not in text

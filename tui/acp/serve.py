@@ -26,6 +26,7 @@ from acp import Agent
 from acp.agent.connection import AgentSideConnection
 
 from core.config import DshConfig
+from core.secrets import RedactingFilter
 from tui.acp.agent import DshAcpAgent
 from tui.acp.transport import LineTransport
 from tui.runtime import OFFLINE_DELAY_ENV, offline_delay_from_env, open_runtime
@@ -45,6 +46,7 @@ def _configure_logging(log_file: str | None) -> None:
         else logging.StreamHandler(sys.stderr)
     )
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(RedactingFilter())  # every record, whichever logger wrote it
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(logging.INFO if log_file else logging.WARNING)
