@@ -173,7 +173,7 @@ class OpenAICompatibleProvider:
             "stream_options": {"include_usage": True},
         }
         deadline = asyncio.get_running_loop().time() + self.reply_timeout
-        inner = self._attempts(body)
+        inner = self._attempts(body, deadline)
         try:
             while cancel is None or not cancel.is_set():
                 try:
@@ -226,7 +226,9 @@ class OpenAICompatibleProvider:
             self._own_client = httpx.AsyncClient(timeout=self._timeout)
         return self._own_client
 
-    async def _attempts(self, body: Mapping[str, Any]) -> AsyncGenerator[StreamEvent, None]:
+    async def _attempts(
+        self, body: Mapping[str, Any], deadline: float
+    ) -> AsyncGenerator[StreamEvent, None]:
         assert self.url is not None and self._auth is not None
         client = self._client()
         attempt = 0
@@ -278,6 +280,14 @@ class OpenAICompatibleProvider:
             reason = str(error)
             if retry_after is not None and retry_after > delay:
                 reason += f" (the server asked to wait {retry_after:.0f} s)"
+            if asyncio.get_running_loop().time() + delay >= deadline:
+                # Waiting would only end in the deadline: say why now, not after the wait.
+                raise self._error(
+                    f"{reason}; not retrying: waiting {delay:g} s more would pass "
+                    f"reply_timeout ({self.reply_timeout:g} s)",
+                    error.kind,
+                    status=error.status,
+                )
             yield Waiting(delay, reason)
             await asyncio.sleep(delay)
 

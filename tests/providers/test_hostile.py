@@ -163,6 +163,22 @@ async def test_long_retry_after_is_announced_with_the_real_wait(
     assert events[0] == waiting  # said before the wait, not after
 
 
+async def test_a_wait_that_would_pass_the_reply_deadline_fails_at_once(
+    fake_openai: FakeOpenAIServer,
+) -> None:
+    """A Retry-After longer than what is left of ``reply_timeout``: no silent wait that can
+    only end in a timeout, but the error now, saying why."""
+    fake_openai.error(429, "slow down", headers={"Retry-After": "91"})
+    fake_openai.sse([chunk_json("never", finish="stop")])
+    events, error = await collect(
+        make_provider(fake_openai, retry_after_cap=30.0, reply_timeout=5.0)
+    )
+    assert not [e for e in events if isinstance(e, Waiting)]
+    assert error is not None and error.kind == "rate_limited" and error.status == 429
+    assert "asked to wait 91 s" in str(error) and "reply_timeout (5 s)" in str(error)
+    assert len(fake_openai.requests) == 1
+
+
 # -- through the engine: what was shown is stored ------------------------------------------
 
 
