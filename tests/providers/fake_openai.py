@@ -115,6 +115,7 @@ def chunk_json(
 class FakeOpenAIServer:
     def __init__(self) -> None:
         self.requests: list[RecordedRequest] = []
+        self.received = asyncio.Event()  # set once the first request is recorded
         self._script: deque[ScriptedResponse] = deque()
         self._server: asyncio.Server | None = None
         self._handlers: set[asyncio.Task[None]] = set()
@@ -201,6 +202,7 @@ class FakeOpenAIServer:
             if request is None:
                 return
             self.requests.append(request)
+            self.received.set()
             watcher = asyncio.create_task(self._watch_hangup(reader, request))
             response = self._script.popleft() if self._script else _unscripted()
             await self._respond(writer, response, request)
