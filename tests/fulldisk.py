@@ -15,9 +15,21 @@ from pathlib import Path
 
 import pytest
 
-__all__ = ["SmallDisk", "small_disk", "tmpfs_mounts"]
+from stores import SqliteSessionStore
+
+__all__ = ["SmallDisk", "cap_pages", "small_disk", "tmpfs_mounts"]
 
 _FILLER = "filler.bin"
+
+
+async def cap_pages(store: SqliteSessionStore, extra: int = 0) -> None:
+    """Let the store's database grow by at most ``extra`` pages from now on (SQLITE_FULL,
+    "database or disk is full", after that); a large ``extra`` lifts the cap again.
+    ``max_page_count`` is a setting of one connection: the store's own."""
+    conn = store._live()  # the test reaches the one connection the setting applies to
+    row = await (await conn.execute("PRAGMA page_count")).fetchone()
+    assert row is not None
+    await conn.execute(f"PRAGMA max_page_count = {row[0] + extra}")
 
 
 class SmallDisk:

@@ -15,17 +15,9 @@ import pytest
 from core.errors import DiskFullError, StoreError
 from core.log import user_message
 from stores import SqliteSessionStore
-from tests.fulldisk import SmallDisk, small_disk, tmpfs_mounts
+from tests.fulldisk import SmallDisk, cap_pages, small_disk, tmpfs_mounts
 
-__all__ = ["cap_pages", "small_disk", "tmpfs_mounts"]
-
-
-async def cap_pages(store: SqliteSessionStore, extra: int = 0) -> None:
-    """Let the store's database grow by at most ``extra`` pages from now on (SQLITE_FULL
-    after that). ``max_page_count`` is a setting of one connection: the store's own."""
-    conn = store._live()  # the test reaches the one connection the setting applies to
-    count = (await (await conn.execute("PRAGMA page_count")).fetchone())[0]
-    await conn.execute(f"PRAGMA max_page_count = {count + extra}")
+__all__ = ["small_disk", "tmpfs_mounts"]
 
 
 async def test_a_write_on_a_full_database_says_the_disk_is_full(tmp_path: Path) -> None:
