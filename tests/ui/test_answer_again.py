@@ -1,0 +1,89 @@
+"""The TUI after a reply that could not be stored (a full disk): the notice says the message
+is saved, and Ctrl+R (also in the palette) answers it once, without sending it again."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Sequence
+
+from core.log import ASSISTANT_MESSAGE, USER_MESSAGE, message_text
+from core.providers.base import ProviderMessage, StreamEvent, TextDelta
+from stores import SqliteSessionStore
+from tests.fulldisk import cap_pages
+from tests.ui.conftest import SIZE, make_app
+from tests.ui.snapshots import screen_text
+from tests.ui.test_app import send_idle, settle, wait_for
+from tui.runtime import Runtime
+
+
+class FillingProvider:
+    """Fills the store's disk on its first reply (the message is stored by then) and
+    streams more than fits; answers briefly once the disk has room again."""
+
+    name = "filling"
+    model = "filling-1"
+
+    def __init__(self, store: SqliteSessionStore) -> None:
+        self.store = store
+        self.calls: list[list[ProviderMessage]] = []
+
+    async def stream(
+        self, messages: Sequence[ProviderMessage], *, cancel: asyncio.Event | None = None
+    ) -> AsyncIterator[StreamEvent]:
+        self.calls.append(list(messages))
+        if len(self.calls) == 1:
+            await cap_pages(self.store)
+            for _ in range(600):
+                await asyncio.sleep(0)
+                yield TextDelta("x" * 2048)
+        else:
+            yield TextDelta("Answered at last.")
+
+    async def aclose(self) -> None:
+        return None
+
+
+async def test_a_reply_lost_to_a_full_disk_is_answered_again_with_ctrl_r(
+    runtime: Runtime,
+) -> None:
+    store = runtime.store
+    assert isinstance(store, SqliteSessionStore)
+    provider = FillingProvider(store)
+    rt = Runtime(runtime.config, store, runtime.query, runtime.service, provider)
+    app = make_app(rt)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        assert app.check_action("answer_again", ()) is False  # nothing to answer yet
+        assert "Answer again" not in screen_text(app)
+        await pilot.press(*"is the disk ok?", "enter")
+        await wait_for(pilot, lambda: bool(app.notice.visible_text))
+        await send_idle(app, pilot)
+        assert app.notice.visible_text == (
+            "Your message is saved; the reply could not be stored: the disk is full. "
+            "Free some space, then press Ctrl+R to answer it."
+        )
+        assert app.check_action("answer_again", ()) is True
+        assert "^r Answer again" in screen_text(app)  # in the footer now
+
+        await cap_pages(store, 1_000_000)  # space is back
+        await pilot.press("ctrl+r")
+        await wait_for(pilot, lambda: len(provider.calls) == 2)
+        await send_idle(app, pilot)
+        assert provider.calls[1] == provider.calls[0]  # the same question, asked again
+        events = await store.read_events("checkout")
+        asked = [message_text(e.data) for e in events if e.type == USER_MESSAGE]
+        assert asked.count("is the disk ok?") == 1
+        replies = [e for e in events if e.type == ASSISTANT_MESSAGE]
+        assert message_text(replies[-1].data["message"]) == "Answered at last."
+        assert "Answered at last." in screen_text(app)
+        assert app.check_action("answer_again", ()) is False
+        assert app.notice.visible_text == ""
+
+        # The key is gone from the footer; the palette entry says why and does nothing.
+        assert "Answer again" not in screen_text(app)
+        command = next(c for c in app.get_system_commands(app.screen) if c.title == "Answer again")
+        assert command.help.startswith("Nothing to answer now")
+        command.callback()
+        await pilot.pause(0.1)
+        assert "Nothing to answer" in app.notice.visible_text
+        assert len(provider.calls) == 2
