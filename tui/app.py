@@ -237,12 +237,8 @@ class DshApp(App[int]):
         composer.focus()
         if getattr(self.runtime.store, "read_only", False):
             composer.send_enabled = False
-            reason = getattr(self.runtime.store, "read_only_reason", None)  # a full disk
             self.notice.show_notice(
-                f"{reason[:1].upper()}{reason[1:]}: you can read sessions but not send."
-                if reason
-                else "This database is read-only: you can read sessions but not send.",
-                warning=True,
+                f"{self._read_only_why()}: you can read sessions but not send.", warning=True
             )
         self._fit_sidebar(self.size.width)
         await self.refresh_sessions()
@@ -473,9 +469,15 @@ class DshApp(App[int]):
                 "Preparing the referenced sessions… press Esc to cancel.", warning=True
             )
         elif getattr(self.runtime.store, "read_only", False):
-            self.notice.show_notice(
-                "This database is read-only: sending is disabled.", warning=True
-            )
+            self.notice.show_notice(f"{self._read_only_why()}: sending is disabled.", warning=True)
+
+    def _read_only_why(self) -> str:
+        """Why the database is read-only, as the start of a sentence (a full disk, or not
+        writable)."""
+        reason = getattr(self.runtime.store, "read_only_reason", None)
+        if not isinstance(reason, str) or not reason:
+            return "This database is read-only"
+        return reason[:1].upper() + reason[1:]
 
     @work(exclusive=True, group="send")
     async def _send(self, draft: str) -> None:

@@ -1,19 +1,24 @@
-"""The TUI after a reply that could not be stored (a full disk): the notice says the message
-is saved, and Ctrl+R (also in the palette) answers it once, without sending it again."""
+"""The TUI on a full disk: after a reply that could not be stored the notice says the
+message is saved, and Ctrl+R (also in the palette) answers it once, without sending it
+again; a completely full disk still opens, for reading, and says why sending is off."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Sequence
 
+from core.config import DshConfig
 from core.log import ASSISTANT_MESSAGE, USER_MESSAGE, message_text
 from core.providers.base import ProviderMessage, StreamEvent, TextDelta
+from core.providers.offline import OfflineProvider
 from stores import SqliteSessionStore
-from tests.fulldisk import cap_pages
-from tests.ui.conftest import SIZE, make_app
+from tests.fulldisk import SmallDisk, cap_pages, small_disk, tmpfs_mounts
+from tests.ui.conftest import SIZE, make_app, seed
 from tests.ui.snapshots import screen_text
 from tests.ui.test_app import send_idle, settle, wait_for
-from tui.runtime import Runtime
+from tui.runtime import Runtime, open_runtime
+
+__all__ = ["small_disk", "tmpfs_mounts"]
 
 
 class FillingProvider:
@@ -87,3 +92,25 @@ async def test_a_reply_lost_to_a_full_disk_is_answered_again_with_ctrl_r(
         await pilot.pause(0.1)
         assert "Nothing to answer" in app.notice.visible_text
         assert len(provider.calls) == 2
+
+
+async def test_a_completely_full_disk_opens_for_reading_and_says_so(small_disk: SmallDisk) -> None:
+    path = small_disk.root / "ui.sqlite3"
+    async with await SqliteSessionStore.open(path) as writable:
+        await seed(writable)
+    small_disk.fill()
+    config = DshConfig(database=path)
+    async with open_runtime(config, provider=OfflineProvider()) as rt:
+        app = make_app(rt)
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(app, pilot)
+            assert app.current_id == "checkout"
+            assert "Can we merge shipping and billing?" in screen_text(app)
+            assert app.notice.visible_text == (
+                "The disk is full, so dsh opened the database read-only: "
+                "you can read sessions but not send."
+            )
+            assert not app.composer.send_enabled
+            await pilot.press(*"hello", "enter")
+            await pilot.pause()
+            assert app.notice.visible_text.startswith("The disk is full")
