@@ -558,7 +558,12 @@ class DshApp(App[int]):
                     self._set_unanswered(update.message_event is None)
                     if update.status == "error" and error is not None:
                         self.notice.show_notice(
-                            f"The model failed: {single_line(error, 200)}. Your message and any partial reply are saved."
+                            f"The model failed: {single_line(error, 200)}. "
+                            + (
+                                "Your message and the partial reply are saved."
+                                if update.message_event is not None
+                                else "Your message is saved; press Ctrl+R to ask again."
+                            )
                         )
                 elif isinstance(update, TitleChanged):
                     await self.refresh_sessions()

@@ -315,9 +315,14 @@ async def _stream_reply(chat: ChatSession, draft: str | None) -> int:
                     out.write("\n")
                     wrote = False
                 if update.status == "error" and update.error is not None:
+                    kept = (
+                        "the partial reply is kept"
+                        if update.message_event is not None
+                        else f"`dsh reply {shlex.quote(single_line(chat.session_id))}` asks again"
+                    )
                     print(
                         f"dsh: error: the model failed: {single_line(str(update.error))}"
-                        " (your message is saved; the partial reply is kept)",
+                        f" (your message is saved; {kept})",
                         file=sys.stderr,
                     )
                     status = 1

@@ -118,9 +118,10 @@ async def test_reply_answers_a_message_whose_reply_failed_before_any_word(
     code, _, err = await run_dsh(env, "reply", session)
     assert code == 1 and "nothing to answer: the session has no messages" in err
 
-    fake_openai.error(500, "overloaded")
+    fake_openai.error(400, "the request was refused")  # not retried
     code, _, err = await run_dsh(env, "send", session, "are you there?")
-    assert code == 1 and "overloaded" in err
+    assert code == 1 and "the request was refused" in err
+    assert f"(your message is saved; `dsh reply {session}` asks again)" in err
     fake_openai.sse([chunk_json("Yes.", finish="stop")])
     code, out, err = await run_dsh(env, "reply", session)
     assert (code, out) == (0, "Yes.\n"), err

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Sequence
 
 from core.config import DshConfig
 from core.log import ASSISTANT_MESSAGE, USER_MESSAGE, message_text
-from core.providers.base import ProviderMessage, StreamEvent, TextDelta
+from core.providers.base import ProviderError, ProviderMessage, StreamEvent, TextDelta
 from core.providers.offline import OfflineProvider
 from stores import SqliteSessionStore
 from tests.fulldisk import SmallDisk, cap_pages, small_disk, tmpfs_mounts
@@ -114,3 +114,46 @@ async def test_a_completely_full_disk_opens_for_reading_and_says_so(small_disk: 
             await pilot.press(*"hello", "enter")
             await pilot.pause()
             assert app.notice.visible_text.startswith("The disk is full")
+
+
+class FailingOnceProvider:
+    """Fails before its first word once, then answers."""
+
+    name = "flaky"
+    model = "flaky-1"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def stream(
+        self, messages: Sequence[ProviderMessage], *, cancel: asyncio.Event | None = None
+    ) -> AsyncIterator[StreamEvent]:
+        self.calls += 1
+        if self.calls == 1:
+            raise ProviderError("the server is overloaded", "http")
+        yield TextDelta("Here now.")
+
+    async def aclose(self) -> None:
+        return None
+
+
+async def test_a_model_error_before_any_word_offers_ctrl_r(runtime: Runtime) -> None:
+    provider = FailingOnceProvider()
+    rt = Runtime(runtime.config, runtime.store, runtime.query, runtime.service, provider)
+    app = make_app(rt)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press(*"anyone there?", "enter")
+        await wait_for(pilot, lambda: bool(app.notice.visible_text))
+        await send_idle(app, pilot)
+        assert app.notice.visible_text == (
+            "The model failed: the server is overloaded. "
+            "Your message is saved; press Ctrl+R to ask again."
+        )
+        await pilot.press("ctrl+r")
+        await wait_for(pilot, lambda: provider.calls == 2)
+        await send_idle(app, pilot)
+        events = await runtime.store.read_events("checkout")
+        asked = [message_text(e.data) for e in events if e.type == USER_MESSAGE]
+        assert asked.count("anyone there?") == 1
+        assert "Here now." in screen_text(app)
