@@ -9,6 +9,7 @@ happens to the reply, the user's message is already safe.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from contextlib import aclosing
@@ -49,7 +50,7 @@ from core.providers.base import (
     Usage,
     Waiting,
 )
-from core.query import SessionQueryLike, SessionTitle
+from core.query import SessionQueryLike, SessionTitle, SurfaceSnapshot
 from core.references import (
     SessionReferenceInput,
     SessionReferenceService,
@@ -64,6 +65,7 @@ __all__ = [
     "CompactionError",
     "CompactionResult",
     "EngineUpdate",
+    "NothingToAnswerError",
     "PreparedDraft",
     "ReplyDelta",
     "ReplyFinished",
@@ -73,6 +75,7 @@ __all__ = [
     "fallback_title",
     "provider_messages",
     "summarize",
+    "unanswered_message",
 ]
 
 SYSTEM_PROMPT = (
@@ -133,6 +136,25 @@ def _surface_turn(surface: Sequence[Event]) -> int:
         if isinstance(value, int) and not isinstance(value, bool):
             turn = max(turn, value)
     return turn
+
+
+def unanswered_message(surface: Sequence[Event]) -> Event | None:
+    """The user's message that ends the surface with no reply after it, or ``None``.
+
+    A reply that failed before anything of it was stored (a full disk, a model error or a
+    stop before the first word) leaves the user's message last: ``reply_to_last`` answers it.
+    """
+    if not surface:
+        return None
+    last = surface[-1]
+    source = last.data.get("source") if last.type == USER_MESSAGE else None
+    if isinstance(source, Mapping) and source.get("kind") == "user":
+        return last
+    return None
+
+
+_TURN_PAGE = 64
+"""Log-only events read per step while looking back for the last turn number."""
 
 
 def fallback_title(text: str) -> str | None:
@@ -236,6 +258,10 @@ def provider_failure(err: BaseException) -> ProviderError:
     if len(detail) > 300:
         detail = detail[:299] + "…"
     return ProviderError(f"the model client failed: {type(err).__name__}: {detail}", "protocol")
+
+
+class NothingToAnswerError(DshError):
+    """``reply_to_last`` found no unanswered user message at the end of the session."""
 
 
 class CompactionError(DshError):
@@ -405,9 +431,49 @@ class ChatSession:
                 async for update in updates:
                     yield update
 
+    async def reply_to_last(
+        self, *, interrupt: asyncio.Event | None = None
+    ) -> AsyncIterator[EngineUpdate]:
+        """Answer the session's last user message when it has no reply yet (the retry after
+        a failed reply: nothing is appended again). ``NothingToAnswerError`` otherwise."""
+        async with self._busy:
+            surface = (await self.query.read_surface(self.session_id)).events
+            if unanswered_message(surface) is None:
+                raise NothingToAnswerError(
+                    "nothing to answer: the session has no messages"
+                    if not surface
+                    else "nothing to answer: the last message already has a reply"
+                )
+            async with aclosing(self._reply(interrupt)) as updates:
+                async for update in updates:
+                    yield update
+
+    async def _last_turn(self, snapshot: SurfaceSnapshot) -> int:
+        """The highest turn number used in the log so far.
+
+        The surface knows the turns of stored replies; a reply that failed before its
+        message was stored left only log-only events (chunks, ``turn/end``) after the last
+        surface event, and its number must not be given again. Turns only grow, so the
+        newest such event with a turn holds the highest one: the log is read backwards
+        from its end, a page at a time, down to the last surface event.
+        """
+        turn = _surface_turn(snapshot.events)
+        floor = max((event.seq for event in snapshot.events), default=-1)
+        high = snapshot.captured_through_seq
+        while high is not None and high > floor:
+            low = max(floor + 1, high - _TURN_PAGE + 1)
+            page = await self.store.read_events_at(self.session_id, range(low, high + 1))
+            for event in reversed(page):
+                value = event.data.get("turn")
+                if isinstance(value, int) and not isinstance(value, bool):
+                    return max(turn, value)
+            high = low - 1
+        return turn
+
     async def _reply(self, interrupt: asyncio.Event | None) -> AsyncGenerator[EngineUpdate, None]:
-        surface = (await self.query.read_surface(self.session_id)).events
-        turn = _surface_turn(surface) + 1
+        snapshot = await self.query.read_surface(self.session_id)
+        surface = snapshot.events
+        turn = await self._last_turn(snapshot) + 1
         messages = provider_messages(surface)
         buffer = _ChunkBuffer(self.store, self.session_id)
         text_parts: list[str] = []
@@ -420,6 +486,7 @@ class ChatSession:
         index = 0
         cancelled = False
         closed = False  # the caller stopped reading (closed us at a yield)
+        write_error: Exception | None = None  # storing chunks failed: the reply cannot be kept
         stream = self.provider.stream(messages, cancel=interrupt)
         try:
             async for delta in stream:
@@ -441,7 +508,11 @@ class ChatSession:
                     buffer.add(NewEvent(ASSISTANT_CHUNK, {"turn": turn, "step": 0, "chunk": chunk}))
                     yield ReplyDelta("text" if is_text else "reasoning", delta.text)
                     if buffer.due():
-                        await buffer.flush()
+                        try:
+                            await buffer.flush()
+                        except Exception as err:  # the store, not the model, failed
+                            write_error = err
+                            break
                 elif isinstance(delta, Usage):
                     usage = dict(delta.data)
                 elif isinstance(delta, Finish):
@@ -463,6 +534,13 @@ class ChatSession:
             except Exception as err:
                 if error is None and not cancelled and status != "interrupted":
                     status, error = "error", provider_failure(err)
+
+        if write_error is not None:
+            # The store refuses writes (a full disk…): the reply cannot be kept, and the
+            # error is the store's, not the model's. Chunks stored so far stay as they are.
+            with contextlib.suppress(Exception):
+                await buffer.close()
+            raise write_error
 
         # Store what was received, whatever happened: nothing of the reply is dropped.
         content: list[dict[str, Any]] = []
@@ -495,7 +573,13 @@ class ChatSession:
         tail.append(NewEvent(TURN_END, end))
         try:
             written = await buffer.flush(*tail)
-        finally:
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await buffer.close()
+            raise
+        # A timed chunk write that failed earlier does not matter now: the message holds
+        # the whole reply.
+        with contextlib.suppress(Exception):
             await buffer.close()
         message_event = written[-2] if len(tail) == 2 else None
         if cancelled:
@@ -577,7 +661,8 @@ class ChatSession:
                     raise
                 raise CompactionError(f"compaction failed: {message}") from err
             shadowed = tuple(e.seq for e in surface)
-            source = {**COMPACT_CHECKPOINT_SOURCE, "throughTurn": _surface_turn(surface)}
+            # Through the last turn of the log, failed ones included: their numbers stay used.
+            source = {**COMPACT_CHECKPOINT_SOURCE, "throughTurn": await self._last_turn(snapshot)}
             checkpoint = user_message(
                 f"<compacted-summary>\n{summary.strip()}\n</compacted-summary>", source=source
             )

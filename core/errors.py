@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 __all__ = [
+    "DiskFullError",
     "DshError",
     "InvalidEventError",
     "SessionExistsError",
@@ -37,3 +38,9 @@ class InvalidEventError(DshError, ValueError):
 
 class StoreError(DshError):
     """The store itself cannot be used (not a database, corrupt, newer schema, read-only…)."""
+
+
+class DiskFullError(StoreError):
+    """The store could not write because the disk (or the database's size limit) is full.
+
+    Its message always says so in plain words; what was stored before the failure stays."""

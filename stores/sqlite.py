@@ -27,7 +27,13 @@ from typing import Any, TypeVar
 
 import aiosqlite
 
-from core.errors import InvalidEventError, SessionExistsError, SessionNotFoundError, StoreError
+from core.errors import (
+    DiskFullError,
+    InvalidEventError,
+    SessionExistsError,
+    SessionNotFoundError,
+    StoreError,
+)
 from core.jsoncodec import loads_exact
 from core.log import (
     Event,
@@ -130,6 +136,67 @@ def _is_read_only_error(err: sqlite3.Error) -> bool:
     return name.startswith("SQLITE_READONLY") or "readonly database" in str(err)
 
 
+_NEARLY_FULL_BYTES = 1 << 20
+"""Free space under which an I/O error is taken for a full disk."""
+
+
+def _is_disk_full(err: sqlite3.Error, path: Path) -> bool:
+    """``SQLITE_FULL`` (SQLite's word for ENOSPC on a write, or a size limit), or an I/O
+    error while the disk holding ``path`` is (nearly) full: growing the ``-shm`` file of a
+    WAL database fails as ``SQLITE_IOERR_SHMSIZE``, "disk I/O error"."""
+    name = getattr(err, "sqlite_errorname", "") or ""
+    text = str(err)
+    if name.startswith("SQLITE_FULL") or "database or disk is full" in text:
+        return True
+    if name.startswith("SQLITE_IOERR") or "disk I/O error" in text:
+        return _free_bytes(path.parent) < _NEARLY_FULL_BYTES
+    return False
+
+
+def _free_bytes(folder: Path) -> int:
+    """Bytes this process may still write under ``folder`` (a large number when unknown)."""
+    try:
+        stats = os.statvfs(folder)
+    except (OSError, AttributeError):  # AttributeError: no statvfs on this platform
+        return 1 << 62
+    root = getattr(os, "geteuid", lambda: -1)() == 0  # root may use the reserved blocks
+    return (stats.f_bfree if root else stats.f_bavail) * stats.f_frsize
+
+
+def _connect_target(db_path: Path, read_only: bool, options: str) -> str:
+    """What to hand ``sqlite3.connect``: a ``file:`` URI with ``options`` when read-only
+    (the file must exist), else the path (its folder is created)."""
+    if read_only:
+        if not db_path.exists():
+            raise StoreError(f"{db_path}: cannot open read-only: the file does not exist")
+        return db_path.resolve().as_uri() + "?" + options
+    try:
+        db_path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise StoreError(f"{db_path}: cannot create its directory: {err}") from err
+    return str(db_path)
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _store_error(path: Path, what: str, err: sqlite3.Error) -> StoreError:
+    """The one translation of an SQLite error into the ``StoreError`` a user reads."""
+    if _is_disk_full(err, path):
+        return DiskFullError(f"{path}: {what}: the disk is full ({err})")
+    if _is_read_only_error(err):
+        return StoreError(f"{path}: the database is read-only ({err})")
+    if isinstance(err, sqlite3.DatabaseError) and (
+        "not a database" in str(err) or "malformed" in str(err)
+    ):
+        return StoreError(f"{path}: not a SQLite database or corrupt ({err})")
+    return StoreError(f"{path}: {what}: {err}")
+
+
 async def _scalar(conn: aiosqlite.Connection, sql: str, params: Sequence[Any] = ()) -> Any:
     """The first column of the first row (``None`` when there is no row)."""
     for row in await conn.execute_fetchall(sql, params):
@@ -180,6 +247,7 @@ class SqliteSessionStore:
         self._conn: aiosqlite.Connection | None = conn
         self._path = path
         self._read_only = read_only
+        self._read_only_reason: str | None = None
         self._lock = asyncio.Lock()
         # Decoded headers and titles keyed by their raw row (bytes, ints and JSON text), so
         # a hit is exact by construction: listing every session (the @ picker does it on
@@ -208,20 +276,53 @@ class SqliteSessionStore:
         A file without write permission opens read-only, as does ``read_only=True``: reads
         work and writes raise ``StoreError``. A file that is not a dsh database, is
         corrupt, or has a newer schema raises ``StoreError``.
+
+        When the disk is full, a WAL database cannot even be read the normal way (SQLite
+        must create and size its ``-shm`` file): it is then opened read-only instead
+        (see :meth:`_open_when_full`), ``read_only_reason`` says why, and every write
+        raises ``DiskFullError``.
         """
         db_path = Path(path) if path is not None else default_database_path()
         if not read_only and _file_is_read_only(db_path):
             read_only = True
-        if read_only:
-            if not db_path.exists():
-                raise StoreError(f"{db_path}: cannot open read-only: the file does not exist")
-            target = db_path.resolve().as_uri() + "?mode=ro"
-        else:
+        try:
+            return await cls._connect(db_path, read_only, busy_timeout)
+        except DiskFullError as err:
+            if read_only or not db_path.is_file():
+                raise
+            return await cls._open_when_full(db_path, busy_timeout, err)
+
+    @classmethod
+    async def _open_when_full(
+        cls, db_path: Path, busy_timeout: float, err: DiskFullError
+    ) -> SqliteSessionStore:
+        """The read-only fallback on a full disk.
+
+        ``mode=ro`` first: it reads exactly what a normal connection would (WAL included),
+        but needs the ``-shm`` file to exist at its full size already (another process has
+        the database open). Else ``immutable=1``: no locks and no ``-shm`` at all, at the
+        cost that commits still in the ``-wal`` file are not seen and a concurrent writer
+        could make a read fail; on a full disk nobody can write much, so reading is worth
+        that. Raises ``err`` (the disk is full) when neither works.
+        """
+        wal = db_path.with_name(db_path.name + "-wal")
+        for options in ("mode=ro", "mode=ro&immutable=1"):
             try:
-                db_path.parent.mkdir(parents=True, exist_ok=True)
-            except OSError as err:
-                raise StoreError(f"{db_path}: cannot create its directory: {err}") from err
-            target = str(db_path)
+                store = await cls._connect(db_path, True, busy_timeout, options)
+            except StoreError:
+                continue
+            reason = "the disk is full, so dsh opened the database read-only"
+            if "immutable" in options and _size(wal) > 0:
+                reason += " (its newest changes, still in the write-ahead log, are not shown)"
+            store._read_only_reason = reason
+            return store
+        raise err
+
+    @classmethod
+    async def _connect(
+        cls, db_path: Path, read_only: bool, busy_timeout: float, options: str = "mode=ro"
+    ) -> SqliteSessionStore:
+        target = _connect_target(db_path, read_only, options)
         connection = aiosqlite.connect(
             target,
             uri=read_only,
@@ -233,7 +334,7 @@ class SqliteSessionStore:
         except BaseException as err:
             await _worker_stopped(connection)
             if isinstance(err, sqlite3.Error):
-                raise StoreError(f"{db_path}: cannot open the database: {err}") from err
+                raise _store_error(db_path, "cannot open the database", err) from err
             raise
         store = cls(conn, db_path, read_only=read_only)
         try:
@@ -344,6 +445,12 @@ class SqliteSessionStore:
     def read_only(self) -> bool:
         return self._read_only
 
+    @property
+    def read_only_reason(self) -> str | None:
+        """Why a database that should be writable was opened read-only (a full disk), or
+        ``None``: a host shows it next to its read-only notice."""
+        return self._read_only_reason
+
     # ------------------------------------------------------------------ plumbing
 
     def _live(self) -> aiosqlite.Connection:
@@ -352,13 +459,7 @@ class SqliteSessionStore:
         return self._conn
 
     def _error(self, what: str, err: sqlite3.Error) -> StoreError:
-        if _is_read_only_error(err):
-            return StoreError(f"{self._path}: the database is read-only ({err})")
-        if isinstance(err, sqlite3.DatabaseError) and (
-            "not a database" in str(err) or "malformed" in str(err)
-        ):
-            return StoreError(f"{self._path}: not a SQLite database or corrupt ({err})")
-        return StoreError(f"{self._path}: {what}: {err}")
+        return _store_error(self._path, what, err)
 
     async def _run(self, body: Callable[[aiosqlite.Connection], Awaitable[T]], *, write: bool) -> T:
         """Run ``body`` in one transaction, serialised with every other operation.
@@ -367,6 +468,11 @@ class SqliteSessionStore:
         caller is cancelled, so the connection is never left inside a transaction.
         """
         if write and self._read_only:
+            if self._read_only_reason is not None:
+                raise DiskFullError(
+                    f"{self._path}: nothing can be written: {self._read_only_reason}; "
+                    "free some space and try again"
+                )
             raise StoreError(f"{self._path}: the database is opened read-only")
         await self._lock.acquire()
         try:

@@ -35,8 +35,9 @@ from core.engine import (
     ReplyFinished,
     ReplyWaiting,
     TitleChanged,
+    unanswered_message,
 )
-from core.errors import DshError, SessionNotFoundError, StoreError
+from core.errors import DiskFullError, DshError, SessionNotFoundError, StoreError
 from core.log import Event, now_ms
 from core.logfile import export_jsonl
 from core.query import SurfaceWindow
@@ -134,6 +135,8 @@ class DshApp(App[int]):
     ENABLE_COMMAND_PALETTE = True
 
     BINDINGS: ClassVar[list[BindingType]] = [
+        # Shown (first) only while the last message has no reply: a reply failed to store.
+        Binding("ctrl+r", "answer_again", "Answer again"),
         Binding("ctrl+n", "new_session", "New"),
         Binding("f2", "rename_session", "Rename"),
         Binding("f8", "delete_session", "Delete"),
@@ -176,6 +179,7 @@ class DshApp(App[int]):
         self._remove_stop_handler: Callable[[], None] | None = None
         self._terminal_fds: tuple[int, ...] = ()
         self._stopping: set[asyncio.Task[None]] = set()
+        self._unanswered = False  # the open session ends with a message nothing answered
 
     # ------------------------------------------------------------------ set-up
 
@@ -234,7 +238,7 @@ class DshApp(App[int]):
         if getattr(self.runtime.store, "read_only", False):
             composer.send_enabled = False
             self.notice.show_notice(
-                "This database is read-only: you can read sessions but not send.", warning=True
+                f"{self._read_only_why()}: you can read sessions but not send.", warning=True
             )
         self._fit_sidebar(self.size.width)
         await self.refresh_sessions()
@@ -389,6 +393,7 @@ class DshApp(App[int]):
         self.chat = chat
         self.sidebar.set_current(session_id)
         self._show_window(window)
+        self._set_unanswered(unanswered_message(window.events) is not None)
         self._update_title()
 
     async def _read_window(self, session_id: str) -> SurfaceWindow:
@@ -464,9 +469,15 @@ class DshApp(App[int]):
                 "Preparing the referenced sessions… press Esc to cancel.", warning=True
             )
         elif getattr(self.runtime.store, "read_only", False):
-            self.notice.show_notice(
-                "This database is read-only: sending is disabled.", warning=True
-            )
+            self.notice.show_notice(f"{self._read_only_why()}: sending is disabled.", warning=True)
+
+    def _read_only_why(self) -> str:
+        """Why the database is read-only, as the start of a sentence (a full disk, or not
+        writable)."""
+        reason = getattr(self.runtime.store, "read_only_reason", None)
+        if not isinstance(reason, str) or not reason:
+            return "This database is read-only"
+        return reason[:1].upper() + reason[1:]
 
     @work(exclusive=True, group="send")
     async def _send(self, draft: str) -> None:
@@ -507,6 +518,7 @@ class DshApp(App[int]):
         composer.add_to_history(draft)
         self.transcript.follow()
         self.transcript.add_events(submitted.events)
+        self._set_unanswered(True)
         await self._stream_reply(chat)
 
     def _restore_draft(self, draft: str) -> None:
@@ -514,14 +526,21 @@ class DshApp(App[int]):
         if not self.composer.draft:
             self.composer.set_draft(draft)
 
-    async def _stream_reply(self, chat: ChatSession) -> None:
+    async def _stream_reply(self, chat: ChatSession, *, again: bool = False) -> None:
+        """Stream the reply to the message just sent, or (``again``) to the last one left
+        unanswered by a reply that failed."""
         self._interrupt = asyncio.Event()
         self.streaming = True
         self.status.set_status("Replying… (Esc stops)")
         view = self.transcript.begin_reply()
+        updates = (
+            chat.reply_to_last(interrupt=self._interrupt)
+            if again
+            else chat.reply(interrupt=self._interrupt)
+        )
         try:
             waiting = False
-            async for update in chat.reply(interrupt=self._interrupt):
+            async for update in updates:
                 if isinstance(update, ReplyDelta):
                     if waiting:
                         waiting = False
@@ -536,19 +555,67 @@ class DshApp(App[int]):
                 elif isinstance(update, ReplyFinished):
                     error = str(update.error) if update.error is not None else None
                     view.finish(update.status, error, event=update.message_event)
+                    self._set_unanswered(update.message_event is None)
                     if update.status == "error" and error is not None:
                         self.notice.show_notice(
-                            f"The model failed: {single_line(error, 200)}. Your message and any partial reply are saved."
+                            f"The model failed: {single_line(error, 200)}. "
+                            + (
+                                "Your message and the partial reply are saved."
+                                if update.message_event is not None
+                                else "Your message is saved; press Ctrl+R to ask again."
+                            )
                         )
                 elif isinstance(update, TitleChanged):
                     await self.refresh_sessions()
         except (StoreError, DshError) as err:
             view.finish("error", str(err))
-            self.notice.show_notice(f"Could not save the reply: {single_line(str(err), 200)}")
+            self.notice.show_notice(self._reply_not_stored(err))
         finally:
             self.streaming = False
             self._interrupt = None
             self.status.set_status(None)
+            self.refresh_bindings()
+
+    def _reply_not_stored(self, err: DshError) -> str:
+        """What a store failure during a reply left, and how to go on (one line)."""
+        if not self._unanswered:
+            return f"Could not save the reply: {single_line(str(err), 200)}"
+        if isinstance(err, DiskFullError):
+            return (
+                "Your message is saved; the reply could not be stored: the disk is full. "
+                "Free some space, then press Ctrl+R to answer it."
+            )
+        return (
+            "Your message is saved; the reply could not be stored: "
+            f"{single_line(str(err), 200)}. Press Ctrl+R to answer it."
+        )
+
+    def _set_unanswered(self, value: bool) -> None:
+        if value != self._unanswered:
+            self._unanswered = value
+            self.refresh_bindings()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "answer_again":  # in the footer only when there is something to answer
+            return self._unanswered and not (self.preparing or self.streaming)
+        return super().check_action(action, parameters)
+
+    def action_answer_again(self) -> None:
+        """Ctrl+R: answer the last message again, after a reply that could not be stored."""
+        if self.chat is None or self.preparing or self.streaming:
+            return
+        if not self._unanswered:
+            self.notice.show_notice(
+                "Nothing to answer: the last message already has a reply.", warning=True
+            )
+            return
+        self.notice.clear()
+        self._answer_again(self.chat)
+
+    @work(exclusive=True, group="send")
+    async def _answer_again(self, chat: ChatSession) -> None:
+        self.transcript.follow()
+        await self._stream_reply(chat, again=True)
 
     def action_cancel(self) -> None:
         """Esc: cancel preparation (draft kept) or stop a streaming reply (partial kept)."""
@@ -713,6 +780,13 @@ class DshApp(App[int]):
             "Export as JSONL",
             "Write the raw log (importable with dsh import)",
             lambda: self.run_worker(self.action_export("json")),
+        )
+        yield SystemCommand(
+            "Answer again",
+            "Answer the last message, whose reply could not be stored (Ctrl+R)"
+            if self._unanswered
+            else "Nothing to answer now: the last message has a reply",
+            self.action_answer_again,
         )
         yield SystemCommand(
             "Copy last reply",

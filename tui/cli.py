@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import shlex
 import sys
 import time
 from collections.abc import Callable, Coroutine, Sequence
@@ -35,13 +36,20 @@ from core.display import (
 from core.engine import (
     ChatSession,
     CompactionError,
+    NothingToAnswerError,
     ReplyDelta,
     ReplyFinished,
     ReplyWaiting,
     Submitted,
     TitleChanged,
 )
-from core.errors import DshError, SessionExistsError, SessionNotFoundError, StoreError
+from core.errors import (
+    DiskFullError,
+    DshError,
+    SessionExistsError,
+    SessionNotFoundError,
+    StoreError,
+)
 from core.log import SessionHeader
 from core.logfile import LogImportError, event_to_json, export_jsonl, parse_jsonl
 from core.references import SessionReferenceError
@@ -105,6 +113,15 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("send", help="send a message (mentions allowed) and stream the reply")
     p.add_argument("session")
     p.add_argument("text", help="the message; '-' reads standard input")
+
+    p = sub.add_parser(
+        "reply",
+        help="answer the session's last message again (after a reply that failed)",
+        description="Stream the model's answer to SESSION's last message, when that message "
+        "has no reply yet (a reply that could not be stored, a model error before any word). "
+        "Nothing is appended but the reply.",
+    )
+    p.add_argument("session")
 
     p = sub.add_parser("show", help="print a session's transcript")
     p.add_argument("session")
@@ -228,7 +245,28 @@ async def cmd_new(rt: Runtime, args: argparse.Namespace) -> int:
     return 0
 
 
-async def _stream_reply(chat: ChatSession, draft: str) -> int:
+def _store_failure_line(
+    err: StoreError, session_id: str, message_seq: int | None, finished: bool, retry: bool
+) -> str:
+    """What a failed write during ``send``/``reply`` left stored, and how to go on."""
+    full = isinstance(err, DiskFullError)
+    reason = "the disk is full" if full else single_line(str(err))
+    again = f"`dsh reply {shlex.quote(single_line(session_id))}`"
+    then = f"free some space, then run {again}" if full else f"run {again}"
+    if finished:
+        return f"the reply is saved, but the session title could not be stored: {reason}"
+    if message_seq is not None:
+        return (
+            f"your message is saved (#{message_seq}); the reply could not be stored: "
+            f"{reason}; {then} to get the answer"
+        )
+    if retry:
+        return f"the reply could not be stored: {reason}; the message is still unanswered: {then}"
+    return f"nothing was sent or stored: {single_line(str(err))}"
+
+
+async def _stream_reply(chat: ChatSession, draft: str | None) -> int:
+    """Send ``draft`` and stream the reply, or (``None``) answer the last message again."""
     interrupt = asyncio.Event()
     out = sys.stdout
     status = 0
@@ -244,9 +282,17 @@ async def _stream_reply(chat: ChatSession, draft: str) -> int:
         interrupt.set()  # the engine stores the partial reply, marked interrupted
 
     remove_stop_handler = install_stop_handler(asyncio.get_running_loop(), on_stop_signal)
+    message_seq: int | None = None  # the user's message, once stored
+    finished = False
+    updates = (
+        chat.reply_to_last(interrupt=interrupt)
+        if draft is None
+        else chat.send(draft, interrupt=interrupt)
+    )
     try:
-        async for update in chat.send(draft, interrupt=interrupt):
+        async for update in updates:
             if isinstance(update, Submitted):
+                message_seq = update.events[-1].seq
                 card = len(update.events) > 1
                 if card:
                     print("(referenced-sessions snapshot attached)", file=sys.stderr)
@@ -264,12 +310,19 @@ async def _stream_reply(chat: ChatSession, draft: str) -> int:
                     flush=True,
                 )
             elif isinstance(update, ReplyFinished):
+                finished = True
                 if wrote:
                     out.write("\n")
+                    wrote = False
                 if update.status == "error" and update.error is not None:
+                    kept = (
+                        "the partial reply is kept"
+                        if update.message_event is not None
+                        else f"`dsh reply {shlex.quote(single_line(chat.session_id))}` asks again"
+                    )
                     print(
                         f"dsh: error: the model failed: {single_line(str(update.error))}"
-                        " (your message is saved; the partial reply is kept)",
+                        f" (your message is saved; {kept})",
                         file=sys.stderr,
                     )
                     status = 1
@@ -289,6 +342,15 @@ async def _stream_reply(chat: ChatSession, draft: str) -> int:
                 pass
     except SessionReferenceError as err:
         raise CliError(_reference_error_line(err) + " — nothing was sent") from err
+    except NothingToAnswerError as err:
+        raise CliError(f"{err}; `dsh send` sends a new message") from err
+    except StoreError as err:
+        if wrote:
+            out.write("\n")
+            out.flush()
+        raise CliError(
+            _store_failure_line(err, chat.session_id, message_seq, finished, draft is None)
+        ) from err
     finally:
         remove_stop_handler()
     return stop_status(stopped[0]) if stopped else status
@@ -301,6 +363,12 @@ async def cmd_send(rt: Runtime, args: argparse.Namespace) -> int:
         raise CliError("the message is empty")
     chat = await rt.chat(header.id)
     return await _stream_reply(chat, text)
+
+
+async def cmd_reply(rt: Runtime, args: argparse.Namespace) -> int:
+    header = await _resolve(rt, args.session)
+    chat = await rt.chat(header.id)
+    return await _stream_reply(chat, None)
 
 
 async def cmd_show(rt: Runtime, args: argparse.Namespace) -> int:
@@ -484,6 +552,7 @@ COMMANDS: dict[str, Callable[[Runtime, argparse.Namespace], Coroutine[Any, Any, 
     "sessions": cmd_sessions,
     "new": cmd_new,
     "send": cmd_send,
+    "reply": cmd_reply,
     "show": cmd_show,
     "prepare": cmd_prepare,
     "compact": cmd_compact,
@@ -499,6 +568,9 @@ COMMANDS: dict[str, Callable[[Runtime, argparse.Namespace], Coroutine[Any, Any, 
 
 async def _run(config: DshConfig, args: argparse.Namespace) -> int:
     async with open_runtime(config) as rt:
+        reason = getattr(rt.store, "read_only_reason", None)
+        if reason:  # a full disk: reading works, writing will say why it cannot
+            print(f"dsh: note: {single_line(reason)}", file=sys.stderr)
         return await COMMANDS[args.command](rt, args)
 
 
