@@ -56,7 +56,7 @@ from tui.signals import (
     terminal_gone,
 )
 
-__all__ = ["main"]
+__all__ = ["main", "reference_error_words"]
 
 VERSION = "0.1.0"
 
@@ -181,9 +181,22 @@ async def _resolve(rt: Runtime, name: str) -> SessionHeader:
     return resolve_session_name(name, headers, titles)
 
 
-def _reference_error_line(err: SessionReferenceError) -> str:
+def reference_error_words(err: SessionReferenceError) -> str:
+    """What went wrong, in plain words, for every host (not yet escaped): the words for the
+    code, then the detail only when it adds something (never a Python repr)."""
     plain = REFERENCE_ERROR_HELP.get(err.code, "the session references could not be prepared")
-    return f"{plain}: {single_line(str(err))} [{err.code}]"
+    if err.code == "SESSION_REFERENCE_SELF_REFERENCE":
+        return plain  # the detail would only say it again
+    if err.code == "SESSION_REFERENCE_READ_FAILED" and err.session_id is not None:
+        if isinstance(err.__cause__, SessionNotFoundError):
+            return f"the referenced session '{err.session_id}' does not exist (was it deleted?)"
+        reason = str(err.__cause__ or "") or type(err.__cause__).__name__
+        return f"the referenced session '{err.session_id}' could not be read: {reason}"
+    return f"{plain}: {err}"
+
+
+def _reference_error_line(err: SessionReferenceError) -> str:
+    return f"{single_line(reference_error_words(err))} [{err.code}]"
 
 
 # --------------------------------------------------------------------------- commands
