@@ -131,8 +131,13 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("import", help="import a JSONL log (as written by export --format json)")
     p.add_argument("file", help="the file; '-' reads standard input")
 
-    p = sub.add_parser("delete", help="delete a session")
+    p = sub.add_parser(
+        "delete",
+        help="delete a session",
+        description="Delete a session. On a terminal dsh asks first; --yes does not ask.",
+    )
     p.add_argument("session")
+    p.add_argument("-y", "--yes", action="store_true", help="delete without asking")
 
     p = sub.add_parser("mention", help="print the @ mention that references a session")
     p.add_argument("session")
@@ -441,8 +446,36 @@ async def cmd_import(rt: Runtime, args: argparse.Namespace) -> int:
     return 0
 
 
+def _interactive() -> bool:
+    """Whether a person can answer a question: standard input is a terminal."""
+    try:
+        return sys.stdin.isatty()
+    except (AttributeError, ValueError):  # closed or replaced stdin
+        return False
+
+
+async def _confirm(question: str) -> bool:
+    """Ask ``question`` (already escaped) on stderr; yes only for ``y``/``yes``."""
+    print(f"{question} [y/N] ", end="", file=sys.stderr, flush=True)
+    answer = await asyncio.to_thread(sys.stdin.readline)
+    return answer.strip().lower() in ("y", "yes")
+
+
 async def cmd_delete(rt: Runtime, args: argparse.Namespace) -> int:
     header = await _resolve(rt, args.session)
+    if not args.yes and _interactive():  # scripts (no terminal) delete as they always did
+        title = await rt.query.read_title(header.id)
+        snapshot = await rt.query.read_surface(header.id)
+        count = len(snapshot.events)
+        name = (
+            f"'{single_line(title.title, 60)}' ({single_line(header.id)})"
+            if title
+            else (f"'{single_line(header.id)}'")
+        )
+        plural = "message" if count == 1 else "messages"
+        if not await _confirm(f"Delete session {name} and its {count} {plural}?"):
+            print("dsh: nothing deleted", file=sys.stderr)
+            return 1
     await rt.store.delete_session(header.id)
     print(f"deleted {single_line(header.id)}")
     return 0
@@ -546,7 +579,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(single_line(str(err)))
     except CliError as err:
         return _fail(str(err))
-    except (SessionNameError, SessionNotFoundError) as err:
+    except SessionNameError as err:
+        code = _fail(single_line(str(err)))
+        for header, title in err.matches:  # one per line, escaped, as `dsh sessions` shows them
+            label = single_line(title, 60) if title is not None else "(no title)"
+            print(f"  {single_line(header.id)}  {label}", file=sys.stderr)
+        return code
+    except SessionNotFoundError as err:
         return _fail(single_line(str(err)))
     except StoreError as err:
         return _fail(single_line(str(err)))

@@ -1,0 +1,87 @@
+"""The ``dsh`` command line on a real terminal: what it asks before destroying data."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.pty_screen import PtyScreen
+
+pytestmark = [
+    pytest.mark.timeout(60),
+    pytest.mark.skipif(sys.platform == "win32", reason="needs a POSIX pseudo-terminal"),
+]
+
+
+class Cli:
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        self.db = tmp / "db.sqlite3"
+        self.env = {
+            name: value
+            for name, value in os.environ.items()
+            if not name.startswith(("DSH_", "TEXTUAL", "PYTEST_"))
+            and name not in ("DEEPSEEK_API_KEY", "COLUMNS", "LINES", "NO_COLOR")
+        }
+        self.env.update(
+            TERM="xterm-256color",
+            XDG_CONFIG_HOME=str(tmp / "config"),
+            XDG_DATA_HOME=str(tmp / "data"),
+            PYTHONUNBUFFERED="1",
+        )
+
+    def argv(self, *args: str) -> list[str]:
+        return [sys.executable, "-m", "tui.cli", "--db", str(self.db), *args]
+
+    def run(self, *args: str, code: int = 0) -> str:
+        done = subprocess.run(
+            self.argv(*args),
+            env=self.env,
+            cwd=self.tmp,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
+        assert done.returncode == code, f"dsh {' '.join(args)}: {done.stderr}"
+        return done.stdout + done.stderr
+
+    def pty(self, *args: str, columns: int = 160) -> PtyScreen:
+        return PtyScreen(self.argv(*args), env=self.env, cwd=self.tmp, columns=columns, lines=24)
+
+
+@pytest.fixture
+def cli(tmp_path: Path) -> Cli:
+    return Cli(tmp_path)
+
+
+def test_delete_on_a_terminal_asks_first(cli: Cli) -> None:
+    session = cli.run("new").strip()
+    cli.run("rename", session, "Keep me")
+    with cli.pty("delete", "Keep me") as screen:
+        screen.wait_for(f"Delete session 'Keep me' ({session}) and its 0 messages? [y/N]")
+        screen.send("n\r")
+        assert screen.wait_exit() == 1
+        assert "nothing deleted" in screen.text
+    assert "Keep me" in cli.run("sessions")
+
+    with cli.pty("delete", "Keep me") as screen:
+        screen.wait_for("[y/N]")
+        screen.send("y\r")
+        assert screen.wait_exit() == 0
+        assert f"deleted {session}" in screen.text
+    assert session not in cli.run("sessions")
+
+
+def test_delete_yes_does_not_ask_and_a_script_is_not_asked(cli: Cli) -> None:
+    first = cli.run("new").strip()
+    second = cli.run("new").strip()
+    with cli.pty("delete", "--yes", first) as screen:
+        assert screen.wait_exit() == 0
+        assert "[y/N]" not in screen.text and f"deleted {first}" in screen.text
+    assert f"deleted {second}" in cli.run("delete", second)  # no terminal: no question
