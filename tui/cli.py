@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import shutil
 import sys
 import time
 from collections.abc import Callable, Coroutine, Sequence
@@ -147,7 +148,16 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("query", nargs="?", default="")
     p.add_argument("--json", action="store_true")
 
-    sub.add_parser("demo", help="create or refresh demo sessions in the database")
+    p = sub.add_parser(
+        "demo",
+        help="create the missing demo sessions (existing ones are left untouched)",
+        description="Create the demo sessions that are missing; existing ones are left "
+        "untouched. --reset deletes and rebuilds them (asks first on a terminal).",
+    )
+    p.add_argument(
+        "--reset", action="store_true", help="delete and rebuild the demo sessions (data loss)"
+    )
+    p.add_argument("-y", "--yes", action="store_true", help="with --reset: do not ask")
 
     p = sub.add_parser(
         "acp",
@@ -518,11 +528,43 @@ async def cmd_candidates(rt: Runtime, args: argparse.Namespace) -> int:
     return 0
 
 
-async def cmd_demo(rt: Runtime, args: argparse.Namespace) -> int:
-    from tui.demo import create_demo
+def _path_hint() -> str | None:
+    """How to reach ``dsh`` when the hints say ``dsh`` but it is not on ``PATH`` (a venv
+    that is not activated): ``None`` when ``dsh`` is found there."""
+    if shutil.which("dsh") is not None:
+        return None
+    script = Path(sys.executable).parent / "dsh"
+    if not script.exists():
+        return None
+    activate = script.parent / "activate"
+    return (
+        f"`dsh` is not on your PATH: run `. {activate}` in this shell (or call {script})."
+        if activate.exists()
+        else f"`dsh` is not on your PATH: call {script}, or add {script.parent} to PATH."
+    )
 
-    summary = await create_demo(rt)
+
+async def cmd_demo(rt: Runtime, args: argparse.Namespace) -> int:
+    from tui.demo import DEMO_SESSION_IDS, create_demo, existing_demo_sessions
+
+    if args.reset and not args.yes and (existing := await existing_demo_sessions(rt)):
+        question = (
+            f"Delete the {len(existing)} existing demo sessions of {len(DEMO_SESSION_IDS)}, "
+            "with everything written in them, and rebuild them?"
+        )
+        if not _interactive():
+            raise CliError(
+                "--reset deletes the demo sessions and everything written in them; "
+                "add --yes to confirm (there is no terminal to ask on)"
+            )
+        if not await _confirm(question):
+            print("dsh: nothing changed", file=sys.stderr)
+            return 1
+    summary = await create_demo(rt, reset=args.reset)
     print(escape_control(summary))
+    hint = _path_hint()
+    if hint is not None:
+        print(escape_control(hint))
     return 0
 
 

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from tests.cli.conftest import Run
@@ -75,3 +80,57 @@ def test_a_name_that_is_a_title_and_an_id_prefix_is_an_error_listing_both(
     )
     assert dsh("show", titled, "--json").json() == before, "nothing changed"
     assert dsh("show", prefixed, "--json").code == 0, "nothing deleted"
+
+
+def test_demo_again_keeps_what_the_user_wrote_and_renamed(dsh: Run) -> None:
+    assert dsh("demo").code == 0
+    assert dsh("send", "demo-notes", "my own note: buy milk").code == 0
+    assert dsh("rename", "demo-notes", "My notes").code == 0
+    dsh("delete", "demo-webshop-checkout")
+    before = dsh("show", "demo-notes", "--json").json()
+
+    again = dsh("demo")
+
+    assert again.code == 0, again.err
+    assert "created 1 missing demo sessions; 6 existing ones were left untouched" in again.out
+    assert dsh("show", "demo-notes", "--json").json() == before
+    assert "My notes" in dsh("sessions").out
+    assert dsh("show", "demo-webshop-checkout").code == 0, "the missing one is back"
+
+
+def test_demo_reset_without_a_terminal_needs_yes(dsh: Run) -> None:
+    assert dsh("demo").code == 0
+    assert dsh("send", "demo-notes", "my own note").code == 0
+    before = dsh("show", "demo-notes", "--json").json()
+
+    refused = dsh("demo", "--reset")
+    assert refused.code == 1 and refused.out == ""
+    assert refused.err == (
+        "dsh: error: --reset deletes the demo sessions and everything written in them; "
+        "add --yes to confirm (there is no terminal to ask on)\n"
+    )
+    assert dsh("show", "demo-notes", "--json").json() == before
+
+    done = dsh("demo", "--reset", "--yes")
+    assert done.code == 0 and "(rebuilt)" in done.out
+    assert "my own note" not in dsh("show", "demo-notes").out
+
+
+def test_demo_says_how_to_reach_dsh_when_it_is_not_on_path(dsh_env: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("PATH", "VIRTUAL_ENV")}
+    bindir = Path(sys.executable).parent
+
+    def demo(path: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-m", "tui.cli", "--db", str(dsh_env), "demo"],
+            env={**env, "PATH": path},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    assert f"`dsh` is not on your PATH: run `. {bindir / 'activate'}`" in demo("/usr/bin:/bin")
+    assert "not on your PATH" not in demo(f"{bindir}:/usr/bin:/bin")

@@ -85,3 +85,21 @@ def test_delete_yes_does_not_ask_and_a_script_is_not_asked(cli: Cli) -> None:
         assert screen.wait_exit() == 0
         assert "[y/N]" not in screen.text and f"deleted {first}" in screen.text
     assert f"deleted {second}" in cli.run("delete", second)  # no terminal: no question
+
+
+def test_demo_reset_on_a_terminal_asks_first(cli: Cli) -> None:
+    cli.run("demo")
+    cli.run("send", "demo-notes", "my own note")
+    with cli.pty("demo", "--reset") as screen:
+        screen.wait_for("Delete the 7 existing demo sessions of 7,", "rebuild them? [y/N]")
+        screen.send("\r")  # the default is no
+        assert screen.wait_exit() == 1
+        assert "nothing changed" in screen.text
+    assert "my own note" in cli.run("show", "demo-notes")
+
+    with cli.pty("demo", "--reset") as screen:
+        screen.wait_for("[y/N]")
+        screen.send("yes\r")
+        assert screen.wait_exit() == 0
+        assert "(rebuilt)" in screen.text
+    assert "my own note" not in cli.run("show", "demo-notes")
