@@ -48,7 +48,7 @@ from core.logfile import LogImportError, event_to_json, export_jsonl, parse_json
 from core.references import SessionReferenceError
 from core.references.labels import safe_mention
 from core.resolve import SessionNameError, resolve_session_name
-from tui.runtime import Runtime, open_runtime
+from tui.runtime import Runtime, offline_delay_from_env, open_runtime
 from tui.signals import (
     detach_from_terminal,
     install_stop_handler,
@@ -586,7 +586,8 @@ COMMANDS: dict[str, Callable[[Runtime, argparse.Namespace], Coroutine[Any, Any, 
 
 
 async def _run(config: DshConfig, args: argparse.Namespace) -> int:
-    async with open_runtime(config) as rt:
+    # DSH_OFFLINE_DELAY slows the offline model here as in the TUI and `dsh acp` (demos, tests).
+    async with open_runtime(config, offline_delay=offline_delay_from_env(os.environ)) as rt:
         return await COMMANDS[args.command](rt, args)
 
 

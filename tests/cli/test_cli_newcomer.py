@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+import tui.cli
 from tests.cli.conftest import Run
 
 
@@ -134,3 +138,35 @@ def test_demo_says_how_to_reach_dsh_when_it_is_not_on_path(dsh_env: Path) -> Non
 
     assert f"`dsh` is not on your PATH: run `. {bindir / 'activate'}`" in demo("/usr/bin:/bin")
     assert "not on your PATH" not in demo(f"{bindir}:/usr/bin:/bin")
+
+
+def test_offline_delay_is_read_by_send(dsh: Run, monkeypatch: pytest.MonkeyPatch) -> None:
+    session = new(dsh)
+    monkeypatch.setenv("DSH_OFFLINE_DELAY", "soon")
+    for command in (("send", session, "hi"), ("prepare", "--session", session, "hi")):
+        result = dsh(*command)
+        assert result.code == 1
+        assert result.err == (
+            "dsh: error: environment: DSH_OFFLINE_DELAY must be a number of seconds (0–60)\n"
+        )
+
+
+@pytest.mark.parametrize("command", ["send", "prepare"])
+def test_offline_delay_slows_the_offline_model_of_cli_commands(
+    dsh: Run, monkeypatch: pytest.MonkeyPatch, command: str
+) -> None:
+    session = new(dsh)
+    delays: list[float] = []
+    real_open_runtime = tui.cli.open_runtime
+
+    @contextlib.asynccontextmanager
+    async def spying_open_runtime(*args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+        async with real_open_runtime(*args, **kwargs) as rt:
+            delays.append(rt.provider.chunk_delay)
+            yield rt
+
+    monkeypatch.setattr(tui.cli, "open_runtime", spying_open_runtime)
+    monkeypatch.setenv("DSH_OFFLINE_DELAY", "0.001")
+    args = ("send", session, "hi") if command == "send" else ("prepare", "--session", session, "hi")
+    assert dsh(*args).code == 0
+    assert delays == [0.001]
