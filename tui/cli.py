@@ -408,12 +408,16 @@ async def cmd_export(rt: Runtime, args: argparse.Namespace) -> int:
         title = await rt.query.read_title(header.id)
         lines = export_markdown(header, title.title if title else None, snapshot.events)
     if args.output:
+        from tui.export import write_atomically
+
         text = "\n".join(lines) + "\n"
-        try:
-            await asyncio.to_thread(Path(args.output).write_text, text, encoding="utf-8")
+        try:  # all or nothing: a full disk leaves an existing FILE as it was
+            written = await asyncio.to_thread(write_atomically, Path(args.output), text)
         except (OSError, ValueError) as err:  # ValueError: a NUL or a lone surrogate
             reason = getattr(err, "strerror", None) or err
-            raise CliError(f"cannot write {args.output}: {reason}") from err
+            raise CliError(f"cannot write {args.output}: {reason}; nothing was written") from err
+        # stdout is free here (the export went to the file): say where it went
+        print(f"exported to {single_line(str(written))}")
     elif args.format == "json":
         # Control, bidi and format characters become \uXXXX escapes: the same JSON values,
         # so ``dsh import`` reads back the identical session. Characters beyond the BMP (tag

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import resource
+import signal
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -14,6 +16,7 @@ import pytest
 
 import tui.cli
 from tests.cli.conftest import Run
+from tests.providers.fake_openai import DSH
 
 
 def new(dsh: Run, *args: str) -> str:
@@ -170,3 +173,43 @@ def test_offline_delay_slows_the_offline_model_of_cli_commands(
     args = ("send", session, "hi") if command == "send" else ("prepare", "--session", session, "hi")
     assert dsh(*args).code == 0
     assert delays == [0.001]
+
+
+def test_export_to_a_file_says_where_it_went_and_stdout_stays_clean(
+    dsh: Run, tmp_path: Path
+) -> None:
+    session = new(dsh)
+    target = tmp_path / "out.md"
+    done = dsh("export", session, "-o", str(target))
+    assert done.code == 0, done.err
+    assert done.out == f"exported to {target.resolve()}\n"
+    assert target.read_text(encoding="utf-8").startswith("# ")
+    to_stdout = dsh("export", session)
+    assert to_stdout.out.startswith("# ") and "exported to" not in to_stdout.out + to_stdout.err
+
+
+def _limit_file_size() -> None:  # in the child: no file may grow past 64 KiB ("disk full")
+    resource.setrlimit(resource.RLIMIT_FSIZE, (65536, 65536))
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the write fails with EFBIG instead
+
+
+def test_a_failed_export_leaves_the_existing_file_whole(dsh: Run, tmp_path: Path) -> None:
+    assert dsh("demo").code == 0
+    target = tmp_path / "export" / "long.md"
+    target.parent.mkdir()
+    target.write_text("the previous export, intact\n", encoding="utf-8")
+    db = tmp_path / "dsh.sqlite3"
+    assert len(dsh("export", "demo-webshop-long-history").out) > 65536
+    done = subprocess.run(
+        [*DSH, "--db", str(db), "export", "demo-webshop-long-history", "-o", str(target)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        preexec_fn=_limit_file_size,
+    )
+    assert done.returncode == 1
+    assert done.stderr.startswith(f"dsh: error: cannot write {target}: File too large")
+    assert done.stderr.endswith("; nothing was written\n")
+    assert target.read_text(encoding="utf-8") == "the previous export, intact\n"
+    assert [p.name for p in target.parent.iterdir()] == ["long.md"], "no temp file left"
