@@ -21,8 +21,8 @@ from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
+from rich.cells import cell_len, set_cell_size
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
 from core.config import ConfigError, DshConfig, load_config
@@ -235,19 +235,65 @@ async def cmd_sessions(rt: Runtime, args: argparse.Namespace) -> int:
     if not headers:
         print("No sessions yet. Create one with `dsh new`, or try `dsh demo`.")
         return 0
-    table = Table(box=None, show_edge=False, pad_edge=False)
-    for column in ("id", "title", "cwd", "age"):
-        table.add_column(column, overflow="fold")
-    for h in headers:
-        title = titles[h.id].title if h.id in titles else ""
-        table.add_row(
-            Text(single_line(h.id)),
-            Text(single_line(title, 60)),
-            Text(single_line(h.cwd) if h.cwd is not None else "—", style="dim"),
-            Text(relative_age(h.created_at), style="dim"),
+    table = [
+        (
+            single_line(h.id),
+            single_line(titles[h.id].title, 60) if h.id in titles else "",
+            single_line(h.cwd) if h.cwd is not None else "—",
+            relative_age(h.created_at),
         )
-    _console(sys.stdout).print(table)
+        for h in headers
+    ]
+    console = _console(sys.stdout)
+    width = console.width if sys.stdout.isatty() else None  # a pipe gets every row whole
+    for line in session_table(("id", "title", "cwd", "age"), table, width):
+        console.print(line, soft_wrap=True)  # never folded: a long row runs on
     return 0
+
+
+def _fit(text: str, width: int, *, keep_end: bool = False) -> str:
+    """``text`` cut to ``width`` cells with an ellipsis (at the end, or at the start when
+    ``keep_end``: a path's last parts say most)."""
+    if cell_len(text) <= width:
+        return text
+    if width <= 1:
+        return "…"[:width]
+    if keep_end:
+        return "…" + set_cell_size(text[::-1], width - 1)[::-1].lstrip()
+    return set_cell_size(text, width - 1).rstrip() + "…"
+
+
+def session_table(
+    head: Sequence[str], rows: Sequence[Sequence[str]], width: int | None
+) -> list[Text]:
+    """The rows of ``dsh sessions`` (already escaped) in aligned columns, one line each. An
+    id (first column) is never cut or folded; within ``width`` the title (second) and then
+    the cwd (third) are cut with an ellipsis instead."""
+    widths = [max(cell_len(row[i]) for row in [head, *rows]) for i in range(len(head))]
+    gap = 2
+    if width is not None and sum(widths) + gap * (len(widths) - 1) > width:
+        spare = width - gap * (len(widths) - 1) - widths[0] - widths[3]
+        cwd = min(widths[2], max(12, spare - widths[1]), max(spare // 2, 12))
+        widths[1] = max(min(widths[1], spare - cwd), 8)
+        widths[2] = max(min(widths[2], spare - widths[1]), 8)
+    lines: list[Text] = []
+    for index, row in enumerate([head, *rows]):
+        cells = [
+            row[0],
+            _fit(row[1], widths[1]),
+            _fit(row[2], widths[2], keep_end=True),
+            row[3],
+        ]
+        line = Text(style="bold" if index == 0 else "")
+        for column, cell in enumerate(cells):
+            last = column == len(cells) - 1
+            pad = "" if last else " " * (widths[column] - cell_len(cell) + gap)
+            style = "dim" if column >= 2 and index else ""
+            line.append(cell, style=style)
+            line.append(pad)
+        line.rstrip()
+        lines.append(line)
+    return lines
 
 
 async def cmd_new(rt: Runtime, args: argparse.Namespace) -> int:

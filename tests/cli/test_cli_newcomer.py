@@ -213,3 +213,17 @@ def test_a_failed_export_leaves_the_existing_file_whole(dsh: Run, tmp_path: Path
     assert done.stderr.endswith("; nothing was written\n")
     assert target.read_text(encoding="utf-8") == "the previous export, intact\n"
     assert [p.name for p in target.parent.iterdir()] == ["long.md"], "no temp file left"
+
+
+def test_sessions_in_a_pipe_at_80_columns_keeps_every_row_whole(
+    dsh: Run, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert dsh("demo").code == 0
+    monkeypatch.setenv("COLUMNS", "80")
+    out = dsh("sessions").out
+    lines = out.splitlines()
+    assert len(lines) == 1 + 7, out  # the header and one line per session: nothing folded
+    ids = [line.split("  ")[0] for line in lines[1:]]
+    assert "demo-research-with-references" in ids and "demo-webshop-long-history" in ids
+    assert all(line == line.rstrip() for line in lines)
+    assert "Release review (uses references)" in out, "a pipe gets whole titles"

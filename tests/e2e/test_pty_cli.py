@@ -103,3 +103,18 @@ def test_demo_reset_on_a_terminal_asks_first(cli: Cli) -> None:
         assert screen.wait_exit() == 0
         assert "(rebuilt)" in screen.text
     assert "my own note" not in cli.run("show", "demo-notes")
+
+
+def test_sessions_at_80_columns_never_folds_an_id(cli: Cli) -> None:
+    cli.run("demo")
+    uuid = cli.run("new", "--cwd", "/home/demo/projects/a-rather-long/working-directory").strip()
+    cli.run("rename", uuid, "A title long enough that it cannot fit beside a full UUID")
+    with cli.pty("sessions", columns=80) as screen:
+        assert screen.wait_exit() == 0
+        rows = [row.rstrip() for row in screen.rows if row.strip()]
+    assert len(rows) == 1 + 8, screen.dump()  # the header, one row per session
+    assert all(len(row) <= 80 for row in rows)
+    starts = [row.split("  ")[0] for row in rows[1:]]
+    assert uuid in starts and "demo-research-with-references" in starts
+    [row] = [r for r in rows if r.startswith(uuid)]
+    assert "A title long" in row and "…" in row, "the title is cut, not the id"
