@@ -383,7 +383,7 @@ async def cmd_show(rt: Runtime, args: argparse.Namespace) -> int:
         events = await rt.store.read_events(header.id)
         print(terminal_json([event_to_json(e) for e in events]))
         return 0
-    from tui.render import render_transcript
+    from tui.render import UNWRAPPED_WIDTH, plain_lines, render_transcript
 
     snapshot = await rt.query.read_surface(header.id)
     title = await rt.query.read_title(header.id)
@@ -393,12 +393,20 @@ async def cmd_show(rt: Runtime, args: argparse.Namespace) -> int:
     head.append(
         f" · {single_line(header.cwd)})" if header.cwd is not None else " · no cwd)", style="dim"
     )
-    console.print(head)
-    console.print()
+    renderables: list[Any] = [head, Text("")]
     if not snapshot.events:
-        console.print(Text("(no messages yet)", style="dim"))
-    for renderable in render_transcript(snapshot.events, expand_cards=args.expand):
-        console.print(renderable)
+        renderables.append(Text("(no messages yet)", style="dim"))
+    if sys.stdout.isatty():  # wrapped at the terminal's width, continuation lines indented
+        renderables += render_transcript(snapshot.events, expand_cards=args.expand)
+        for renderable in renderables:
+            console.print(renderable)
+        return 0
+    # A pipe or a file: nothing wrapped (the reader's tool wraps, or not), no trailing spaces.
+    renderables += render_transcript(snapshot.events, expand_cards=args.expand, wrap=False)
+    out = sys.stdout
+    for renderable in renderables:
+        for line in plain_lines(console, renderable, UNWRAPPED_WIDTH):
+            out.write(line + "\n")
     return 0
 
 

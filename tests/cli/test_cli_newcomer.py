@@ -227,3 +227,33 @@ def test_sessions_in_a_pipe_at_80_columns_keeps_every_row_whole(
     assert "demo-research-with-references" in ids and "demo-webshop-long-history" in ids
     assert all(line == line.rstrip() for line in lines)
     assert "Release review (uses references)" in out, "a pipe gets whole titles"
+
+
+LONG_LINE = " ".join(f"word{i}" for i in range(40))  # ~300 characters, one line
+
+
+def test_show_into_a_pipe_does_not_wrap_and_has_no_trailing_spaces(
+    dsh: Run, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    assert dsh("demo").code == 0
+    assert dsh("send", "demo-notes", f"{LONG_LINE}\n  indented {LONG_LINE}").code == 0
+    out = dsh("show", "demo-notes").out
+    lines = out.splitlines()
+    assert f"  {LONG_LINE}" in lines, "the user's line, whole"
+    assert f"    indented {LONG_LINE}" in lines
+    assert any(line.startswith("  Request: ") and LONG_LINE in line for line in lines), (
+        "the Markdown reply, one paragraph per line"
+    )
+    assert [line for line in lines if line != line.rstrip()] == []
+
+    heading = new(dsh)
+    assert dsh("send", heading, "# Big heading").code == 0
+    assert "  Big heading" in dsh("show", heading).out.splitlines(), "not centred far right"
+
+    expanded = dsh("show", "demo-research-with-references", "--expand").out.splitlines()
+    assert (
+        "    assistant: Merge **shipping** and **billing** into one address step, and fold the "
+        "review page into payment with an order summary beside the card form."
+    ) in expanded
+    assert [line for line in expanded if line != line.rstrip()] == []

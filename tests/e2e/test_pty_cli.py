@@ -51,8 +51,8 @@ class Cli:
         assert done.returncode == code, f"dsh {' '.join(args)}: {done.stderr}"
         return done.stdout + done.stderr
 
-    def pty(self, *args: str, columns: int = 160) -> PtyScreen:
-        return PtyScreen(self.argv(*args), env=self.env, cwd=self.tmp, columns=columns, lines=24)
+    def pty(self, *args: str, columns: int = 160, lines: int = 24) -> PtyScreen:
+        return PtyScreen(self.argv(*args), env=self.env, cwd=self.tmp, columns=columns, lines=lines)
 
 
 @pytest.fixture
@@ -118,3 +118,16 @@ def test_sessions_at_80_columns_never_folds_an_id(cli: Cli) -> None:
     assert uuid in starts and "demo-research-with-references" in starts
     [row] = [r for r in rows if r.startswith(uuid)]
     assert "A title long" in row and "…" in row, "the title is cut, not the id"
+
+
+def test_show_on_a_terminal_wraps_and_keeps_continuation_indents(cli: Cli) -> None:
+    cli.run("demo")
+    show = ("show", "demo-research-with-references", "--expand")
+    with cli.pty(*show, columns=80, lines=200) as screen:
+        assert screen.wait_exit() == 0
+        rows = [row.rstrip() for row in screen.rows]
+    assert all(len(row) <= 80 for row in rows)
+    start = next(i for i, row in enumerate(rows) if row.startswith("    cwd /home/demo/projects/w"))
+    assert rows[start + 1].startswith("    ") and "truncated no" in rows[start + 1], rows
+    reply = next(i for i, row in enumerate(rows) if row.startswith("    assistant: Merge"))
+    assert rows[reply + 1].startswith("    fold the review page"), rows[reply : reply + 2]
