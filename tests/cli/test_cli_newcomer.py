@@ -248,7 +248,7 @@ def test_show_into_a_pipe_does_not_wrap_and_has_no_trailing_spaces(
     assert [line for line in lines if line != line.rstrip()] == []
 
     heading = new(dsh)
-    assert dsh("send", heading, "# Big heading").code == 0
+    assert dsh("send", heading, "see:\n\n# Big heading").code == 0
     assert "  Big heading" in dsh("show", heading).out.splitlines(), "not centred far right"
 
     expanded = dsh("show", "demo-research-with-references", "--expand").out.splitlines()
