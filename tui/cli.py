@@ -522,10 +522,33 @@ def _interactive() -> bool:
         return False
 
 
+async def _read_answer() -> str:
+    """One line typed on the terminal. Waited for in the event loop, not in a thread, so
+    Ctrl+C at the question ends dsh at once (a thread blocked in ``readline`` would keep it
+    alive until Enter)."""
+    loop = asyncio.get_running_loop()
+    fd = sys.stdin.fileno()
+    ready: asyncio.Future[None] = loop.create_future()
+
+    def on_ready() -> None:
+        if not ready.done():
+            ready.set_result(None)
+
+    try:
+        loop.add_reader(fd, on_ready)
+    except (NotImplementedError, ValueError, OSError):  # no selector for it here
+        return await asyncio.to_thread(sys.stdin.readline)
+    try:
+        await ready
+    finally:
+        loop.remove_reader(fd)
+    return os.read(fd, 4096).decode("utf-8", "replace")  # a terminal hands over whole lines
+
+
 async def _confirm(question: str) -> bool:
     """Ask ``question`` (already escaped) on stderr; yes only for ``y``/``yes``."""
     print(f"{question} [y/N] ", end="", file=sys.stderr, flush=True)
-    answer = await asyncio.to_thread(sys.stdin.readline)
+    answer = await _read_answer()
     return answer.strip().lower() in ("y", "yes")
 
 

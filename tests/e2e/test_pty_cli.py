@@ -131,3 +131,12 @@ def test_show_on_a_terminal_wraps_and_keeps_continuation_indents(cli: Cli) -> No
     assert rows[start + 1].startswith("    ") and "truncated no" in rows[start + 1], rows
     reply = next(i for i, row in enumerate(rows) if row.startswith("    assistant: Merge"))
     assert rows[reply + 1].startswith("    fold the review page"), rows[reply : reply + 2]
+
+
+def test_ctrl_c_at_the_question_ends_dsh_and_deletes_nothing(cli: Cli) -> None:
+    session = cli.run("new").strip()
+    with cli.pty("delete", session) as screen:
+        screen.wait_for("[y/N]")
+        screen.send("\x03")
+        assert screen.wait_exit(timeout=10) == 130
+    assert session in cli.run("sessions")
