@@ -12,27 +12,42 @@ __all__ = ["SessionNameError", "resolve_session_name"]
 
 
 class SessionNameError(DshError, LookupError):
-    """The name matches no session, or more than one."""
+    """The name matches no session, or more than one (``matches``: each one's header and
+    title, in list order, for the host to show one per line)."""
+
+    def __init__(
+        self, message: str, matches: Sequence[tuple[SessionHeader, str | None]] = ()
+    ) -> None:
+        super().__init__(message)
+        self.matches = tuple(matches)
 
 
 def resolve_session_name(
     name: str, headers: Sequence[SessionHeader], titles: Mapping[str, SessionTitle]
 ) -> SessionHeader:
-    """Exact id first, then exact title (must be unique), then unique id prefix."""
+    """A full id names its session, always (so every session can be named). Otherwise the
+    name must match exactly one session by exact title or id prefix, counted together: a
+    name that is one session's title and another's id prefix is ambiguous, never a guess."""
     for header in headers:
         if header.id == name:
             return header
-    by_title = [h for h in headers if h.id in titles and titles[h.id].title == name]
-    if len(by_title) == 1:
-        return by_title[0]
-    if len(by_title) > 1:
-        raise SessionNameError(f"{len(by_title)} sessions are titled {name!r}; name one by its id")
-    if name:
-        by_prefix = [h for h in headers if h.id.startswith(name)]
-        if len(by_prefix) == 1:
-            return by_prefix[0]
-        if len(by_prefix) > 1:
-            raise SessionNameError(
-                f"{len(by_prefix)} session ids start with {name!r}; give more of the id"
-            )
+    matches = [
+        h
+        for h in headers
+        if (h.id in titles and titles[h.id].title == name) or (name and h.id.startswith(name))
+    ]
+    if len(matches) == 1:
+        return matches[0]
+    if matches:
+        by_title = sum(1 for h in matches if h.id in titles and titles[h.id].title == name)
+        by_prefix = len(matches) - by_title if name else 0
+        how = [
+            f"{by_title} by title" if by_title else "",
+            f"{by_prefix} by id prefix" if by_prefix else "",
+        ]
+        raise SessionNameError(
+            f"{name!r} names {len(matches)} sessions ({', '.join(x for x in how if x)}); "
+            "name one by its full id",
+            [(h, titles[h.id].title if h.id in titles else None) for h in matches],
+        )
     raise SessionNameError(f"no session matches {name!r} (by id, title or id prefix)")

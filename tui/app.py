@@ -48,7 +48,7 @@ from core.references import (
 )
 from tui.commands import SessionCommands
 from tui.composer import Composer
-from tui.export import export_markdown
+from tui.export import export_markdown, write_new_file
 from tui.modals import ConfirmScreen, RenameScreen, delete_question
 from tui.runtime import Runtime, offline_delay_from_env, open_runtime
 from tui.sidebar import Sidebar
@@ -740,11 +740,14 @@ class DshApp(App[int]):
             entry = self.sidebar.entry(header.id)
             lines = export_markdown(header, entry.title if entry else None, snapshot.events)
         safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in header.id)[:40] or "session"
-        path = Path(self._cwd) / f"dsh-{safe}.{'jsonl' if fmt == 'json' else 'md'}"
-        try:
-            await asyncio.to_thread(path.write_text, "\n".join(lines) + "\n", encoding="utf-8")
-        except OSError as err:
-            self.notice.show_notice(f"Could not export: {single_line(str(err), 200)}")
+        suffix = ".jsonl" if fmt == "json" else ".md"
+        try:  # a new name (`dsh-x (2).md`) when the file exists: never overwrite one
+            path = await asyncio.to_thread(
+                write_new_file, Path(self._cwd), f"dsh-{safe}", suffix, "\n".join(lines) + "\n"
+            )
+        except (OSError, ValueError) as err:
+            reason = getattr(err, "strerror", None) or err
+            self.notice.show_notice(f"Could not export: {single_line(str(reason), 200)}")
             return
         self.notify(f"Exported to {single_line(str(path))}", markup=False)
 

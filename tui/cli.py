@@ -15,14 +15,15 @@ import argparse
 import asyncio
 import os
 import shlex
+import shutil
 import sys
 import time
 from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
+from rich.cells import cell_len, set_cell_size
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
 from core.config import ConfigError, DshConfig, load_config
@@ -55,7 +56,7 @@ from core.logfile import LogImportError, event_to_json, export_jsonl, parse_json
 from core.references import SessionReferenceError
 from core.references.labels import safe_mention
 from core.resolve import SessionNameError, resolve_session_name
-from tui.runtime import Runtime, open_runtime
+from tui.runtime import Runtime, offline_delay_from_env, open_runtime
 from tui.signals import (
     detach_from_terminal,
     install_stop_handler,
@@ -64,7 +65,7 @@ from tui.signals import (
     terminal_gone,
 )
 
-__all__ = ["main"]
+__all__ = ["main", "reference_error_words"]
 
 VERSION = "0.1.0"
 
@@ -148,8 +149,13 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("import", help="import a JSONL log (as written by export --format json)")
     p.add_argument("file", help="the file; '-' reads standard input")
 
-    p = sub.add_parser("delete", help="delete a session")
+    p = sub.add_parser(
+        "delete",
+        help="delete a session",
+        description="Delete a session. On a terminal dsh asks first; --yes does not ask.",
+    )
     p.add_argument("session")
+    p.add_argument("-y", "--yes", action="store_true", help="delete without asking")
 
     p = sub.add_parser("mention", help="print the @ mention that references a session")
     p.add_argument("session")
@@ -159,7 +165,16 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("query", nargs="?", default="")
     p.add_argument("--json", action="store_true")
 
-    sub.add_parser("demo", help="create or refresh demo sessions in the database")
+    p = sub.add_parser(
+        "demo",
+        help="create the missing demo sessions (existing ones are left untouched)",
+        description="Create the demo sessions that are missing; existing ones are left "
+        "untouched. --reset deletes and rebuilds them (asks first on a terminal).",
+    )
+    p.add_argument(
+        "--reset", action="store_true", help="delete and rebuild the demo sessions (data loss)"
+    )
+    p.add_argument("-y", "--yes", action="store_true", help="with --reset: do not ask")
 
     p = sub.add_parser(
         "acp",
@@ -198,9 +213,22 @@ async def _resolve(rt: Runtime, name: str) -> SessionHeader:
     return resolve_session_name(name, headers, titles)
 
 
-def _reference_error_line(err: SessionReferenceError) -> str:
+def reference_error_words(err: SessionReferenceError) -> str:
+    """What went wrong, in plain words, for every host (not yet escaped): the words for the
+    code, then the detail only when it adds something (never a Python repr)."""
     plain = REFERENCE_ERROR_HELP.get(err.code, "the session references could not be prepared")
-    return f"{plain}: {single_line(str(err))} [{err.code}]"
+    if err.code == "SESSION_REFERENCE_SELF_REFERENCE":
+        return plain  # the detail would only say it again
+    if err.code == "SESSION_REFERENCE_READ_FAILED" and err.session_id is not None:
+        if isinstance(err.__cause__, SessionNotFoundError):
+            return f"the referenced session '{err.session_id}' does not exist (was it deleted?)"
+        reason = str(err.__cause__ or "") or type(err.__cause__).__name__
+        return f"the referenced session '{err.session_id}' could not be read: {reason}"
+    return f"{plain}: {err}"
+
+
+def _reference_error_line(err: SessionReferenceError) -> str:
+    return f"{single_line(reference_error_words(err))} [{err.code}]"
 
 
 # --------------------------------------------------------------------------- commands
@@ -224,19 +252,65 @@ async def cmd_sessions(rt: Runtime, args: argparse.Namespace) -> int:
     if not headers:
         print("No sessions yet. Create one with `dsh new`, or try `dsh demo`.")
         return 0
-    table = Table(box=None, show_edge=False, pad_edge=False)
-    for column in ("id", "title", "cwd", "age"):
-        table.add_column(column, overflow="fold")
-    for h in headers:
-        title = titles[h.id].title if h.id in titles else ""
-        table.add_row(
-            Text(single_line(h.id)),
-            Text(single_line(title, 60)),
-            Text(single_line(h.cwd) if h.cwd is not None else "—", style="dim"),
-            Text(relative_age(h.created_at), style="dim"),
+    table = [
+        (
+            single_line(h.id),
+            single_line(titles[h.id].title, 60) if h.id in titles else "",
+            single_line(h.cwd) if h.cwd is not None else "—",
+            relative_age(h.created_at),
         )
-    _console(sys.stdout).print(table)
+        for h in headers
+    ]
+    console = _console(sys.stdout)
+    width = console.width if sys.stdout.isatty() else None  # a pipe gets every row whole
+    for line in session_table(("id", "title", "cwd", "age"), table, width):
+        console.print(line, soft_wrap=True)  # never folded: a long row runs on
     return 0
+
+
+def _fit(text: str, width: int, *, keep_end: bool = False) -> str:
+    """``text`` cut to ``width`` cells with an ellipsis (at the end, or at the start when
+    ``keep_end``: a path's last parts say most)."""
+    if cell_len(text) <= width:
+        return text
+    if width <= 1:
+        return "…"[:width]
+    if keep_end:
+        return "…" + set_cell_size(text[::-1], width - 1)[::-1].lstrip()
+    return set_cell_size(text, width - 1).rstrip() + "…"
+
+
+def session_table(
+    head: Sequence[str], rows: Sequence[Sequence[str]], width: int | None
+) -> list[Text]:
+    """The rows of ``dsh sessions`` (already escaped) in aligned columns, one line each. An
+    id (first column) is never cut or folded; within ``width`` the title (second) and then
+    the cwd (third) are cut with an ellipsis instead."""
+    widths = [max(cell_len(row[i]) for row in [head, *rows]) for i in range(len(head))]
+    gap = 2
+    if width is not None and sum(widths) + gap * (len(widths) - 1) > width:
+        spare = width - gap * (len(widths) - 1) - widths[0] - widths[3]
+        cwd = min(widths[2], max(12, spare - widths[1]), max(spare // 2, 12))
+        widths[1] = max(min(widths[1], spare - cwd), 8)
+        widths[2] = max(min(widths[2], spare - widths[1]), 8)
+    lines: list[Text] = []
+    for index, row in enumerate([head, *rows]):
+        cells = [
+            row[0],
+            _fit(row[1], widths[1]),
+            _fit(row[2], widths[2], keep_end=True),
+            row[3],
+        ]
+        line = Text(style="bold" if index == 0 else "")
+        for column, cell in enumerate(cells):
+            last = column == len(cells) - 1
+            pad = "" if last else " " * (widths[column] - cell_len(cell) + gap)
+            style = "dim" if column >= 2 and index else ""
+            line.append(cell, style=style)
+            line.append(pad)
+        line.rstrip()
+        lines.append(line)
+    return lines
 
 
 async def cmd_new(rt: Runtime, args: argparse.Namespace) -> int:
@@ -377,7 +451,7 @@ async def cmd_show(rt: Runtime, args: argparse.Namespace) -> int:
         events = await rt.store.read_events(header.id)
         print(terminal_json([event_to_json(e) for e in events]))
         return 0
-    from tui.render import render_transcript
+    from tui.render import UNWRAPPED_WIDTH, plain_lines, render_transcript
 
     snapshot = await rt.query.read_surface(header.id)
     title = await rt.query.read_title(header.id)
@@ -387,12 +461,20 @@ async def cmd_show(rt: Runtime, args: argparse.Namespace) -> int:
     head.append(
         f" · {single_line(header.cwd)})" if header.cwd is not None else " · no cwd)", style="dim"
     )
-    console.print(head)
-    console.print()
+    renderables: list[Any] = [head, Text("")]
     if not snapshot.events:
-        console.print(Text("(no messages yet)", style="dim"))
-    for renderable in render_transcript(snapshot.events, expand_cards=args.expand):
-        console.print(renderable)
+        renderables.append(Text("(no messages yet)", style="dim"))
+    if sys.stdout.isatty():  # wrapped at the terminal's width, continuation lines indented
+        renderables += render_transcript(snapshot.events, expand_cards=args.expand)
+        for renderable in renderables:
+            console.print(renderable)
+        return 0
+    # A pipe or a file: nothing wrapped (the reader's tool wraps, or not), no trailing spaces.
+    renderables += render_transcript(snapshot.events, expand_cards=args.expand, wrap=False)
+    out = sys.stdout
+    for renderable in renderables:
+        for line in plain_lines(console, renderable, UNWRAPPED_WIDTH):
+            out.write(line + "\n")
     return 0
 
 
@@ -448,12 +530,16 @@ async def cmd_export(rt: Runtime, args: argparse.Namespace) -> int:
         title = await rt.query.read_title(header.id)
         lines = export_markdown(header, title.title if title else None, snapshot.events)
     if args.output:
+        from tui.export import write_atomically
+
         text = "\n".join(lines) + "\n"
-        try:
-            await asyncio.to_thread(Path(args.output).write_text, text, encoding="utf-8")
+        try:  # all or nothing: a full disk leaves an existing FILE as it was
+            written = await asyncio.to_thread(write_atomically, Path(args.output), text)
         except (OSError, ValueError) as err:  # ValueError: a NUL or a lone surrogate
             reason = getattr(err, "strerror", None) or err
-            raise CliError(f"cannot write {args.output}: {reason}") from err
+            raise CliError(f"cannot write {args.output}: {reason}; nothing was written") from err
+        # stdout is free here (the export went to the file): say where it went
+        print(f"exported to {single_line(str(written))}")
     elif args.format == "json":
         # Control, bidi and format characters become \uXXXX escapes: the same JSON values,
         # so ``dsh import`` reads back the identical session. Characters beyond the BMP (tag
@@ -496,8 +582,59 @@ async def cmd_import(rt: Runtime, args: argparse.Namespace) -> int:
     return 0
 
 
+def _interactive() -> bool:
+    """Whether a person can answer a question: standard input is a terminal."""
+    try:
+        return sys.stdin.isatty()
+    except (AttributeError, ValueError):  # closed or replaced stdin
+        return False
+
+
+async def _read_answer() -> str:
+    """One line typed on the terminal. Waited for in the event loop, not in a thread, so
+    Ctrl+C at the question ends dsh at once (a thread blocked in ``readline`` would keep it
+    alive until Enter)."""
+    loop = asyncio.get_running_loop()
+    fd = sys.stdin.fileno()
+    ready: asyncio.Future[None] = loop.create_future()
+
+    def on_ready() -> None:
+        if not ready.done():
+            ready.set_result(None)
+
+    try:
+        loop.add_reader(fd, on_ready)
+    except (NotImplementedError, ValueError, OSError):  # no selector for it here
+        return await asyncio.to_thread(sys.stdin.readline)
+    try:
+        await ready
+    finally:
+        loop.remove_reader(fd)
+    return os.read(fd, 4096).decode("utf-8", "replace")  # a terminal hands over whole lines
+
+
+async def _confirm(question: str) -> bool:
+    """Ask ``question`` (already escaped) on stderr; yes only for ``y``/``yes``."""
+    print(f"{question} [y/N] ", end="", file=sys.stderr, flush=True)
+    answer = await _read_answer()
+    return answer.strip().lower() in ("y", "yes")
+
+
 async def cmd_delete(rt: Runtime, args: argparse.Namespace) -> int:
     header = await _resolve(rt, args.session)
+    if not args.yes and _interactive():  # scripts (no terminal) delete as they always did
+        title = await rt.query.read_title(header.id)
+        snapshot = await rt.query.read_surface(header.id)
+        count = len(snapshot.events)
+        name = (
+            f"'{single_line(title.title, 60)}' ({single_line(header.id)})"
+            if title
+            else (f"'{single_line(header.id)}'")
+        )
+        plural = "message" if count == 1 else "messages"
+        if not await _confirm(f"Delete session {name} and its {count} {plural}?"):
+            print("dsh: nothing deleted", file=sys.stderr)
+            return 1
     await rt.store.delete_session(header.id)
     print(f"deleted {single_line(header.id)}")
     return 0
@@ -540,11 +677,43 @@ async def cmd_candidates(rt: Runtime, args: argparse.Namespace) -> int:
     return 0
 
 
-async def cmd_demo(rt: Runtime, args: argparse.Namespace) -> int:
-    from tui.demo import create_demo
+def _path_hint() -> str | None:
+    """How to reach ``dsh`` when the hints say ``dsh`` but it is not on ``PATH`` (a venv
+    that is not activated): ``None`` when ``dsh`` is found there."""
+    if shutil.which("dsh") is not None:
+        return None
+    script = Path(sys.executable).parent / "dsh"
+    if not script.exists():
+        return None
+    activate = script.parent / "activate"
+    return (
+        f"`dsh` is not on your PATH: run `. {activate}` in this shell (or call {script})."
+        if activate.exists()
+        else f"`dsh` is not on your PATH: call {script}, or add {script.parent} to PATH."
+    )
 
-    summary = await create_demo(rt)
+
+async def cmd_demo(rt: Runtime, args: argparse.Namespace) -> int:
+    from tui.demo import DEMO_SESSION_IDS, create_demo, existing_demo_sessions
+
+    if args.reset and not args.yes and (existing := await existing_demo_sessions(rt)):
+        question = (
+            f"Delete the {len(existing)} existing demo sessions of {len(DEMO_SESSION_IDS)}, "
+            "with everything written in them, and rebuild them?"
+        )
+        if not _interactive():
+            raise CliError(
+                "--reset deletes the demo sessions and everything written in them; "
+                "add --yes to confirm (there is no terminal to ask on)"
+            )
+        if not await _confirm(question):
+            print("dsh: nothing changed", file=sys.stderr)
+            return 1
+    summary = await create_demo(rt, reset=args.reset)
     print(escape_control(summary))
+    hint = _path_hint()
+    if hint is not None:
+        print(escape_control(hint))
     return 0
 
 
@@ -567,7 +736,8 @@ COMMANDS: dict[str, Callable[[Runtime, argparse.Namespace], Coroutine[Any, Any, 
 
 
 async def _run(config: DshConfig, args: argparse.Namespace) -> int:
-    async with open_runtime(config) as rt:
+    # DSH_OFFLINE_DELAY slows the offline model here as in the TUI and `dsh acp` (demos, tests).
+    async with open_runtime(config, offline_delay=offline_delay_from_env(os.environ)) as rt:
         reason = getattr(rt.store, "read_only_reason", None)
         if reason:  # a full disk: reading works, writing will say why it cannot
             print(f"dsh: note: {single_line(reason)}", file=sys.stderr)
@@ -605,7 +775,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(single_line(str(err)))
     except CliError as err:
         return _fail(str(err))
-    except (SessionNameError, SessionNotFoundError) as err:
+    except SessionNameError as err:
+        code = _fail(single_line(str(err)))
+        for header, title in err.matches:  # one per line, escaped, as `dsh sessions` shows them
+            label = single_line(title, 60) if title is not None else "(no title)"
+            print(f"  {single_line(header.id)}  {label}", file=sys.stderr)
+        return code
+    except SessionNotFoundError as err:
         return _fail(single_line(str(err)))
     except StoreError as err:
         return _fail(single_line(str(err)))

@@ -1,13 +1,15 @@
 """``dsh demo``: realistic sample sessions that exercise every part of the app.
 
-Running it again refreshes the same sessions (they are deleted and rebuilt), so the demo
-is always in a known state. Everything is written through the real store and engine, with
-the offline provider: no key or network is needed.
+Running it again creates only the demo sessions that are missing and leaves existing ones
+untouched (the user may have written in them or renamed them); ``reset=True`` deletes and
+rebuilds them all. Everything is written through the real store and engine, with the
+offline provider: no key or network is needed.
 """
 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from core.engine import ChatSession
@@ -25,7 +27,7 @@ from core.providers.offline import OfflineProvider
 from core.references import SessionReferenceInput, format_session_reference_mention
 from tui.runtime import Runtime
 
-__all__ = ["DEMO_SESSION_IDS", "create_demo"]
+__all__ = ["DEMO_SESSION_IDS", "create_demo", "existing_demo_sessions"]
 
 WEBSHOP = "/home/demo/projects/webshop"
 INFRA = "/home/demo/projects/infra"
@@ -65,8 +67,6 @@ def _title(title: str, kind: str = "user") -> NewEvent:
 
 
 async def _fresh(rt: Runtime, session_id: str, cwd: str | None, age_ms: int) -> None:
-    with contextlib.suppress(SessionNotFoundError):
-        await rt.store.delete_session(session_id)
     await rt.store.create_session(session_id, cwd=cwd, created_at=now_ms() - age_ms)
 
 
@@ -197,18 +197,55 @@ async def _cards(rt: Runtime) -> None:
             pass
 
 
-async def create_demo(rt: Runtime) -> str:
-    """Create (or rebuild) the demo sessions; returns what to tell the user."""
-    await _checkout(rt)
-    await _long(rt)
-    await _compacted(rt)
-    await _hostile(rt)
-    await _unicode(rt)
-    await _notes(rt)
-    await _cards(rt)
+_BUILDERS: tuple[tuple[str, Callable[[Runtime], Awaitable[None]]], ...] = (
+    (CHECKOUT, _checkout),
+    (LONG, _long),
+    (COMPACTED, _compacted),
+    (HOSTILE, _hostile),
+    (UNICODE, _unicode),
+    (NOTES, _notes),
+    (CARDS, _cards),
+)
+
+
+async def existing_demo_sessions(rt: Runtime) -> list[str]:
+    """The demo session ids already in the database (what ``reset`` would delete)."""
+    present = {header.id for header in await rt.store.list_headers()}
+    return [session_id for session_id in DEMO_SESSION_IDS if session_id in present]
+
+
+async def create_demo(rt: Runtime, *, reset: bool = False) -> str:
+    """Create the missing demo sessions, never touching existing ones; with ``reset``,
+    delete and rebuild them all. Returns what to tell the user."""
+    existing = set(await existing_demo_sessions(rt))
+    created = 0
+    for session_id, build in _BUILDERS:
+        if session_id in existing:
+            if not reset:
+                continue
+            with contextlib.suppress(SessionNotFoundError):
+                await rt.store.delete_session(session_id)
+        await build(rt)
+        created += 1
+    kept = len(DEMO_SESSION_IDS) - created
     db = rt.config.database
+    if kept == 0:
+        first = (
+            f"Demo data ready in {db}: {len(DEMO_SESSION_IDS)} sessions across two working "
+            "directories" + (" (rebuilt)." if reset and existing else ".")
+        )
+    elif created == 0:
+        first = (
+            f"Demo data already in {db}: all {kept} demo sessions exist and were left "
+            "untouched (dsh demo --reset rebuilds them)."
+        )
+    else:
+        first = (
+            f"Demo data ready in {db}: created {created} missing demo sessions; {kept} "
+            "existing ones were left untouched (dsh demo --reset rebuilds them)."
+        )
     lines: list[Any] = [
-        f"Demo data ready in {db}: {len(DEMO_SESSION_IDS)} sessions across two working directories.",
+        first,
         "",
         "Open it:                 dsh" + (f" --db {db}" if db else ""),
         f"Read a transcript:       dsh show {CARDS} --expand",

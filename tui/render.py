@@ -9,13 +9,19 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 from markdown_it import MarkdownIt
 from rich.cells import cell_len
-from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
-from rich.markdown import Markdown
-from rich.padding import Padding
+from rich.console import (
+    Console,
+    ConsoleOptions,
+    Group,
+    JustifyMethod,
+    RenderableType,
+    RenderResult,
+)
+from rich.markdown import Heading, Markdown, MarkdownElement
 from rich.segment import Segment
 from rich.text import Text
 
@@ -33,11 +39,14 @@ from core.log import (
 
 __all__ = [
     "MARKDOWN_MAX_CHARS",
+    "UNWRAPPED_WIDTH",
+    "Indented",
     "LiteralMarkdown",
     "TranscriptItem",
     "WrappedText",
     "classify_surface",
     "highlight_mentions",
+    "plain_lines",
     "render_card",
     "render_transcript",
 ]
@@ -93,6 +102,7 @@ class WrappedText:
         for line in _wrap_lines(text, console, width):
             if pad is not None:
                 yield pad
+            line = line.rstrip() if isinstance(line, str) else _rstripped(line)
             if isinstance(line, str):
                 yield Segment(line, style)
             elif style is None:
@@ -100,6 +110,86 @@ class WrappedText:
             else:  # a Text without spans renders without its own style
                 yield from Segment.apply_style(line.render(console), style)
             yield newline
+
+
+def _rstripped(line: Text) -> Text:
+    """The wrapped line without the spaces ``Text.wrap`` leaves at its end."""
+    line.rstrip()
+    return line
+
+
+class Indented:
+    """``renderable`` drawn ``indent`` cells right, every line (continuations included);
+    unlike ``Padding`` it neither pads lines to the width nor cuts longer ones."""
+
+    __slots__ = ("indent", "renderable")
+
+    def __init__(self, renderable: RenderableType, indent: int) -> None:
+        self.renderable = renderable
+        self.indent = indent
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        inner = options.update_width(max(1, options.max_width - self.indent))
+        pad = Segment(" " * self.indent)
+        newline = Segment.line()
+        for line in Segment.split_lines(console.render(self.renderable, inner)):
+            yield pad
+            yield from line
+            yield newline
+
+
+class _LeftHeading(Heading):
+    """A heading at the left margin: centred at an unwrapped layout's width it would land
+    far to the right."""
+
+    LEVEL_ALIGN: ClassVar[dict[str, JustifyMethod]] = dict.fromkeys(Heading.LEVEL_ALIGN, "left")
+
+
+class _UnwrappedMarkdown(LiteralMarkdown):
+    """``LiteralMarkdown`` for a pipe: every heading at the left margin."""
+
+    elements: ClassVar[dict[str, type[MarkdownElement]]] = {
+        **LiteralMarkdown.elements,
+        "heading_open": _LeftHeading,
+    }
+
+
+class _AtWidth:
+    """``renderable`` laid out at ``width`` cells whatever the room (an unwrapped transcript
+    gives each Markdown reply just the width its longest paragraph needs)."""
+
+    __slots__ = ("renderable", "width")
+
+    def __init__(self, renderable: RenderableType, width: int) -> None:
+        self.renderable = renderable
+        self.width = width
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield from console.render(self.renderable, options.update_width(self.width))
+
+
+UNWRAPPED_WIDTH = 1 << 30
+"""The width an unwrapped transcript (``dsh show`` into a pipe) is laid out at: no line is
+ever wrapped. Only plain text is laid out at it; Markdown gets its own width (below)."""
+
+_UNWRAPPED_MARKDOWN_MAX = 4000
+"""Rich pads Markdown lines (list items, code) to the layout width: an unwrapped reply
+whose longest paragraph needs more than this is shown as plain text instead."""
+
+
+def plain_lines(console: Console, renderable: RenderableType, width: int) -> Iterator[str]:
+    """``renderable`` laid out at ``width`` as plain lines without trailing spaces (for a
+    pipe or a file: no styles, no padding)."""
+    options = console.options.update_width(width)
+    for line in Segment.split_lines(console.render(renderable, options)):
+        yield "".join(segment.text for segment in line if not segment.control).rstrip()
+
+
+def _markdown_width(text: str) -> int:
+    """Cells that lay out every paragraph of ``text`` on one line (Markdown joins a
+    paragraph's lines), with room for list and quote indents."""
+    longest = max((cell_len(block) for block in text.split("\n\n")), default=0)
+    return max(80, longest + 40)
 
 
 def _wrap_lines(text: Text, console: Console, width: int) -> Iterator[Text | str]:
@@ -185,13 +275,13 @@ def render_card(
 ) -> RenderableType:
     head = Text("▸ " if not expand else "▾ ", style="bold magenta")
     head.append(single_line(card_title(card)), style="bold magenta")
-    parts: list[RenderableType] = [head, Text("  " + card_summary(card), style="dim")]
+    parts: list[RenderableType] = [head, WrappedText(Text(card_summary(card), style="dim"), 2)]
     if expand:
         for source in card.sources:
-            line = Text("  • ")
+            line = Text("• ")
             line.append(single_line(source.label), style="bold")
             line.append(f"  id {single_line(source.session_id)}", style="dim")
-            parts.append(line)
+            parts.append(WrappedText(line, 2))
             details = [
                 f"cwd {single_line(source.cwd) if source.cwd is not None else '(none)'}",
                 f"captured through seq {source.captured_through_seq}",
@@ -200,12 +290,12 @@ def render_card(
                 f"compacted {'yes' if source.compacted else 'no'}",
                 f"truncated {'yes' if source.truncated else 'no'}",
             ]
-            parts.append(Text("    " + " · ".join(details), style="dim"))
+            parts.append(WrappedText(Text(" · ".join(details), style="dim"), 4))
             if conversation:
                 for role, text in source.conversation:
-                    body = Text(f"    {role}: ", style="italic")
+                    body = Text(f"{role}: ", style="italic")
                     body.append(escape_control(text))
-                    parts.append(WrappedText(body))
+                    parts.append(WrappedText(body, 4))
     return Group(*parts)
 
 
@@ -215,7 +305,7 @@ def _header(label: str, event: Event, style: str, extra: str = "") -> Text:
     return text
 
 
-def _assistant(event: Event) -> RenderableType:
+def _assistant(event: Event, *, wrap: bool = True) -> RenderableType:
     data: Mapping[str, Any] = event.data
     message = data.get("message")
     message = message if isinstance(message, Mapping) else {}
@@ -224,10 +314,12 @@ def _assistant(event: Event) -> RenderableType:
     extra = f" · {single_line(str(model))}" if model else ""
     parts: list[RenderableType] = [_header("Assistant", event, "bold green", extra)]
     body = message_text(message)
-    if len(body) > MARKDOWN_MAX_CHARS:
+    width = 0 if wrap else _markdown_width(body)
+    if len(body) > MARKDOWN_MAX_CHARS or width > _UNWRAPPED_MARKDOWN_MAX:
         parts.append(WrappedText(Text(escape_control(body)), 2))
     elif body:
-        parts.append(Padding(LiteralMarkdown(escape_control(body)), (0, 0, 0, 2)))
+        markdown = (LiteralMarkdown if wrap else _UnwrappedMarkdown)(escape_control(body))
+        parts.append(Indented(markdown if wrap else _AtWidth(markdown, width), 2))
     finish = data.get("finish")
     if finish == "interrupted" or data.get("interrupted") is True:
         parts.append(Text("  [interrupted: the reply was stopped]", style="yellow"))
@@ -239,7 +331,9 @@ def _assistant(event: Event) -> RenderableType:
     return Group(*parts)
 
 
-def render_item(item: TranscriptItem, *, expand_cards: bool = False) -> RenderableType:
+def render_item(
+    item: TranscriptItem, *, expand_cards: bool = False, wrap: bool = True
+) -> RenderableType:
     event = item.event
     data = event.data
     if item.kind == "card":
@@ -249,7 +343,7 @@ def render_item(item: TranscriptItem, *, expand_cards: bool = False) -> Renderab
         body = highlight_mentions(message_text(data), item.labels)
         return Group(_header("You", event, "bold blue"), WrappedText(body, 2))
     if item.kind == "assistant":
-        return _assistant(event)
+        return _assistant(event, wrap=wrap)
     if item.kind == "checkpoint":
         return Group(
             _header("▸ Compacted summary", event, "bold yellow"),
@@ -279,10 +373,12 @@ def render_item(item: TranscriptItem, *, expand_cards: bool = False) -> Renderab
 
 
 def render_transcript(
-    events: Sequence[Event], *, expand_cards: bool = False
+    events: Sequence[Event], *, expand_cards: bool = False, wrap: bool = True
 ) -> list[RenderableType]:
+    """The transcript's renderables; ``wrap=False`` for a layout at ``UNWRAPPED_WIDTH``
+    with ``plain_lines`` (a pipe: no line is wrapped)."""
     out: list[RenderableType] = []
     for item in classify_surface(events):
-        out.append(render_item(item, expand_cards=expand_cards))
+        out.append(render_item(item, expand_cards=expand_cards, wrap=wrap))
         out.append(Text(""))
     return out

@@ -71,6 +71,13 @@ def _cancelled() -> SessionReferenceError:
     return SessionReferenceError("session reference was cancelled", SESSION_REFERENCE_CANCELLED)
 
 
+def _reason(cause: BaseException | None) -> str:
+    """A failed read's cause in words (its message, else its type), never a repr."""
+    if cause is None:
+        return "unknown error"
+    return str(cause) or type(cause).__name__
+
+
 def _invalid(message: str) -> SessionReferenceError:
     return SessionReferenceError(message, SESSION_REFERENCE_INVALID_REFERENCE)
 
@@ -113,7 +120,7 @@ class SessionReferenceService:
         except TaskFailed as failed:
             cause = failed.__cause__
             raise SessionReferenceError(
-                f"could not read {what} {names[failed.index]}: {cause!r}",
+                f"could not read {what} {names[failed.index]}: {_reason(cause)}",
                 SESSION_REFERENCE_READ_FAILED,
                 session_id=None if ids is None else ids[failed.index],
             ) from cause

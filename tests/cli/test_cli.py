@@ -105,7 +105,7 @@ def test_sessions_named_by_prefix_and_title(dsh: Run) -> None:
     [
         (("send", "{a}", "hi @[x](dsh-session:!!)"), "malformed session mention"),
         (("send", "{a}", "me {self}"), "cannot reference its own session"),
-        (("send", "{a}", "ghost @[g](dsh-session:Imdob3N0Ig)"), "could not be read"),
+        (("send", "{a}", "ghost @[g](dsh-session:Imdob3N0Ig)"), "does not exist (was it deleted?)"),
         (("send", "{a}", "   "), "the message is empty"),
         (("compact", "{a}"), "nothing to compact"),
         (("rename", "{a}", "  "), "title cannot be empty"),
