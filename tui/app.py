@@ -610,10 +610,11 @@ class DshApp(App[int]):
 
     @on(Foldable.TypedAhead)
     def _typed_on_a_card(self, message: Foldable.TypedAhead) -> None:
-        """A key typed on a focused card is text for the composer."""
+        """A key typed on a focused card is for the composer: it gets the key itself, so
+        what the key means there (``@`` opens the picker) holds too."""
         composer = self.composer
         composer.focus()
-        composer.insert(message.character)
+        composer.post_message(events.Key(message.key, message.character))
 
     # ------------------------------------------------------------------ actions
 

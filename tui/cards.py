@@ -78,9 +78,10 @@ class Foldable(Widget, can_focus=True):
     class TypedAhead(Message):
         """A printable key the item has no use for: it belongs to the composer."""
 
-        def __init__(self, item: Foldable, character: str) -> None:
+        def __init__(self, item: Foldable, key: str, character: str) -> None:
             super().__init__()
             self.item = item
+            self.key = key
             self.character = character
 
         @property
@@ -161,7 +162,7 @@ class Foldable(Widget, can_focus=True):
         ):
             event.stop()
             event.prevent_default()
-            self.post_message(self.TypedAhead(self, event.character))
+            self.post_message(self.TypedAhead(self, event.key, event.character))
 
     def on_click(self, event: events.Click) -> None:
         if event.widget in (self, self._header, self._summary):

@@ -144,6 +144,15 @@ async def test_focused_card_is_visible_keys_go_to_composer_and_esc_returns(
         await pilot.press(*"ok")
         assert app.composer.has_focus
         assert app.composer.draft == "ok"
+        app.composer.set_draft("ok ")
+        card.focus()
+        await pilot.pause()
+        await pilot.press("space", "@")  # the card's own key, then one for the composer
+        assert card.expanded
+        await wait_for(pilot, lambda: app.composer.picker_open)
+        assert app.composer.draft == "ok @"
+        await pilot.press("escape")  # closes the picker
+        card.expanded = False
         card.focus()
         await pilot.pause()
         await pilot.press("escape")
