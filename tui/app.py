@@ -23,7 +23,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
-from textual.widgets import Footer, Input
+from textual.widgets import Footer, HelpPanel, Input
 from textual.worker import Worker
 
 from core.config import DshConfig
@@ -46,11 +46,14 @@ from core.references import (
     SessionReferenceError,
     find_session_reference_spans,
 )
+from tui.cards import Foldable
 from tui.commands import SessionCommands
 from tui.composer import Composer
 from tui.export import export_markdown, write_new_file
-from tui.modals import ConfirmScreen, RenameScreen, delete_question
+from tui.help import HelpScreen
+from tui.modals import ConfirmScreen, RenameScreen, compact_question, delete_question
 from tui.runtime import Runtime, offline_delay_from_env, open_runtime
+from tui.screenshot import save_screenshot_file, screenshot_directory
 from tui.sidebar import Sidebar
 from tui.signals import (
     detach_from_terminal,
@@ -61,6 +64,7 @@ from tui.signals import (
 )
 from tui.statusbar import NoticeBar, StatusLine, TitleBar
 from tui.transcript import TRANSCRIPT_CSS_PATH, Transcript, last_assistant_text
+from tui.uistate import UiState, default_state_path, load_ui_state, save_ui_state
 
 __all__ = ["DshApp", "reference_error_message", "run_app"]
 
@@ -122,7 +126,7 @@ class ChatScreen(Screen[None]):
                     candidate_limit=self._limit,
                     placeholder="Message… (@ to reference another session, Enter to send)",
                 )
-        yield Footer()
+        yield Footer(compact=True)
 
 
 class DshApp(App[int]):
@@ -135,15 +139,20 @@ class DshApp(App[int]):
     ENABLE_COMMAND_PALETTE = True
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        # Shown (first) only while the last message has no reply: a reply failed to store.
+        # The footer shows these in this order and cuts what does not fit: the keys a
+        # newcomer needs first come first (Ctrl+B is also in the palette and the help).
+        # Ctrl+R is shown (first) only while the last message has no reply: a reply failed
+        # to store.
         Binding("ctrl+r", "answer_again", "Answer again"),
+        Binding("escape", "cancel", "Back"),
+        Binding("f1", "help", "Help"),
+        Binding("ctrl+l", "focus_sessions", "Sessions"),
         Binding("ctrl+n", "new_session", "New"),
         Binding("f2", "rename_session", "Rename"),
-        Binding("f8", "delete_session", "Delete"),
         Binding("f4", "compact_session", "Compact"),
+        Binding("f8", "delete_session", "Delete"),
         Binding("ctrl+b", "toggle_sidebar", "Sidebar"),
-        Binding("ctrl+l", "focus_sessions", "Sessions", show=False),
-        Binding("escape", "cancel", "Cancel/stop", show=False),
+        Binding("question_mark", "help", "Help", show=False),
         Binding("ctrl+q", "quit", "Quit"),
     ]
 
@@ -157,7 +166,9 @@ class DshApp(App[int]):
         cursor_blink: bool = True,
         initial_session: str | None = None,
         offline_delay: float = 0.01,
+        state_path: Path | None = None,
     ) -> None:
+        """``state_path``: the file that keeps the theme across runs (``None``: not kept)."""
         super().__init__()
         if runtime is None and config is None:
             raise ValueError("DshApp needs a runtime or a config")
@@ -180,6 +191,7 @@ class DshApp(App[int]):
         self._terminal_fds: tuple[int, ...] = ()
         self._stopping: set[asyncio.Task[None]] = set()
         self._unanswered = False  # the open session ends with a message nothing answered
+        self._state_path = state_path
 
     # ------------------------------------------------------------------ set-up
 
@@ -222,7 +234,8 @@ class DshApp(App[int]):
         return self._chat_screen
 
     async def on_ready(self) -> None:
-        """After the main screen is composed: open the store and show the newest session."""
+        """After the main screen is composed: open the store and show the session used last."""
+        await self._restore_ui_state()
         if self._runtime is None:
             try:
                 self._runtime = await self._stack.enter_async_context(
@@ -249,6 +262,33 @@ class DshApp(App[int]):
         else:
             self.transcript.show_empty_state()
             self._update_title()
+
+    # ------------------------------------------------------------------ kept across runs
+
+    async def _restore_ui_state(self) -> None:
+        """Apply the saved theme, then save every theme the user picks from now on."""
+        if self._state_path is None:
+            return
+        state = await asyncio.to_thread(load_ui_state, self._state_path)
+        if state.theme is not None and state.theme in self.available_themes:
+            self.theme = state.theme
+        self.theme_changed_signal.subscribe(self, lambda theme: self._save_ui_state())
+
+    def _save_ui_state(self) -> None:
+        path, state = self._state_path, UiState(theme=self.theme)
+        if path is None:
+            return
+
+        async def save() -> None:
+            try:
+                await asyncio.to_thread(save_ui_state, path, state)
+            except OSError as err:
+                self.notify(
+                    f"Could not keep the theme for next time: {single_line(str(err), 200)}",
+                    severity="warning",
+                )
+
+        self.run_worker(save(), group="ui-state")
 
     async def on_unmount(self) -> None:
         if self._remove_stop_handler is not None:
@@ -365,7 +405,8 @@ class DshApp(App[int]):
     async def refresh_sessions(self) -> None:
         headers = await self.runtime.query.list_sessions()
         titles = await self.runtime.query.read_titles()
-        self.sidebar.set_sessions(headers, titles, self.current_id)
+        last_active = await self.runtime.query.read_last_event_times()
+        self.sidebar.set_sessions(headers, titles, self.current_id, last_active)
         self._update_title()
 
     def _label_of(self, session_id: str) -> str:
@@ -379,7 +420,7 @@ class DshApp(App[int]):
             bar.show(None, None, None, model)
             return
         entry = self.sidebar.entry(self.chat.session_id)
-        bar.show(entry.title if entry else None, self.chat.session_id, self.chat.header.cwd, model)
+        bar.show(entry.label if entry else None, self.chat.session_id, self.chat.header.cwd, model)
 
     async def open_session(self, session_id: str) -> None:
         """Show a session: replay its current surface (windowed)."""
@@ -618,13 +659,30 @@ class DshApp(App[int]):
         await self._stream_reply(chat, again=True)
 
     def action_cancel(self) -> None:
-        """Esc: cancel preparation (draft kept) or stop a streaming reply (partial kept)."""
+        """Esc: cancel preparation (draft kept) or stop a streaming reply (partial kept);
+        otherwise close the Keys panel and clear the notice. Either way, back to the composer."""
         if self._cancel_prepare is not None:
             self._cancel_prepare.set()
         elif self._interrupt is not None:
             self._interrupt.set()
         else:
+            if self.screen.query(HelpPanel):
+                self.action_hide_help_panel()
             self.notice.clear()
+        if self.screen is self._chat_screen and not self.composer.has_focus:
+            self.composer.focus()
+
+    def action_help(self) -> None:
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen())
+
+    @on(Foldable.TypedAhead)
+    def _typed_on_a_card(self, message: Foldable.TypedAhead) -> None:
+        """A key typed on a focused card is for the composer: it gets the key itself, so
+        what the key means there (``@`` opens the picker) holds too."""
+        composer = self.composer
+        composer.focus()
+        composer.post_message(events.Key(message.key, message.character))
 
     # ------------------------------------------------------------------ actions
 
@@ -677,8 +735,25 @@ class DshApp(App[int]):
             ConfirmScreen(delete_question(self._label_of(session_id), session_id)), done
         )
 
+    def action_compact_session(self) -> None:
+        """F4: ask first (the model sees only the summary afterwards), then compact."""
+        if self.chat is None or self.preparing or self.streaming:
+            return
+        session_id = self.chat.session_id
+
+        def done(confirmed: bool | None) -> None:
+            if confirmed and self.current_id == session_id:
+                self._compact_session()
+
+        self.push_screen(
+            ConfirmScreen(
+                compact_question(self._label_of(session_id), session_id), confirm_label="Compact"
+            ),
+            done,
+        )
+
     @work(exclusive=True, group="compact")
-    async def action_compact_session(self) -> None:
+    async def _compact_session(self) -> None:
         if self.chat is None or self.preparing or self.streaming:
             return
         chat = self.chat
@@ -751,12 +826,43 @@ class DshApp(App[int]):
             return
         self.notify(f"Exported to {single_line(str(path))}", markup=False)
 
+    def deliver_screenshot(
+        self,
+        filename: str | None = None,
+        path: str | None = None,
+        time_format: str | None = None,
+    ) -> str | None:
+        """ "Save screenshot": into the downloads folder (created if missing), else the
+        working directory; the notice names the file, or says why it could not be saved."""
+        from textual._files import generate_datetime_filename
+
+        svg = self.export_screenshot()
+        name = filename or generate_datetime_filename(self.title, ".svg", time_format)
+        folders = [Path(path)] if path else [screenshot_directory(), Path(self._cwd)]
+
+        async def save() -> None:
+            try:
+                saved = await asyncio.to_thread(save_screenshot_file, svg, name, folders)
+            except OSError as err:
+                reason = err.strerror or str(err)
+                where = f" in {err.filename}" if err.filename else ""
+                self.notify(
+                    single_line(f"Could not save the screenshot{where}: {reason}", 300),
+                    severity="error",
+                )
+                return
+            self.notify(f"Saved the screenshot to {single_line(str(saved))}")
+
+        self.run_worker(save(), group="screenshot")
+        return None
+
     def switch_to(self, session_id: str) -> None:
         self.run_worker(self._switch(session_id), exclusive=True, group="switch")
 
     async def _switch(self, session_id: str) -> None:
         if not (self.preparing or self.streaming):
             await self.open_session(session_id)
+        self.composer.focus()  # typing after "Switch to" is a message, not a filter
 
     def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
@@ -803,7 +909,11 @@ class DshApp(App[int]):
 
 def run_app(config: DshConfig) -> int:
     """Run the TUI; returns the process exit code."""
-    app = DshApp(config=config, offline_delay=offline_delay_from_env(os.environ, 0.01))
+    app = DshApp(
+        config=config,
+        offline_delay=offline_delay_from_env(os.environ, 0.01),
+        state_path=default_state_path(),
+    )
     code = app.run()
     if app.startup_error:
         print(f"dsh: error: {app.startup_error}", file=sys.stderr)

@@ -52,7 +52,8 @@ class Foldable(Widget, can_focus=True):
     """A focusable item: a header line (and an optional summary line) over a hidden body.
 
     Enter/space or a click on the header toggles it. The body is built by ``build_body``
-    the first time the item is expanded, so collapsed items cost two small widgets.
+    the first time the item is expanded, so collapsed items cost two small widgets. Other
+    printable keys are not the card's: it posts ``TypedAhead`` so they reach the composer.
     """
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -69,6 +70,19 @@ class Foldable(Widget, can_focus=True):
             super().__init__()
             self.item = item
             self.expanded = expanded
+
+        @property
+        def control(self) -> Foldable:
+            return self.item
+
+    class TypedAhead(Message):
+        """A printable key the item has no use for: it belongs to the composer."""
+
+        def __init__(self, item: Foldable, key: str, character: str) -> None:
+            super().__init__()
+            self.item = item
+            self.key = key
+            self.character = character
 
         @property
         def control(self) -> Foldable:
@@ -140,6 +154,16 @@ class Foldable(Widget, can_focus=True):
         self._refresh_header()
         self.post_message(self.Toggled(self, expanded))
 
+    def on_key(self, event: events.Key) -> None:
+        if (
+            event.is_printable
+            and event.character
+            and event.key not in self._bindings.key_to_bindings
+        ):
+            event.stop()
+            event.prevent_default()
+            self.post_message(self.TypedAhead(self, event.key, event.character))
+
     def on_click(self, event: events.Click) -> None:
         if event.widget in (self, self._header, self._summary):
             event.stop()
@@ -196,7 +220,11 @@ class CollapsedItem(Foldable):
 
 
 class CheckpointCard(CollapsedItem):
-    """A compaction checkpoint: "Compacted summary", expanding to the summary text."""
+    """A compaction checkpoint: "Compacted summary", expanding to the summary text.
+
+    Collapsed, the summary's first line shows under the header; expanded, the whole text
+    shows instead (that line is hidden by the stylesheet, so it is not read twice).
+    """
 
     def __init__(
         self,

@@ -1,4 +1,4 @@
-"""Small modal screens: rename a session, confirm a deletion."""
+"""Small modal screens: rename a session, confirm a deletion or a compaction."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from textual.widgets import Button, Input, Label
 
 from core.display import single_line
 
-__all__ = ["ConfirmScreen", "RenameScreen"]
+__all__ = ["ConfirmScreen", "RenameScreen", "compact_question", "delete_question"]
 
 _MODAL_CSS = """
 {name} {{ align: center middle; background: $background 60%; }}
@@ -117,5 +117,17 @@ def delete_question(label: str, session_id: str) -> Text:
         text.append(f" ({single_line(session_id, 40)})", style="dim")
     text.append(
         "?\nIts whole log is removed. Reference cards in other sessions keep their snapshot."
+    )
+    return text
+
+
+def compact_question(label: str, session_id: str) -> Text:
+    text = Text("Compact the session ")
+    text.append(single_line(label, 60), style="bold")
+    if label != session_id:
+        text.append(f" ({single_line(session_id, 40)})", style="dim")
+    text.append(
+        "?\nThe model summarises the conversation; from then on it sees only the summary."
+        " The full log stays stored."
     )
     return text

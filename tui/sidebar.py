@@ -1,4 +1,7 @@
-"""The session list: title or id, relative age and cwd; filter by typing; current highlighted."""
+"""The session list: title or id, relative age and cwd; filter by typing; current highlighted.
+
+Sessions are listed by last activity, newest first (a session without events counts from
+its creation), so the one just used is on top and is what a restart opens."""
 
 from __future__ import annotations
 
@@ -20,17 +23,29 @@ from core.log import SessionHeader, now_ms
 from core.query import SessionTitle
 from tui.sessionlist import SessionList
 
-__all__ = ["SessionEntry", "Sidebar"]
+__all__ = ["NEW_SESSION_LABEL", "SessionEntry", "Sidebar", "by_last_activity"]
+
+NEW_SESSION_LABEL = "New session"
+"""What an untitled session without any event is called (rather than its UUID)."""
 
 
 @dataclass(frozen=True, slots=True)
 class SessionEntry:
     header: SessionHeader
     title: str | None
+    last_active: int | None = None
+    """The time of the session's last event; ``None`` when it has none yet."""
 
     @property
     def label(self) -> str:
-        return self.title if self.title else self.header.id
+        if self.title:
+            return self.title
+        return NEW_SESSION_LABEL if self.last_active is None else self.header.id
+
+    @property
+    def active_at(self) -> int:
+        """When the session was last used: its last event, or its creation."""
+        return self.last_active if self.last_active is not None else self.header.created_at
 
     def matches(self, query: str) -> bool:
         needle = query.casefold()
@@ -40,13 +55,21 @@ class SessionEntry:
         )
 
 
+def by_last_activity(entries: Sequence[SessionEntry]) -> list[SessionEntry]:
+    """Newest activity first; ties by newest creation, then by id."""
+    ordered = sorted(entries, key=lambda e: e.header.id)
+    ordered.sort(key=lambda e: (e.active_at, e.header.created_at), reverse=True)
+    return ordered
+
+
 class Sidebar(Vertical):
-    """Lists sessions newest first. Posts ``Sidebar.Selected`` when the user opens one."""
+    """Lists sessions by last activity. Posts ``Sidebar.Selected`` when the user opens one."""
 
     DEFAULT_CSS = """
     Sidebar { width: 34; dock: left; border-right: vkey $foreground 20%; }
     Sidebar #sidebar-title { padding: 0 1; color: $text-muted; text-style: bold; }
-    Sidebar Input { border: none; height: 1; padding: 0 1; margin: 0 0 1 0; }
+    Sidebar Input, Sidebar Input:focus { border: none; height: 1; padding: 0 1; margin: 0 0 1 0; }
+    Sidebar Input:focus { background: $boost; }
     Sidebar SessionList { height: 1fr; }
     Sidebar.-hidden { display: none; }
     """
@@ -100,18 +123,30 @@ class Sidebar(Vertical):
         headers: Sequence[SessionHeader],
         titles: Mapping[str, SessionTitle],
         current_id: str | None,
+        last_active: Mapping[str, int] | None = None,
     ) -> None:
-        self._entries = [
-            SessionEntry(h, titles[h.id].title if h.id in titles else None) for h in headers
-        ]
+        """Show these sessions, ordered by ``last_active`` (the time of each one's last
+        event, as ``SessionQuery.read_last_event_times`` gives it; absent: no events)."""
+        times = last_active if last_active is not None else {}
+        self._entries = by_last_activity(
+            [
+                SessionEntry(h, titles[h.id].title if h.id in titles else None, times.get(h.id))
+                for h in headers
+            ]
+        )
         self.current_id = current_id
         self._refresh_options()
 
     def set_current(self, session_id: str | None) -> None:
-        """Mark ``session_id`` as the open session (the list itself is not rebuilt)."""
+        """Mark ``session_id`` as the open session (the list itself is not rebuilt). A filter
+        that hides it is cleared: the open session is always in the list."""
         self.current_id = session_id
         if not self.is_mounted:
             return
+        hidden = session_id is not None and session_id not in self._positions
+        if hidden and self.filter_input.value and self.entry(session_id or "") is not None:
+            self.filter_input.value = ""
+            self._refresh_options()
         options = self.option_list
         position = self._positions.get(session_id) if session_id is not None else None
         if position is not None:
@@ -129,7 +164,7 @@ class Sidebar(Vertical):
         label = Text(no_wrap=True, overflow="ellipsis")
         label.append("● " if current else "  ", style="bold green")
         label.append(single_line(entry.label, max(8, width - 3)), style="bold" if current else "")
-        age = relative_age(entry.header.created_at, self._now())
+        age = relative_age(entry.active_at, self._now())
         cwd = single_line(entry.header.cwd) if entry.header.cwd is not None else "no cwd"
         detail = Text("  ", no_wrap=True, overflow="ellipsis")
         detail.append(single_line(f"{age} · {cwd}", max(8, width - 3)), style="dim")

@@ -53,6 +53,7 @@ __all__ = [
     "TimeFormat",
     "Transcript",
     "UserMessage",
+    "checkpoint_text",
     "format_time",
     "last_assistant_text",
     "literal_markdown_parser",
@@ -125,6 +126,13 @@ def tool_result_text(message: Mapping[str, Any]) -> tuple[str, bool]:
                 ):
                     parts.append(sub["text"])
     return "\n".join(parts), is_error
+
+
+def checkpoint_text(stored: str) -> str:
+    """The summary a compaction checkpoint holds, without its ``<compacted-summary>`` tags."""
+    text = stored.strip()
+    text = text.removeprefix("<compacted-summary>").removesuffix("</compacted-summary>")
+    return text.strip()
 
 
 def last_assistant_text(events: Sequence[Event]) -> str | None:
@@ -872,9 +880,8 @@ class Transcript(VerticalScroll):
         if entry.kind == "assistant":
             return AssistantMessage.from_event(event, time_format=self.time_format)
         if entry.kind == "checkpoint":
-            summary = message_text(data)
-            inner = summary.removeprefix("<compacted-summary>").removesuffix("</compacted-summary>")
-            return CheckpointCard(_shown(summary), detail=_first_line(inner.strip()) or None)
+            summary = checkpoint_text(message_text(data))
+            return CheckpointCard(_shown(summary), detail=_first_line(summary) or None)
         if entry.kind == "tool":
             message = _mapping(data.get("message"))
             call = _mapping(message.get("source")).get("callId")

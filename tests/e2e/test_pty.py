@@ -92,6 +92,7 @@ def dsh(tmp_path: Path) -> Iterator[Dsh]:
         DSH_DB=str(db),
         XDG_CONFIG_HOME=str(tmp_path / "config"),
         XDG_DATA_HOME=str(tmp_path / "data"),
+        XDG_STATE_HOME=str(tmp_path / "state"),  # the TUI keeps its theme there
         TEXTUAL_ANIMATIONS="none",
         PYTHONUNBUFFERED="1",
     )

@@ -89,7 +89,7 @@ async def test_opens_newest_session_with_list_header_and_footer(
             "no cwd",
             "echo-1",
             "Rename",
-            "Sidebar",
+            "Sessions",
         ]:
             assert expected.replace(" ", "&#160;") in svg or expected in svg
         assert app.composer.has_focus
@@ -198,7 +198,9 @@ async def test_palette_compact_export_and_copy(runtime: Runtime, tmp_path: Path)
             .read_text(encoding="utf-8")
             .startswith('{"type":"session","id":"checkout"')
         )
-        await pilot.press("f4")
+        await pilot.press("f4")  # asks first
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.press("y")
         for _ in range(200):
             if len((await runtime.query.read_surface("checkout")).events) == 1:
                 break

@@ -1,0 +1,306 @@
+"""Pilot tests for a newcomer's first hour in the TUI (issue 13): the sidebar's filter,
+order and labels; focusable reference cards; F4's confirmation and the summary card; the
+help screen, the footer, the kept theme and the screenshot."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from textual.pilot import Pilot
+from textual.widgets import HelpPanel
+
+from core.log import user_message
+from core.references import SessionReferenceInput, format_session_reference_mention
+from tests.ui.conftest import SIZE, make_app
+from tests.ui.snapshots import assert_snapshot, screen_text
+from tui.app import DshApp
+from tui.cards import CheckpointCard, ReferenceCard
+from tui.help import HelpScreen
+from tui.modals import ConfirmScreen
+from tui.runtime import Runtime
+
+
+async def settle(app: DshApp, pilot: Pilot[int]) -> None:
+    await pilot.pause()
+    await asyncio.wait_for(app.transcript.wait_until_settled(), 10)
+    await pilot.pause()
+
+
+async def wait_for(pilot: Pilot[int], condition: Any, limit: float = 10.0) -> None:
+    deadline = asyncio.get_running_loop().time() + limit
+    while not condition():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError("condition not met in time")
+        await pilot.pause(0.02)
+
+
+def screen_lines(app: DshApp) -> list[str]:
+    return screen_text(app).splitlines()
+
+
+# --------------------------------------------------------------------------- sidebar
+
+
+async def test_filter_text_is_visible_while_it_has_focus(
+    runtime: Runtime, request: pytest.FixtureRequest
+) -> None:
+    app = make_app(runtime)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("ctrl+l")
+        assert app.sidebar.filter_input.has_focus
+        await pilot.press(*"shop")
+        await pilot.pause()
+        assert app.sidebar.visible_ids == ["checkout", "search-tuning"]
+        assert app.sidebar.filter_input.content_region.height >= 1
+        assert "shop" in screen_lines(app)[2][:34], screen_lines(app)[2]
+        assert_snapshot(request, app, "app_sidebar_filter_text")
+
+
+async def test_palette_switch_puts_focus_in_the_composer(runtime: Runtime) -> None:
+    app = make_app(runtime)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("ctrl+l")  # the filter had focus before the palette opened
+        await pilot.press("ctrl+p")
+        await pilot.pause(0.2)
+        await pilot.press(*"Switch to: Kubernetes")
+        await pilot.pause(0.5)
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: app.current_id == "k8s-upgrade")
+        await settle(app, pilot)
+        await pilot.press(*"hello")
+        assert app.composer.draft == "hello"
+        assert app.sidebar.filter_input.value == ""
+        assert len(app.sidebar.visible_ids) == 4
+
+
+async def test_sessions_ordered_by_last_activity_and_restart_opens_the_last_used(
+    runtime: Runtime,
+) -> None:
+    # "scratch" was created first, but is the one used most recently.
+    await runtime.store.append("scratch", "message/user", user_message("one more thing", id="late"))
+    app = make_app(runtime)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        assert app.sidebar.visible_ids[0] == "scratch"
+        assert app.current_id == "scratch"
+        # the age shown is that of the last activity, not of the creation
+        assert "7d ago" not in screen_lines(app)[4]
+
+
+async def test_new_session_is_labelled_and_shows_even_under_a_filter(runtime: Runtime) -> None:
+    app = make_app(runtime)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("ctrl+l", *"infra")
+        assert app.sidebar.visible_ids == ["k8s-upgrade"]
+        await pilot.press("ctrl+n")
+        await wait_for(pilot, lambda: app.current_id not in (None, "checkout"))
+        new_id = app.current_id
+        assert new_id is not None
+        await pilot.pause()
+        assert new_id in app.sidebar.visible_ids
+        assert app.sidebar.visible_ids[0] == new_id
+        entry = app.sidebar.entry(new_id)
+        assert entry is not None and entry.label == "New session"
+        text = screen_text(app)
+        assert "New session" in text
+        assert new_id not in text
+        assert app.composer.has_focus
+
+
+# --------------------------------------------------------------------------- cards
+
+
+async def _with_card(app: DshApp, pilot: Pilot[int]) -> ReferenceCard:
+    await settle(app, pilot)
+    mention = format_session_reference_mention(
+        SessionReferenceInput("search-tuning", "Search relevance")
+    )
+    app.composer.set_draft("compare " + mention)
+    await pilot.press("enter")
+    await wait_for(pilot, lambda: not app.preparing and not app.streaming)
+    await settle(app, pilot)
+    return app.transcript.query_one(ReferenceCard)
+
+
+async def test_focused_card_is_visible_keys_go_to_composer_and_esc_returns(
+    runtime: Runtime, request: pytest.FixtureRequest
+) -> None:
+    app = make_app(runtime)
+    async with app.run_test(size=SIZE) as pilot:
+        card = await _with_card(app, pilot)
+        before = app.export_screenshot()
+        card.focus()
+        await pilot.pause()
+        assert card.has_focus
+        assert app.export_screenshot() != before, "focus must change how the card looks"
+        assert_snapshot(request, app, "app_card_focused")
+        await pilot.press(*"ok")
+        assert app.composer.has_focus
+        assert app.composer.draft == "ok"
+        app.composer.set_draft("ok ")
+        card.focus()
+        await pilot.pause()
+        await pilot.press("space", "@")  # the card's own key, then one for the composer
+        assert card.expanded
+        await wait_for(pilot, lambda: app.composer.picker_open)
+        assert app.composer.draft == "ok @"
+        await pilot.press("escape")  # closes the picker
+        card.expanded = False
+        card.focus()
+        await pilot.pause()
+        await pilot.press("escape")
+        assert app.composer.has_focus
+        card.focus()
+        await pilot.press("enter")  # the card's own keys still work
+        assert card.expanded
+
+
+# --------------------------------------------------------------------------- compaction
+
+
+async def test_f4_asks_first_and_the_summary_shows_without_tags(runtime: Runtime) -> None:
+    app = make_app(runtime)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("f4")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not isinstance(app.screen, ConfirmScreen))
+        await pilot.pause(0.2)
+        assert len((await runtime.query.read_surface("checkout")).events) > 1
+        await pilot.press("f4")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.click("#yes")
+        await wait_for(pilot, lambda: bool(app.transcript.query(CheckpointCard)))
+        await settle(app, pilot)
+        card = app.transcript.query_one(CheckpointCard)
+        card.expanded = True
+        await settle(app, pilot)
+        text = screen_text(app)
+        assert "<compacted-summary>" not in text and "</compacted-summary>" not in text
+        assert text.count("Summary of 2 earlier messages") == 1, text
+        assert "- user: Can we merge shipping and billing?" in text
+
+
+# --------------------------------------------------------------------------- help, footer
+
+
+async def test_help_screen_opens_with_f1_and_question_mark_and_closes_with_esc(
+    runtime: Runtime, request: pytest.FixtureRequest
+) -> None:
+    app = make_app(runtime)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("f1")
+        await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen))
+        text = screen_text(app)
+        for key in ("Ctrl+N", "F2", "F4", "F8", "Ctrl+B", "Ctrl+L", "Ctrl+P", "Esc", "Ctrl+Q"):
+            assert key in text, key
+        assert_snapshot(request, app, "app_help_screen")
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not isinstance(app.screen, HelpScreen))
+        assert app.composer.has_focus
+        # "?" in the composer is text; elsewhere it opens the help
+        await pilot.press("?")
+        assert app.composer.draft == "?"
+        app.transcript.focus()
+        await pilot.pause()
+        await pilot.press("?")
+        await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen))
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not isinstance(app.screen, HelpScreen))
+
+
+async def test_keys_panel_closes_with_esc(runtime: Runtime) -> None:
+    app = make_app(runtime)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        app.action_show_help_panel()
+        await wait_for(pilot, lambda: bool(app.screen.query(HelpPanel)))
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not app.screen.query(HelpPanel))
+
+
+async def test_footer_shows_esc_ctrl_l_and_help(runtime: Runtime) -> None:
+    app = make_app(runtime)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        footer = screen_lines(app)[-1]
+        for shown in ("esc", "^l", "f1"):
+            assert shown in footer.lower(), footer
+
+
+async def test_narrow_terminal(runtime: Runtime, request: pytest.FixtureRequest) -> None:
+    app = make_app(runtime)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, pilot)
+        assert not app.sidebar.has_class("-hidden")
+        assert_snapshot(request, app, "app_80_columns")
+
+
+# --------------------------------------------------------------------------- theme, screenshot
+
+
+async def test_theme_is_kept_across_restarts(runtime: Runtime, tmp_path: Path) -> None:
+    state = tmp_path / "state" / "ui.json"
+    app = make_app(runtime, state_path=state)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        assert app.theme != "nord"
+        app.theme = "nord"
+        await wait_for(pilot, lambda: state.exists() and "nord" in state.read_text("utf-8"))
+    assert json.loads(state.read_text("utf-8"))["theme"] == "nord"
+    app = make_app(runtime, state_path=state)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await wait_for(pilot, lambda: app.theme == "nord")
+
+
+async def test_a_broken_state_file_is_ignored(runtime: Runtime, tmp_path: Path) -> None:
+    state = tmp_path / "ui.json"
+    state.write_text('{"theme": "no-such-theme"', encoding="utf-8")
+    app = make_app(runtime, state_path=state)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        assert app.theme == "textual-dark"
+
+
+async def test_screenshot_creates_a_missing_downloads_folder(
+    runtime: Runtime, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    downloads = tmp_path / "home" / "Downloads"
+    monkeypatch.setattr("tui.app.screenshot_directory", lambda: downloads)
+    app = make_app(runtime)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        app.deliver_screenshot()
+        await wait_for(pilot, lambda: downloads.is_dir() and any(downloads.glob("*.svg")))
+        saved = next(downloads.glob("*.svg"))
+        assert saved.read_text("utf-8").startswith("<svg")
+        await wait_for(pilot, lambda: any(str(saved) in n.message for n in app._notifications))
+
+
+async def test_screenshot_failure_says_why(
+    runtime: Runtime, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("x", encoding="utf-8")
+    monkeypatch.setattr("tui.app.screenshot_directory", lambda: blocker / "Downloads")
+    app = make_app(runtime, cwd=str(blocker / "nowhere"))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        app.deliver_screenshot()
+        await wait_for(
+            pilot,
+            lambda: any(
+                "Could not save the screenshot" in n.message and "Not a directory" in n.message
+                for n in app._notifications
+            ),
+        )
