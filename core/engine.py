@@ -9,13 +9,15 @@ happens to the reply, the user's message is already safe.
 from __future__ import annotations
 
 import asyncio
+import os
 import time
+import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
-from contextlib import aclosing
+from contextlib import aclosing, asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from core.errors import DshError
+from core.errors import DshError, SessionBusyError
 from core.log import (
     ASSISTANT_CHUNK,
     ASSISTANT_MESSAGE,
@@ -86,6 +88,10 @@ SUMMARY_PROMPT = (
 )
 
 TITLE_MAX_CHARS = 60
+REPLY_LEASE_TTL_MS = 30_000
+"""How long a reply lease lasts without renewal: a SIGKILLed holder blocks its session
+this long at most, then another writer takes the lease over."""
+REPLY_LEASE_RENEW_SECONDS = 5.0
 CHUNK_FLUSH_EVENTS = 256
 CHUNK_FLUSH_SECONDS = 0.05
 
@@ -340,6 +346,9 @@ class ChatSession:
         self.provider = provider
         self.header = header
         self._busy = asyncio.Lock()
+        self.lease_ttl_ms = REPLY_LEASE_TTL_MS
+        self.lease_renew_seconds = REPLY_LEASE_RENEW_SECONDS
+        self._lease_owner: str | None = None  # set while this session holds the reply lease
 
     @property
     def session_id(self) -> str:
@@ -385,9 +394,43 @@ class ChatSession:
 
     # -- replies -----------------------------------------------------------------------
 
+    @asynccontextmanager
+    async def reply_lease(self) -> AsyncIterator[None]:
+        """Hold the session's reply lease in the store (one reply at a time per session,
+        across processes), renewed in the background; raises ``SessionBusyError`` when
+        another writer holds it. Re-entrant: inside it, ``send`` and ``reply`` use it as is,
+        so a host can take it before storing the user's message."""
+        if self._lease_owner is not None:
+            yield
+            return
+        owner = f"{os.getpid()}:{uuid.uuid4().hex}"
+        if not await self.store.take_reply_lease(self.session_id, owner, ttl_ms=self.lease_ttl_ms):
+            raise SessionBusyError(self.session_id)
+        self._lease_owner = owner
+        renewing = asyncio.ensure_future(self._renew_lease(owner))
+        try:
+            yield
+        finally:
+            self._lease_owner = None
+            renewing.cancel()
+            with suppress(DshError):  # a lease not given back expires on its own
+                await asyncio.shield(self.store.release_reply_lease(self.session_id, owner))
+
+    async def _renew_lease(self, owner: str) -> None:
+        while True:
+            await asyncio.sleep(self.lease_renew_seconds)
+            # A failed renewal is tried again; the reply's own writes report store faults.
+            with suppress(DshError):
+                await self.store.take_reply_lease(self.session_id, owner, ttl_ms=self.lease_ttl_ms)
+
     async def reply(self, *, interrupt: asyncio.Event | None = None) -> AsyncIterator[EngineUpdate]:
-        """Stream the model's answer to the current surface and store it."""
-        async with self._busy, aclosing(self._reply(interrupt)) as updates:
+        """Stream the model's answer to the current surface and store it (under the reply
+        lease: ``SessionBusyError`` before anything is stored if another writer holds it)."""
+        async with (
+            self._busy,
+            self.reply_lease(),
+            aclosing(self._reply(interrupt)) as updates,
+        ):
             async for update in updates:
                 yield update
 
@@ -398,14 +441,16 @@ class ChatSession:
         cancel: asyncio.Event | None = None,
         interrupt: asyncio.Event | None = None,
     ) -> AsyncIterator[EngineUpdate]:
-        """Submit ``draft`` then stream the reply. Raises before yielding if preparation fails."""
-        async with self._busy:
+        """Submit ``draft`` then stream the reply. Raises before yielding if preparation fails
+        or another writer is replying in this session (``SessionBusyError``)."""
+        async with self._busy, self.reply_lease():
             yield await self.submit(draft, cancel=cancel)
             async with aclosing(self._reply(interrupt)) as updates:
                 async for update in updates:
                     yield update
 
     async def _reply(self, interrupt: asyncio.Event | None) -> AsyncGenerator[EngineUpdate, None]:
+        # Read under the reply lease: the turn number is unique in the session.
         surface = (await self.query.read_surface(self.session_id)).events
         turn = _surface_turn(surface) + 1
         messages = provider_messages(surface)

@@ -5,6 +5,7 @@ from __future__ import annotations
 __all__ = [
     "DshError",
     "InvalidEventError",
+    "SessionBusyError",
     "SessionExistsError",
     "SessionNotFoundError",
     "StoreError",
@@ -37,3 +38,14 @@ class InvalidEventError(DshError, ValueError):
 
 class StoreError(DshError):
     """The store itself cannot be used (not a database, corrupt, newer schema, read-only…)."""
+
+
+class SessionBusyError(DshError):
+    """Another writer (usually another process) holds the session's reply lease: one reply
+    at a time per session, so this one was refused before anything was stored."""
+
+    MESSAGE = "the session is busy: a reply is being written by another process"
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(self.MESSAGE)
+        self.session_id = session_id
