@@ -239,6 +239,7 @@ class DshApp(App[int]):
                 "This database is read-only: you can read sessions but not send.", warning=True
             )
         self._fit_sidebar(self.size.width)
+        await self.follower.prime()
         await self.refresh_sessions()
         headers = self.sidebar.entries
         first = self._initial_session or (headers[0].header.id if headers else None)

@@ -46,6 +46,13 @@ class StoreFollower:
         self._seen: int | None = None
         self._checking = False
 
+    async def prime(self) -> None:
+        """Note the store's state before the app's first read: only later changes count."""
+        try:
+            self._seen = await self._app.runtime.store.change_token()
+        except DshError:
+            self._seen = None  # the first tick then looks at everything
+
     def start(self) -> None:
         self._app.set_interval(FOLLOW_INTERVAL_SECONDS, self._tick, name="follow-store")
 
