@@ -43,15 +43,16 @@ class StoreFollower:
 
     def __init__(self, app: DshApp) -> None:
         self._app = app
-        self._seen: int | None = None
+        self._seen: int | None = None  # the token the whole app is up to date with
+        self._listed: int | None = None  # the token the session list is up to date with
         self._checking = False
 
     async def prime(self) -> None:
         """Note the store's state before the app's first read: only later changes count."""
         try:
-            self._seen = await self._app.runtime.store.change_token()
+            self._seen = self._listed = await self._app.runtime.store.change_token()
         except DshError:
-            self._seen = None  # the first tick then looks at everything
+            self._seen = self._listed = None  # the first tick then looks at everything
 
     def start(self) -> None:
         self._app.set_interval(FOLLOW_INTERVAL_SECONDS, self._tick, name="follow-store")
@@ -78,7 +79,9 @@ class StoreFollower:
         token = await app.runtime.store.change_token()
         if token == self._seen:
             return False
-        await self._refresh_sidebar()
+        if token != self._listed:
+            await self._refresh_sidebar()
+            self._listed = token
         if app.preparing or app.streaming:
             return True  # not marked seen: the transcript follows once the reply is stored
         if await self._follow_transcript():
