@@ -451,8 +451,9 @@ class ChatSession:
 
     async def _reply(self, interrupt: asyncio.Event | None) -> AsyncGenerator[EngineUpdate, None]:
         # Read under the reply lease: the turn number is unique in the session.
-        surface = (await self.query.read_surface(self.session_id)).events
-        turn = _surface_turn(surface) + 1
+        snapshot = await self.query.read_surface(self.session_id)
+        surface = snapshot.events
+        turn = await self._next_turn(surface, snapshot.captured_through_seq)
         messages = provider_messages(surface)
         buffer = _ChunkBuffer(self.store, self.session_id)
         text_parts: list[str] = []
@@ -552,6 +553,21 @@ class ChatSession:
             title = await self._ensure_title()
             if title is not None:
                 yield title
+
+    async def _next_turn(self, surface: Sequence[Event], last_seq: int | None) -> int:
+        """One more than the highest turn used so far: on the surface, or in the log-only
+        events after it (the ``turn/end`` of a reply that failed before any text, the
+        chunks of a killed one), so no two replies ever share a number."""
+        turn = _surface_turn(surface)
+        after = max((e.seq for e in surface), default=-1) + 1
+        if last_seq is not None and last_seq >= after:
+            for event in await self.store.read_events_at(
+                self.session_id, range(after, last_seq + 1)
+            ):
+                value: object = event.data.get("turn")
+                if isinstance(value, int) and not isinstance(value, bool):
+                    turn = max(turn, value)
+        return turn + 1
 
     # -- titles ------------------------------------------------------------------------
 

@@ -79,3 +79,22 @@ async def test_the_lease_is_reentrant_and_given_back() -> None:
         if e.type == "user/message"
     ]
     assert texts == ["inside the host's lease", "after it"]
+
+
+async def test_a_reply_that_failed_before_any_text_keeps_its_turn_number() -> None:
+    store = MemorySessionStore()
+    header = await store.create_session("s")
+    failing = _chat(store, header, ScriptedProvider([TextDelta("x")], fail_after=0))
+    async for _ in failing.send("first"):
+        pass
+    async for _ in failing.reply():  # a retry fails the same way
+        pass
+    working = _chat(store, header, ScriptedProvider([TextDelta("ok"), Finish("stop")]))
+    async for _ in working.reply():
+        pass
+    ends = [
+        (e.data["turn"], e.data["status"])
+        for e in await store.read_events("s")
+        if e.type == "turn/end"
+    ]
+    assert ends == [(1, "error"), (2, "error"), (3, "completed")]
