@@ -226,3 +226,27 @@ def test_appended_tail_tells_appends_from_other_changes() -> None:
     assert [e.seq for e in appended_tail(window((0, 1, 2, 4, 5), 3), known) or ()] == [4, 5]
     assert appended_tail(window((0, 1, 2, 4, 5), 1), known) is None  # more than was read
     assert appended_tail(window((6, 2), 2), known) is None  # a replace shadowed 0 and 1
+
+
+async def test_a_message_added_elsewhere_just_before_a_send_shows_in_log_order(
+    runtime: Runtime, elsewhere: SqliteSessionStore
+) -> None:
+    """The report: another process appended a message, then this window sent; the model's
+    answer (to both) showed under this window's message, the other one never shown."""
+    app = make_app(runtime)
+    async with app.run_test(size=(100, 60)) as pilot:
+        await settled(app, pilot)
+        await elsewhere.append(
+            "checkout", USER_MESSAGE, user_message("EXTERNAL question"), surface_op="append"
+        )
+        app.composer.set_draft("LOCAL question")
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: shown(app, "EXTERNAL question") and not app.streaming)
+        await wait_for(pilot, lambda: len(app.transcript.known_seqs) == 5)
+        await settled(app, pilot)
+        text = screen_text(app)
+        assert text.index("EXTERNAL question") < text.index("LOCAL question")
+        surface = (await runtime.query.read_surface("checkout")).events
+        assert [e.type for e in surface[-3:]] == [USER_MESSAGE, USER_MESSAGE, ASSISTANT_MESSAGE]
+        assert app.transcript.known_seqs == {e.seq for e in surface}
+        assert len(app.transcript.item_widgets) == len(surface)
