@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
 import time
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
@@ -326,6 +327,34 @@ class _ChunkBuffer:
             await background
 
 
+# --------------------------------------------------------------------------- reply leases
+
+
+def lease_owner() -> str:
+    """A reply lease owner: ``host:pid:nonce`` (unique per reply, and naming its process)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex}"
+
+
+def lease_owner_is_dead(owner: str) -> bool:
+    """True when ``owner`` names a process of this host that no longer exists (killed
+    mid-reply): its lease need not run out first. Anything unsure counts as alive."""
+    parts = owner.rsplit(":", 2)
+    if len(parts) != 3 or parts[0] != socket.gethostname() or not parts[1].isascii():
+        return False
+    if not parts[1].isdigit():
+        return False
+    pid = int(parts[1])
+    if pid == os.getpid() or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False  # e.g. another user's process: alive
+    return False
+
+
 # --------------------------------------------------------------------------- the session
 
 
@@ -403,8 +432,10 @@ class ChatSession:
         if self._lease_owner is not None:
             yield
             return
-        owner = f"{os.getpid()}:{uuid.uuid4().hex}"
-        if not await self.store.take_reply_lease(self.session_id, owner, ttl_ms=self.lease_ttl_ms):
+        owner = lease_owner()
+        if not await self.store.take_reply_lease(
+            self.session_id, owner, ttl_ms=self.lease_ttl_ms, dead=lease_owner_is_dead
+        ):
             raise SessionBusyError(self.session_id)
         self._lease_owner = owner
         renewing = asyncio.ensure_future(self._renew_lease(owner))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from core.log import Event, NewEvent, SessionHeader, SurfaceOp, SurfaceRow
@@ -88,11 +88,19 @@ class SessionStore(Protocol):
         cheap way to learn that its transcript changed."""
         ...
 
-    async def take_reply_lease(self, session_id: str, owner: str, *, ttl_ms: int) -> bool:
+    async def take_reply_lease(
+        self,
+        session_id: str,
+        owner: str,
+        *,
+        ttl_ms: int,
+        dead: Callable[[str], bool] | None = None,
+    ) -> bool:
         """Take (or renew, for the same ``owner``) the session's reply lease for ``ttl_ms``.
 
-        ``False`` when another owner holds an unexpired lease; an expired one (its holder
-        died) is taken over. One reply at a time per session, across processes.
+        ``False`` when another owner holds an unexpired lease; an expired one, or one whose
+        owner ``dead`` says is gone (a killed process), is taken over. One reply at a time
+        per session, across processes.
         """
         ...
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
@@ -191,11 +191,23 @@ class MemorySessionStore:
                 return event.seq
         return None
 
-    async def take_reply_lease(self, session_id: str, owner: str, *, ttl_ms: int) -> bool:
+    async def take_reply_lease(
+        self,
+        session_id: str,
+        owner: str,
+        *,
+        ttl_ms: int,
+        dead: Callable[[str], bool] | None = None,
+    ) -> bool:
         self._session(session_id)
         now = now_ms()
         held = self._leases.get(session_id)
-        if held is not None and held[0] != owner and held[1] > now:
+        if (
+            held is not None
+            and held[0] != owner
+            and held[1] > now
+            and not (dead is not None and dead(held[0]))
+        ):
             return False
         self._leases[session_id] = (owner, now + ttl_ms)
         return True

@@ -560,7 +560,14 @@ class SqliteSessionStore:
 
         await self._run(body, write=True)
 
-    async def take_reply_lease(self, session_id: str, owner: str, *, ttl_ms: int) -> bool:
+    async def take_reply_lease(
+        self,
+        session_id: str,
+        owner: str,
+        *,
+        ttl_ms: int,
+        dead: Callable[[str], bool] | None = None,
+    ) -> bool:
         sid = check_session_id(session_id)
         key = _enc(sid)
 
@@ -571,7 +578,7 @@ class SqliteSessionStore:
             for held, expires_at in await conn.execute_fetchall(
                 "SELECT owner, expires_at FROM reply_leases WHERE session_id = ?", (key,)
             ):
-                if held != owner and expires_at > now:
+                if held != owner and expires_at > now and not (dead is not None and dead(held)):
                     return False
             await conn.execute(
                 "INSERT OR REPLACE INTO reply_leases (session_id, owner, expires_at) "

@@ -98,3 +98,24 @@ async def test_a_reply_that_failed_before_any_text_keeps_its_turn_number() -> No
         if e.type == "turn/end"
     ]
     assert ends == [(1, "error"), (2, "error"), (3, "completed")]
+
+
+def test_lease_owners_name_their_process_and_a_killed_one_is_dead() -> None:
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    from core.engine import lease_owner, lease_owner_is_dead
+
+    mine = lease_owner()
+    host, pid, nonce = mine.rsplit(":", 2)
+    assert (host, int(pid)) == (socket.gethostname(), os.getpid()) and nonce
+    assert lease_owner() != mine  # unique per reply
+    assert not lease_owner_is_dead(mine)  # this process is alive
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()  # gone and reaped
+    assert lease_owner_is_dead(f"{host}:{child.pid}:x")
+    assert not lease_owner_is_dead(f"another-host-{host}:{child.pid}:x")  # cannot tell: alive
+    for odd in ("", "x", f"{host}:²:x", f"{host}:-1:x", f"{host}:0:x", "a:b"):
+        assert not lease_owner_is_dead(odd)

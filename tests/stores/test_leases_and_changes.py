@@ -158,3 +158,15 @@ async def test_last_surface_seq(store: SessionStore) -> None:
     assert await store.last_surface_seq(session.id) == 4
     with pytest.raises(SessionNotFoundError):
         await store.last_surface_seq("nope")
+
+
+async def test_a_lease_whose_owner_is_known_dead_is_taken_over(store: SessionStore) -> None:
+    session = await store.create_session("s")
+    assert await store.take_reply_lease(session.id, "killed", ttl_ms=60_000)
+    assert not await store.take_reply_lease(
+        session.id, "next", ttl_ms=60_000, dead=lambda owner: False
+    )
+    assert await store.take_reply_lease(
+        session.id, "next", ttl_ms=60_000, dead=lambda owner: owner == "killed"
+    )
+    assert not await store.take_reply_lease(session.id, "killed", ttl_ms=60_000)
