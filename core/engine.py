@@ -90,8 +90,8 @@ SUMMARY_PROMPT = (
 
 TITLE_MAX_CHARS = 60
 REPLY_LEASE_TTL_MS = 30_000
-"""How long a reply lease lasts without renewal: a SIGKILLed holder blocks its session
-this long at most, then another writer takes the lease over."""
+"""How long a reply lease lasts without renewal. A holder killed mid-reply is noticed at
+once on its own host (``lease_owner_is_dead``); elsewhere its lease is taken over after this."""
 REPLY_LEASE_RENEW_SECONDS = 5.0
 CHUNK_FLUSH_EVENTS = 256
 CHUNK_FLUSH_SECONDS = 0.05
