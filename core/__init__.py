@@ -6,6 +6,7 @@ Everything the SPEC names as public is importable from here (``from core import 
 from core.errors import (
     DshError,
     InvalidEventError,
+    SessionBusyError,
     SessionExistsError,
     SessionNotFoundError,
     StoreError,
@@ -41,6 +42,7 @@ __all__ = [
     "InvalidEventError",
     "NewEvent",
     "Replace",
+    "SessionBusyError",
     "SessionExistsError",
     "SessionHeader",
     "SessionNotFoundError",

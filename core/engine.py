@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import socket
 import time
+import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
-from contextlib import aclosing
+from contextlib import aclosing, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from core.errors import DshError
+from core.errors import DshError, SessionBusyError
 from core.log import (
     ASSISTANT_CHUNK,
     ASSISTANT_MESSAGE,
@@ -89,6 +92,10 @@ SUMMARY_PROMPT = (
 )
 
 TITLE_MAX_CHARS = 60
+REPLY_LEASE_TTL_MS = 30_000
+"""How long a reply lease lasts without renewal. A holder killed mid-reply is noticed at
+once on its own host (``lease_owner_is_dead``); elsewhere its lease is taken over after this."""
+REPLY_LEASE_RENEW_SECONDS = 5.0
 CHUNK_FLUSH_EVENTS = 256
 CHUNK_FLUSH_SECONDS = 0.05
 
@@ -346,6 +353,34 @@ class _ChunkBuffer:
             await background
 
 
+# --------------------------------------------------------------------------- reply leases
+
+
+def lease_owner() -> str:
+    """A reply lease owner: ``host:pid:nonce`` (unique per reply, and naming its process)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex}"
+
+
+def lease_owner_is_dead(owner: str) -> bool:
+    """True when ``owner`` names a process of this host that no longer exists (killed
+    mid-reply): its lease need not run out first. Anything unsure counts as alive."""
+    parts = owner.rsplit(":", 2)
+    if len(parts) != 3 or parts[0] != socket.gethostname() or not parts[1].isascii():
+        return False
+    if not parts[1].isdigit():
+        return False
+    pid = int(parts[1])
+    if pid == os.getpid() or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False  # e.g. another user's process: alive
+    return False
+
+
 # --------------------------------------------------------------------------- the session
 
 
@@ -366,6 +401,9 @@ class ChatSession:
         self.provider = provider
         self.header = header
         self._busy = asyncio.Lock()
+        self.lease_ttl_ms = REPLY_LEASE_TTL_MS
+        self.lease_renew_seconds = REPLY_LEASE_RENEW_SECONDS
+        self._lease_owner: str | None = None  # set while this session holds the reply lease
 
     @property
     def session_id(self) -> str:
@@ -411,9 +449,45 @@ class ChatSession:
 
     # -- replies -----------------------------------------------------------------------
 
+    @asynccontextmanager
+    async def reply_lease(self) -> AsyncIterator[None]:
+        """Hold the session's reply lease in the store (one reply at a time per session,
+        across processes), renewed in the background; raises ``SessionBusyError`` when
+        another writer holds it. Re-entrant: inside it, ``send`` and ``reply`` use it as is,
+        so a host can take it before storing the user's message."""
+        if self._lease_owner is not None:
+            yield
+            return
+        owner = lease_owner()
+        if not await self.store.take_reply_lease(
+            self.session_id, owner, ttl_ms=self.lease_ttl_ms, dead=lease_owner_is_dead
+        ):
+            raise SessionBusyError(self.session_id)
+        self._lease_owner = owner
+        renewing = asyncio.ensure_future(self._renew_lease(owner))
+        try:
+            yield
+        finally:
+            self._lease_owner = None
+            renewing.cancel()
+            with contextlib.suppress(DshError):  # a lease not given back expires on its own
+                await asyncio.shield(self.store.release_reply_lease(self.session_id, owner))
+
+    async def _renew_lease(self, owner: str) -> None:
+        while True:
+            await asyncio.sleep(self.lease_renew_seconds)
+            # A failed renewal is tried again; the reply's own writes report store faults.
+            with contextlib.suppress(DshError):
+                await self.store.take_reply_lease(self.session_id, owner, ttl_ms=self.lease_ttl_ms)
+
     async def reply(self, *, interrupt: asyncio.Event | None = None) -> AsyncIterator[EngineUpdate]:
-        """Stream the model's answer to the current surface and store it."""
-        async with self._busy, aclosing(self._reply(interrupt)) as updates:
+        """Stream the model's answer to the current surface and store it (under the reply
+        lease: ``SessionBusyError`` before anything is stored if another writer holds it)."""
+        async with (
+            self._busy,
+            self.reply_lease(),
+            aclosing(self._reply(interrupt)) as updates,
+        ):
             async for update in updates:
                 yield update
 
@@ -424,8 +498,9 @@ class ChatSession:
         cancel: asyncio.Event | None = None,
         interrupt: asyncio.Event | None = None,
     ) -> AsyncIterator[EngineUpdate]:
-        """Submit ``draft`` then stream the reply. Raises before yielding if preparation fails."""
-        async with self._busy:
+        """Submit ``draft`` then stream the reply. Raises before yielding if preparation fails
+        or another writer is replying in this session (``SessionBusyError``)."""
+        async with self._busy, self.reply_lease():
             yield await self.submit(draft, cancel=cancel)
             async with aclosing(self._reply(interrupt)) as updates:
                 async for update in updates:
@@ -435,8 +510,9 @@ class ChatSession:
         self, *, interrupt: asyncio.Event | None = None
     ) -> AsyncIterator[EngineUpdate]:
         """Answer the session's last user message when it has no reply yet (the retry after
-        a failed reply: nothing is appended again). ``NothingToAnswerError`` otherwise."""
-        async with self._busy:
+        a failed reply: nothing is appended again). ``NothingToAnswerError`` otherwise;
+        ``SessionBusyError`` when another writer holds the reply lease."""
+        async with self._busy, self.reply_lease():
             surface = (await self.query.read_surface(self.session_id)).events
             if unanswered_message(surface) is None:
                 raise NothingToAnswerError(
@@ -471,6 +547,7 @@ class ChatSession:
         return turn
 
     async def _reply(self, interrupt: asyncio.Event | None) -> AsyncGenerator[EngineUpdate, None]:
+        # Read under the reply lease: the turn number is unique in the session.
         snapshot = await self.query.read_surface(self.session_id)
         surface = snapshot.events
         turn = await self._last_turn(snapshot) + 1

@@ -6,6 +6,7 @@ __all__ = [
     "DiskFullError",
     "DshError",
     "InvalidEventError",
+    "SessionBusyError",
     "SessionExistsError",
     "SessionNotFoundError",
     "StoreError",
@@ -44,3 +45,14 @@ class DiskFullError(StoreError):
     """The store could not write because the disk (or the database's size limit) is full.
 
     Its message always says so in plain words; what was stored before the failure stays."""
+
+
+class SessionBusyError(DshError):
+    """Another writer (usually another process) holds the session's reply lease: one reply
+    at a time per session, so this one was refused before anything was stored."""
+
+    MESSAGE = "the session is busy: a reply is being written by another process"
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(self.MESSAGE)
+        self.session_id = session_id

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from core.log import Event, NewEvent, SessionHeader, SurfaceOp, SurfaceRow
@@ -76,5 +76,36 @@ class SessionStore(Protocol):
         ...
 
     async def delete_session(self, session_id: str) -> None: ...
+
+    async def change_token(self) -> int:
+        """A number that changes whenever another writer may have changed the store: for
+        SQLite a commit by another connection; the memory store, shared by every writer in
+        its process, counts every write. Cheap enough to poll about twice a second."""
+        ...
+
+    async def last_surface_seq(self, session_id: str) -> int | None:
+        """The seq of the session's newest surface event (``None`` when it has none): a
+        cheap way to learn that its transcript changed."""
+        ...
+
+    async def take_reply_lease(
+        self,
+        session_id: str,
+        owner: str,
+        *,
+        ttl_ms: int,
+        dead: Callable[[str], bool] | None = None,
+    ) -> bool:
+        """Take (or renew, for the same ``owner``) the session's reply lease for ``ttl_ms``.
+
+        ``False`` when another owner holds an unexpired lease; an expired one, or one whose
+        owner ``dead`` says is gone (a killed process), is taken over. One reply at a time
+        per session, across processes.
+        """
+        ...
+
+    async def release_reply_lease(self, session_id: str, owner: str) -> None:
+        """Give the lease back if ``owner`` still holds it (no error otherwise)."""
+        ...
 
     async def close(self) -> None: ...

@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
 from core.errors import InvalidEventError, SessionExistsError, SessionNotFoundError, StoreError
-from core.log import Event, NewEvent, SessionHeader, SurfaceOp, SurfaceRow, ValidatedEvent
+from core.log import (
+    Event,
+    NewEvent,
+    SessionHeader,
+    SurfaceOp,
+    SurfaceRow,
+    ValidatedEvent,
+    now_ms,
+)
 from core.query import SessionTitle
 from core.surface import SurfaceFolder
 from stores.validation import (
@@ -52,6 +60,8 @@ class MemorySessionStore:
     def __init__(self) -> None:
         self._sessions: dict[str, _Session] = {}
         self._closed = False
+        self._changes = 0  # bumped by every write: the change token
+        self._leases: dict[str, tuple[str, int]] = {}  # session id -> (owner, expires at ms)
 
     @property
     def read_only(self) -> bool:
@@ -97,6 +107,7 @@ class MemorySessionStore:
         if header.id in self._sessions:
             raise SessionExistsError(header.id)
         self._sessions[header.id] = _Session(header)
+        self._changes += 1
         return header
 
     async def import_session(
@@ -114,6 +125,7 @@ class MemorySessionStore:
         session = _Session(checked)
         self._commit(session, batch)
         self._sessions[checked.id] = session
+        self._changes += 1
         return checked
 
     async def append(
@@ -156,6 +168,7 @@ class MemorySessionStore:
             for offset, v in enumerate(batch)
         ]
         session.events.extend(out)
+        self._changes += 1
         for event in out:
             if event_kind(event.type, event.data, event.is_surface) == KIND_TITLE:
                 session.title_seq = event.seq
@@ -164,6 +177,46 @@ class MemorySessionStore:
     async def delete_session(self, session_id: str) -> None:
         self._session(session_id)
         del self._sessions[session_id]
+        self._leases.pop(session_id, None)
+        self._changes += 1
+
+    async def change_token(self) -> int:
+        self._open()
+        return self._changes
+
+    async def last_surface_seq(self, session_id: str) -> int | None:
+        session = self._session(session_id)
+        for event in reversed(session.events):
+            if event.is_surface:
+                return event.seq
+        return None
+
+    async def take_reply_lease(
+        self,
+        session_id: str,
+        owner: str,
+        *,
+        ttl_ms: int,
+        dead: Callable[[str], bool] | None = None,
+    ) -> bool:
+        self._session(session_id)
+        now = now_ms()
+        held = self._leases.get(session_id)
+        if (
+            held is not None
+            and held[0] != owner
+            and held[1] > now
+            and not (dead is not None and dead(held[0]))
+        ):
+            return False
+        self._leases[session_id] = (owner, now + ttl_ms)
+        return True
+
+    async def release_reply_lease(self, session_id: str, owner: str) -> None:
+        self._open()
+        held = self._leases.get(session_id)
+        if held is not None and held[0] == owner:
+            del self._leases[session_id]
 
     # ------------------------------------------------------------------ reads
 

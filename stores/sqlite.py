@@ -43,6 +43,7 @@ from core.log import (
     SurfaceRow,
     ValidatedEvent,
     build_event,
+    now_ms,
     surface_op_from_json,
     surface_op_to_json,
 )
@@ -100,6 +101,18 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE INDEX events_surface ON events (session_id, seq) WHERE kind = 1",
         # The latest title of every session: one index seek per session.
         "CREATE INDEX events_title ON events (session_id, seq) WHERE kind = 2",
+    ),
+    (
+        # One reply at a time per session, across processes: the holder of a session's
+        # row writes its reply; an expired row (its holder died) may be taken over.
+        """
+        CREATE TABLE reply_leases (
+            session_id  BLOB    NOT NULL PRIMARY KEY
+                                REFERENCES sessions (id) ON DELETE CASCADE,
+            owner       TEXT    NOT NULL,
+            expires_at  INTEGER NOT NULL  -- epoch milliseconds
+        ) STRICT, WITHOUT ROWID
+        """,
     ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -653,7 +666,70 @@ class SqliteSessionStore:
 
         await self._run(body, write=True)
 
+    async def take_reply_lease(
+        self,
+        session_id: str,
+        owner: str,
+        *,
+        ttl_ms: int,
+        dead: Callable[[str], bool] | None = None,
+    ) -> bool:
+        sid = check_session_id(session_id)
+        key = _enc(sid)
+
+        async def body(conn: aiosqlite.Connection) -> bool:
+            await self._require_session(conn, sid)
+            now = now_ms()
+            # BEGIN IMMEDIATE (a write) makes the check and the take one step for every process.
+            for held, expires_at in await conn.execute_fetchall(
+                "SELECT owner, expires_at FROM reply_leases WHERE session_id = ?", (key,)
+            ):
+                if held != owner and expires_at > now and not (dead is not None and dead(held)):
+                    return False
+            await conn.execute(
+                "INSERT OR REPLACE INTO reply_leases (session_id, owner, expires_at) "
+                "VALUES (?, ?, ?)",
+                (key, owner, now + ttl_ms),
+            )
+            return True
+
+        return await self._run(body, write=True)
+
+    async def release_reply_lease(self, session_id: str, owner: str) -> None:
+        sid = check_session_id(session_id)
+
+        async def body(conn: aiosqlite.Connection) -> None:
+            await conn.execute(
+                "DELETE FROM reply_leases WHERE session_id = ? AND owner = ?", (_enc(sid), owner)
+            )
+
+        await self._run(body, write=True)
+
     # ------------------------------------------------------------------ reads
+
+    async def change_token(self) -> int:
+        """SQLite's ``PRAGMA data_version`` of this connection: it changes when another
+        connection (another process, another window) commits; our own writes leave it be,
+        as their caller already knows what it wrote."""
+
+        async def body(conn: aiosqlite.Connection) -> int:
+            return int(await _scalar(conn, "PRAGMA data_version"))
+
+        return await self._run(body, write=False)
+
+    async def last_surface_seq(self, session_id: str) -> int | None:
+        sid = check_session_id(session_id)
+
+        async def body(conn: aiosqlite.Connection) -> int | None:
+            await self._require_session(conn, sid)
+            last = await _scalar(
+                conn,
+                f"SELECT max(seq) FROM events WHERE session_id = ? AND kind = {KIND_SURFACE}",
+                (_enc(sid),),
+            )
+            return None if last is None else int(last)
+
+        return await self._run(body, write=False)
 
     async def _listing_key(
         self, conn: aiosqlite.Connection, name: str

@@ -37,7 +37,13 @@ from core.engine import (
     TitleChanged,
     unanswered_message,
 )
-from core.errors import DiskFullError, DshError, SessionNotFoundError, StoreError
+from core.errors import (
+    DiskFullError,
+    DshError,
+    SessionBusyError,
+    SessionNotFoundError,
+    StoreError,
+)
 from core.log import Event, now_ms
 from core.logfile import export_jsonl
 from core.query import SurfaceWindow
@@ -50,6 +56,7 @@ from tui.cards import Foldable
 from tui.commands import SessionCommands
 from tui.composer import Composer
 from tui.export import export_markdown, write_new_file
+from tui.follow import StoreFollower
 from tui.help import HelpScreen
 from tui.modals import ConfirmScreen, RenameScreen, compact_question, delete_question
 from tui.runtime import Runtime, offline_delay_from_env, open_runtime
@@ -192,6 +199,7 @@ class DshApp(App[int]):
         self._stopping: set[asyncio.Task[None]] = set()
         self._unanswered = False  # the open session ends with a message nothing answered
         self._state_path = state_path
+        self.follower = StoreFollower(self)
 
     # ------------------------------------------------------------------ set-up
 
@@ -254,6 +262,7 @@ class DshApp(App[int]):
                 f"{self._read_only_why()}: you can read sessions but not send.", warning=True
             )
         self._fit_sidebar(self.size.width)
+        await self.follower.prime()
         await self.refresh_sessions()
         headers = self.sidebar.entries
         first = self._initial_session or (headers[0].header.id if headers else None)
@@ -262,6 +271,7 @@ class DshApp(App[int]):
         else:
             self.transcript.show_empty_state()
             self._update_title()
+        self.follower.start()
 
     # ------------------------------------------------------------------ kept across runs
 
@@ -437,6 +447,23 @@ class DshApp(App[int]):
         self._set_unanswered(unanswered_message(window.events) is not None)
         self._update_title()
 
+    async def session_deleted_elsewhere(self, session_id: str) -> None:
+        """The open session was deleted by another window or process: say so and open the
+        newest remaining one (the composer's draft stays)."""
+        if self.current_id != session_id:
+            return
+        self.chat = None
+        await self.refresh_sessions()
+        remaining = self.sidebar.entries
+        if remaining:
+            await self.open_session(remaining[0].header.id)
+        else:
+            self.transcript.show_empty_state()
+            self._update_title()
+        self.notice.show_notice(
+            "The session you had open was deleted in another window.", warning=True
+        )
+
     async def _read_window(self, session_id: str) -> SurfaceWindow:
         """The newest page of the session's surface (plus one event of context): opening a
         long session reads one page of data, not the whole surface."""
@@ -523,6 +550,19 @@ class DshApp(App[int]):
     @work(exclusive=True, group="send")
     async def _send(self, draft: str) -> None:
         chat = await self._ensure_session()
+        try:  # one reply at a time per session, across processes: before anything is stored
+            async with chat.reply_lease():
+                await self._send_leased(chat, draft)
+        except SessionBusyError:
+            self.notice.show_notice(
+                "This session is busy: another window or process is writing a reply. "
+                "Your draft is kept; send it when that reply is done.",
+                warning=True,
+            )
+        except DshError as err:
+            self.notice.show_notice(f"Could not send: {single_line(str(err), 200)}")
+
+    async def _send_leased(self, chat: ChatSession, draft: str) -> None:
         composer = self.composer
         spans = find_session_reference_spans(draft)
         labels = {s.session_id: s.label for s in spans if s.session_id is not None}

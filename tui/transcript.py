@@ -598,6 +598,11 @@ class Transcript(VerticalScroll):
         return len(self._unread)
 
     @property
+    def known_seqs(self) -> frozenset[int]:
+        """The surface seqs this transcript holds (shown, unmounted or not yet read)."""
+        return frozenset(self._known_seqs)
+
+    @property
     def item_widgets(self) -> list[Widget]:
         """The mounted item widgets, oldest first."""
         return list(self._widgets)

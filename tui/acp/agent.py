@@ -41,7 +41,7 @@ from acp.schema import (
 )
 
 from core.engine import ChatSession, ReplyDelta, ReplyFinished, TitleChanged
-from core.errors import SessionNotFoundError
+from core.errors import SessionBusyError, SessionNotFoundError
 from core.references import SESSION_REFERENCE_CANCELLED, SessionReferenceError
 from tui.acp.listing import PAGE_SIZE, InvalidCursorError, candidates_markdown, list_page
 from tui.acp.prompt import (
@@ -349,7 +349,12 @@ class DshAcpAgent:
             if command is not None:
                 stop = await self._command(state, command, cancel)
             else:
-                stop = await self._send(state, draft, cancel)
+                # One reply at a time per session, across processes: before anything is stored.
+                try:
+                    async with state.chat.reply_lease():
+                        stop = await self._send(state, draft, cancel)
+                except SessionBusyError as err:
+                    raise RequestError(SESSION_BUSY, str(err), {"sessionId": session_id}) from err
         finally:
             state.cancel = None
         return PromptResponse(stop_reason=stop)
