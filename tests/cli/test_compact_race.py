@@ -6,14 +6,14 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from core.log import USER_MESSAGE, user_message
+from stores import SqliteSessionStore
 from tests.providers.fake_openai import (
     DSH,
     FakeOpenAIServer,
     ScriptedResponse,
     chunk_json,
     dsh_env,
-    new_session,
-    read_log,
     run_dsh,
     sse_data,
 )
@@ -24,10 +24,11 @@ async def test_the_slower_of_two_dsh_compact_fails_cleanly(
 ) -> None:
     slow_env = dsh_env(tmp_path / "db.sqlite3", fake_openai)
     fast_env = {**slow_env, "DSH_PROVIDER": "offline"}
-    session = await new_session(fast_env)
-    for text in ("first question", "second question"):
-        code, _, err = await run_dsh(fast_env, "send", session, text)
-        assert code == 0, err
+    session = "raced"
+    async with await SqliteSessionStore.open(tmp_path / "db.sqlite3") as store:
+        await store.create_session(session)
+        for text in ("first question", "first answer", "second question", "second answer"):
+            await store.append(session, USER_MESSAGE, user_message(text), surface_op="append")
     asked, gate = asyncio.Event(), asyncio.Event()
     fake_openai.add(
         ScriptedResponse(
@@ -57,11 +58,12 @@ async def test_the_slower_of_two_dsh_compact_fails_cleanly(
     assert err_b.decode() == (
         "dsh: error: the session changed while compacting; nothing compacted\n"
     )
-    log = await read_log(fast_env, session)
-    types = [str(e["type"]) for e in log]
+    async with await SqliteSessionStore.open(tmp_path / "db.sqlite3") as store:
+        log = await store.read_events(session)
+    types = [e.type for e in log]
     assert [t for t in types if t.startswith("compact/")] == [
         "compact/start",
         "compact/summary",
         "compact/end",
     ]
-    assert "the slow summary" not in str(log)
+    assert "the slow summary" not in str([e.data for e in log])
