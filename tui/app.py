@@ -596,11 +596,15 @@ class DshApp(App[int]):
     async def action_new_session(self) -> None:
         if self.preparing or self.streaming:
             return
-        with self.faults("create a session"):
-            header = await self.runtime.store.create_session(cwd=self._cwd)
-            await self.refresh_sessions()
-            await self.open_session(header.id)
-            self.composer.focus()
+        self.status.set_status("Creating a session…")  # a busy database can take a while
+        try:
+            with self.faults("create a session"):
+                header = await self.runtime.store.create_session(cwd=self._cwd)
+                await self.refresh_sessions()
+                await self.open_session(header.id)
+                self.composer.focus()
+        finally:
+            self.status.set_status(None)
 
     def action_rename_session(self) -> None:
         if self.chat is None:

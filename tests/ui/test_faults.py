@@ -8,6 +8,7 @@ lock (``BEGIN IMMEDIATE``) past the app's (short, for the test) busy timeout.
 from __future__ import annotations
 
 import asyncio
+import errno
 import sqlite3
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import contextmanager
@@ -18,6 +19,7 @@ import pytest
 import stores.sqlite
 from core.config import DshConfig
 from core.engine import COMPACTION_RACE_MESSAGE, ChatSession
+from core.errors import InvalidEventError, StoreError
 from core.log import COMPACT_START
 from core.providers.base import ProviderMessage, StreamEvent, TextDelta
 from core.providers.offline import OfflineProvider
@@ -27,6 +29,7 @@ from tests.ui.conftest import SIZE, make_app, seed
 from tests.ui.snapshots import screen_text
 from tests.ui.test_app import settle, wait_for
 from tui.app import DshApp
+from tui.faults import fault_message
 from tui.modals import RenameScreen
 from tui.runtime import Runtime, open_runtime
 
@@ -155,6 +158,7 @@ async def test_new_session_while_another_process_holds_the_write_lock(
         with write_lock_held(db):
             await pilot.press("ctrl+n")
             await wait_for(pilot, lambda: "database is busy" in app.notice.visible_text)
+        assert "Creating a session…" not in screen_text(app)
         assert app.notice.visible_text.startswith("Could not create a session:")
         still_fine(app)
         assert len(await rt.store.list_headers()) == before
@@ -213,3 +217,21 @@ async def test_f4_while_another_process_compacts_fails_cleanly(
         assert "the slow summary" not in str([e.data for e in events])
     finally:
         await store.close()
+
+
+def test_fault_messages_name_the_action_and_the_cause() -> None:
+    locked = StoreError("/x/db.sqlite3: write failed: database is locked")
+    assert fault_message(locked, "rename the session") == (
+        "Could not rename the session: the database is busy (another dsh is writing to it). "
+        "Try again in a moment."
+    )
+    full = OSError(errno.ENOSPC, "No space left on device", "/x/db.sqlite3")
+    assert fault_message(full, "export the session") == (
+        "Could not export the session: the disk is full."
+    )
+    denied = OSError(errno.EACCES, "Permission denied", "/x/out\x1b[2J.md")
+    message = fault_message(denied, "export the session")
+    assert message.startswith("Could not export the session: Permission denied (/x/out")
+    assert "\x1b" not in message
+    odd = InvalidEventError("line one\nline two")
+    assert fault_message(odd, "save the reply") == r"Could not save the reply: line one\nline two"
