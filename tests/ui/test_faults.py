@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import os
 import sqlite3
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import contextmanager
@@ -18,13 +19,14 @@ import pytest
 
 import stores.sqlite
 from core.config import DshConfig
-from core.engine import COMPACTION_RACE_MESSAGE, ChatSession
+from core.engine import COMPACTION_RACE_MESSAGE
 from core.errors import InvalidEventError, StoreError
 from core.log import COMPACT_START
 from core.providers.base import ProviderMessage, StreamEvent, TextDelta
 from core.providers.offline import OfflineProvider
 from core.references import SessionReferenceService
 from stores import SessionQuery, SqliteSessionStore
+from tests.providers.fake_openai import run_dsh
 from tests.ui.conftest import SIZE, make_app, seed
 from tests.ui.snapshots import screen_text
 from tests.ui.test_app import settle, wait_for
@@ -182,13 +184,13 @@ async def test_send_while_the_write_lock_is_held_keeps_the_draft(rt: Runtime, db
         assert len(await rt.store.read_events("checkout")) == 3, "nothing appended"
 
 
-async def test_f4_while_another_process_compacts_fails_cleanly(
-    db: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """``dsh compact`` finishing during the TUI's own F4: the app's compaction says the
-    session changed and writes nothing; the app goes on with the draft intact."""
+async def test_f4_while_dsh_compact_runs_fails_cleanly(db: Path, tmp_path: Path) -> None:
+    """``dsh compact`` (a real process) finishing during the TUI's own F4: the app's
+    compaction says the session changed and writes nothing; the app goes on, draft intact."""
     provider = SlowSummarizer()
     store, runtime = await open_app_runtime(db, provider)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DSH_", "TEXTUAL"))}
+    env.update(DSH_DB=str(db), DSH_PROVIDER="offline", XDG_CONFIG_HOME=str(tmp_path / "cfg"))
     try:
         app = make_app(runtime)
         async with app.run_test(size=SIZE) as pilot:
@@ -196,16 +198,8 @@ async def test_f4_while_another_process_compacts_fails_cleanly(
             await type_draft(app, pilot)
             await pilot.press("f4")
             await asyncio.wait_for(provider.started.wait(), 10)
-            async with await SqliteSessionStore.open(db) as other:
-                query = SessionQuery(other)
-                chat = ChatSession(
-                    other,
-                    query,
-                    SessionReferenceService(query),
-                    OfflineProvider(),
-                    await other.read_header("checkout"),
-                )
-                await chat.compact()
+            code, out, err = await run_dsh(env, "compact", "checkout")
+            assert code == 0 and "compacted 2 messages" in out, err
             provider.go.set()
             await wait_for(pilot, lambda: COMPACTION_RACE_MESSAGE in app.notice.visible_text)
             assert app.notice.visible_text == (
