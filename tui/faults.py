@@ -44,8 +44,9 @@ def fault_message(err: BaseException, doing: str) -> str:
             f"Could not {doing}: the database is busy (another dsh is writing to it). "
             "Try again in a moment."
         )
-    if isinstance(err, CompactionError):
-        return f"Could not {doing}: {single_line(str(err), _DETAIL_CHARS)}."
+    if isinstance(err, CompactionError):  # its words already say what was not done
+        detail = single_line(str(err), _DETAIL_CHARS)
+        return detail[:1].upper() + detail[1:] + "."
     if isinstance(err, OSError) and err.errno == errno.ENOSPC:
         return f"Could not {doing}: the disk is full."
     if isinstance(err, OSError) and err.strerror:
