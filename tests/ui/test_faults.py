@@ -184,6 +184,22 @@ async def test_send_while_the_write_lock_is_held_keeps_the_draft(rt: Runtime, db
         assert len(await rt.store.read_events("checkout")) == 3, "nothing appended"
 
 
+async def test_send_to_a_session_deleted_elsewhere_gives_the_draft_back(
+    rt: Runtime, elsewhere: SqliteSessionStore
+) -> None:
+    app = make_app(rt)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await type_draft(app, pilot)
+        await elsewhere.delete_session("checkout")
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: "no longer exists" in app.notice.visible_text)
+        await wait_for(pilot, lambda: not app.preparing and app.composer.draft == DRAFT)
+        assert app.notice.visible_text.startswith("Could not send the message:")
+        await wait_for(pilot, lambda: "checkout" not in app.sidebar.visible_ids)
+        still_fine(app)
+
+
 async def test_f4_while_dsh_compact_runs_fails_cleanly(db: Path, tmp_path: Path) -> None:
     """``dsh compact`` (a real process) finishing during the TUI's own F4: the app's
     compaction says the session changed and writes nothing; the app goes on, draft intact."""
