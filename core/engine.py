@@ -19,7 +19,7 @@ from contextlib import aclosing, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from core.errors import DshError, SessionBusyError
+from core.errors import DshError, InvalidEventError, SessionBusyError
 from core.log import (
     ASSISTANT_CHUNK,
     ASSISTANT_MESSAGE,
@@ -63,6 +63,7 @@ from core.secrets import redact
 from core.store import SessionStore
 
 __all__ = [
+    "COMPACTION_RACE_MESSAGE",
     "SYSTEM_PROMPT",
     "ChatSession",
     "CompactionError",
@@ -272,7 +273,11 @@ class NothingToAnswerError(DshError):
 
 
 class CompactionError(DshError):
-    """Compaction was not possible (nothing to compact) or its summary failed."""
+    """Compaction was not possible (nothing to compact, the session changed meanwhile) or
+    its summary failed. Nothing of a compaction that raised it is left half-written."""
+
+
+COMPACTION_RACE_MESSAGE = "the session changed while compacting; nothing compacted"
 
 
 @dataclass(frozen=True, slots=True)
@@ -704,7 +709,15 @@ class ChatSession:
     # -- compaction --------------------------------------------------------------------
 
     async def compact(self) -> CompactionResult:
-        """Replace the whole current surface by one checkpoint holding a summary."""
+        """Replace the whole current surface by one checkpoint holding a summary.
+
+        Nothing is written until the summary is in: then ``compact/start``, the summary,
+        the checkpoint and ``compact/end`` go in one batch, so the log never holds a start
+        without its end (not even after a crash mid-summary). A failed summary is recorded
+        as a start and an error end, also in one batch. When the session changed meanwhile
+        (another compaction, in this process or another), the batch no longer fits the
+        surface; nothing is written and ``CompactionError`` says so.
+        """
         async with self._busy:
             snapshot = await self.query.read_surface(self.session_id)
             surface = snapshot.events
@@ -713,29 +726,22 @@ class ChatSession:
             if len(surface) == 1 and is_compact_checkpoint_source(surface[0].data.get("source")):
                 raise CompactionError("nothing to compact: the session is already compacted")
             compaction_id = new_message_id()
-            through = snapshot.captured_through_seq
-            await self.store.append(
-                self.session_id,
+            start = NewEvent(
                 COMPACT_START,
-                {"id": compaction_id, "throughSeq": through, "messages": len(surface)},
+                {
+                    "id": compaction_id,
+                    "throughSeq": snapshot.captured_through_seq,
+                    "messages": len(surface),
+                },
             )
             try:
                 summary = await summarize(self.provider, provider_messages(surface, system=None))
                 if not summary.strip():
                     raise ProviderError("the model returned an empty summary", "protocol")
-            except (Exception, asyncio.CancelledError) as err:
-                message = (
-                    "compaction was cancelled"
-                    if isinstance(err, asyncio.CancelledError)
-                    else str(provider_failure(err))
-                )
-                await self.store.append(
-                    self.session_id,
-                    COMPACT_END,
-                    {"id": compaction_id, "status": "error", "error": message},
-                )
-                if isinstance(err, asyncio.CancelledError):
-                    raise
+            except Exception as err:
+                message = str(provider_failure(err))
+                end = {"id": compaction_id, "status": "error", "error": message}
+                await self._append_compaction([start, NewEvent(COMPACT_END, end)])
                 raise CompactionError(f"compaction failed: {message}") from err
             shadowed = tuple(e.seq for e in surface)
             # Through the last turn of the log, failed ones included: their numbers stay used.
@@ -743,9 +749,9 @@ class ChatSession:
             checkpoint = user_message(
                 f"<compacted-summary>\n{summary.strip()}\n</compacted-summary>", source=source
             )
-            written = await self.store.append_batch(
-                self.session_id,
+            written = await self._append_compaction(
                 [
+                    start,
                     NewEvent(COMPACT_SUMMARY, {"id": compaction_id, "summary": summary.strip()}),
                     NewEvent(
                         USER_MESSAGE,
@@ -754,6 +760,14 @@ class ChatSession:
                         shadowed,
                     ),
                     NewEvent(COMPACT_END, {"id": compaction_id, "status": "ok"}),
-                ],
+                ]
             )
-            return CompactionResult(written[1], shadowed, summary.strip())
+            return CompactionResult(written[2], shadowed, summary.strip())
+
+    async def _append_compaction(self, batch: list[NewEvent]) -> list[Event]:
+        """Append a compaction's events in one batch. A batch built from the surface read
+        before summarising is rejected by the store when that surface has changed since."""
+        try:
+            return await self.store.append_batch(self.session_id, batch)
+        except InvalidEventError as err:
+            raise CompactionError(COMPACTION_RACE_MESSAGE) from err

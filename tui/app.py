@@ -56,6 +56,7 @@ from tui.cards import Foldable
 from tui.commands import SessionCommands
 from tui.composer import Composer
 from tui.export import export_markdown, write_new_file
+from tui.faults import FAULTS, FaultGuard, fault_message
 from tui.follow import StoreFollower
 from tui.help import HelpScreen
 from tui.modals import ConfirmScreen, RenameScreen, compact_question, delete_question
@@ -379,6 +380,19 @@ class DshApp(App[int]):
         self._exit_renderables.append(Segments(self.console.render(report, self.console.options)))
         self._close_messages_no_wait()
 
+    # ------------------------------------------------------------------ ordinary faults
+
+    def faults(self, doing: str) -> FaultGuard:
+        """``with self.faults("rename the session"):`` around store calls: an ordinary
+        fault (tui.faults) ends the block with a notice instead of crashing the app."""
+        return FaultGuard(self.report_fault, doing)
+
+    def report_fault(self, err: BaseException, doing: str) -> None:
+        """The one place a failed store call is shown. The draft is never touched."""
+        self.notice.show_notice(fault_message(err, doing), warning=isinstance(err, CompactionError))
+        if isinstance(err, SessionNotFoundError):
+            self.run_worker(self.refresh_sessions(), group="refresh-sessions")
+
     # ------------------------------------------------------------------ widgets
 
     @property
@@ -413,11 +427,12 @@ class DshApp(App[int]):
     # ------------------------------------------------------------------ sessions
 
     async def refresh_sessions(self) -> None:
-        headers = await self.runtime.query.list_sessions()
-        titles = await self.runtime.query.read_titles()
-        last_active = await self.runtime.query.read_last_event_times()
-        self.sidebar.set_sessions(headers, titles, self.current_id, last_active)
-        self._update_title()
+        with self.faults("read the session list"):
+            headers = await self.runtime.query.list_sessions()
+            titles = await self.runtime.query.read_titles()
+            last_active = await self.runtime.query.read_last_event_times()
+            self.sidebar.set_sessions(headers, titles, self.current_id, last_active)
+            self._update_title()
 
     def _label_of(self, session_id: str) -> str:
         entry = self.sidebar.entry(session_id)
@@ -434,12 +449,15 @@ class DshApp(App[int]):
 
     async def open_session(self, session_id: str) -> None:
         """Show a session: replay its current surface (windowed)."""
-        try:
-            chat = await self.runtime.chat(session_id)
-            window = await self._read_window(session_id)
-        except SessionNotFoundError:
-            self.notice.show_notice("That session no longer exists.", warning=True)
-            await self.refresh_sessions()
+        with self.faults("open the session") as guard:
+            try:
+                chat = await self.runtime.chat(session_id)
+                window = await self._read_window(session_id)
+            except SessionNotFoundError:
+                self.notice.show_notice("That session no longer exists.", warning=True)
+                await self.refresh_sessions()
+                return
+        if guard.failed:
             return
         self.chat = chat
         self.sidebar.set_current(session_id)
@@ -493,12 +511,13 @@ class DshApp(App[int]):
             return []
         return await self.runtime.service.list_candidates(self.chat.header, query)
 
-    async def _ensure_session(self) -> ChatSession:
+    async def _ensure_session(self) -> ChatSession | None:
+        """The open session, or a new one (``None`` when it could not be opened; store
+        faults of creating it are raised)."""
         if self.chat is None:
             header = await self.runtime.store.create_session(cwd=self._cwd)
             await self.refresh_sessions()
             await self.open_session(header.id)
-        assert self.chat is not None
         return self.chat
 
     @on(Sidebar.Selected)
@@ -549,7 +568,10 @@ class DshApp(App[int]):
 
     @work(exclusive=True, group="send")
     async def _send(self, draft: str) -> None:
-        chat = await self._ensure_session()
+        with self.faults("start a new session for the message") as guard:
+            chat = await self._ensure_session()
+        if guard.failed or chat is None:
+            return  # the draft is still in the composer
         try:  # one reply at a time per session, across processes: before anything is stored
             async with chat.reply_lease():
                 await self._send_leased(chat, draft)
@@ -559,8 +581,8 @@ class DshApp(App[int]):
                 "Your draft is kept; send it when that reply is done.",
                 warning=True,
             )
-        except DshError as err:
-            self.notice.show_notice(f"Could not send: {single_line(str(err), 200)}")
+        except FAULTS as err:  # taking or giving back the lease: the draft is untouched
+            self.report_fault(err, "send the message")
 
     async def _send_leased(self, chat: ChatSession, draft: str) -> None:
         composer = self.composer
@@ -587,9 +609,9 @@ class DshApp(App[int]):
                 err.code,
             )
             return
-        except (StoreError, DshError) as err:
+        except FAULTS as err:
             self._restore_draft(draft)
-            self.notice.show_notice(f"Could not send: {single_line(str(err), 200)}")
+            self.report_fault(err, "send the message")
             return
         finally:
             self.preparing = False
@@ -603,9 +625,18 @@ class DshApp(App[int]):
         await self._stream_reply(chat)
 
     def _restore_draft(self, draft: str) -> None:
-        """Put the draft back, unless the user has started a new one (never overwrite)."""
-        if not self.composer.draft:
-            self.composer.set_draft(draft)
+        """Put a draft that was not sent back into the composer, losing nothing.
+
+        When the user typed something meanwhile, the failed draft goes first, then a line
+        break, then what they typed, with their cursor where it was: both texts stay in
+        view and editable (sent history would hide the draft, and only sent messages
+        belong there), in the order they were written.
+        """
+        composer = self.composer
+        if not composer.draft:
+            composer.set_draft(draft)
+        else:
+            composer.insert(draft + "\n", (0, 0))
 
     async def _stream_reply(self, chat: ChatSession, *, again: bool = False) -> None:
         """Stream the reply to the message just sent, or (``again``) to the last one left
@@ -648,7 +679,7 @@ class DshApp(App[int]):
                         )
                 elif isinstance(update, TitleChanged):
                     await self.refresh_sessions()
-        except (StoreError, DshError) as err:
+        except FAULTS as err:
             view.finish("error", str(err))
             self.notice.show_notice(self._reply_not_stored(err))
         finally:
@@ -657,7 +688,7 @@ class DshApp(App[int]):
             self.status.set_status(None)
             self.refresh_bindings()
 
-    def _reply_not_stored(self, err: DshError) -> str:
+    def _reply_not_stored(self, err: BaseException) -> str:
         """What a store failure during a reply left, and how to go on (one line)."""
         if not self._unanswered:
             return f"Could not save the reply: {single_line(str(err), 200)}"
@@ -726,13 +757,19 @@ class DshApp(App[int]):
 
     # ------------------------------------------------------------------ actions
 
+    @work(group="new-session")
     async def action_new_session(self) -> None:
         if self.preparing or self.streaming:
             return
-        header = await self.runtime.store.create_session(cwd=self._cwd)
-        await self.refresh_sessions()
-        await self.open_session(header.id)
-        self.composer.focus()
+        self.status.set_status("Creating a session…")  # a busy database can take a while
+        try:
+            with self.faults("create a session"):
+                header = await self.runtime.store.create_session(cwd=self._cwd)
+                await self.refresh_sessions()
+                await self.open_session(header.id)
+                self.composer.focus()
+        finally:
+            self.status.set_status(None)
 
     def action_rename_session(self) -> None:
         if self.chat is None:
@@ -741,8 +778,9 @@ class DshApp(App[int]):
 
         async def done(title: str | None) -> None:
             if title:
-                await chat.rename(title)
-                await self.refresh_sessions()
+                with self.faults("rename the session"):
+                    await chat.rename(title)
+                    await self.refresh_sessions()
 
         entry = self.sidebar.entry(chat.session_id)
         self.push_screen(RenameScreen(entry.title or "" if entry else ""), done)
@@ -758,8 +796,13 @@ class DshApp(App[int]):
         async def done(confirmed: bool | None) -> None:
             if not confirmed:
                 return
-            with contextlib.suppress(SessionNotFoundError):
+            with (
+                self.faults("delete the session") as guard,
+                contextlib.suppress(SessionNotFoundError),  # deleted elsewhere: just as well
+            ):
                 await self.runtime.store.delete_session(session_id)
+            if guard.failed:
+                return
             if self.current_id == session_id:
                 self.chat = None
             await self.refresh_sessions()
@@ -799,15 +842,14 @@ class DshApp(App[int]):
         chat = self.chat
         self.status.set_status("Compacting…")
         try:
-            result = await chat.compact()
-        except CompactionError as err:
-            self.notice.show_notice(single_line(str(err), 200), warning=True)
-            return
+            with self.faults("compact the session") as guard:
+                result = await chat.compact()
+                if self.chat is chat:
+                    self._show_window(await self._read_window(chat.session_id))
         finally:
             self.status.set_status(None)
-        if self.chat is chat:
-            self._show_window(await self._read_window(chat.session_id))
-        self.notify(f"Compacted {len(result.shadowed)} messages into a summary.", markup=False)
+        if not guard.failed:
+            self.notify(f"Compacted {len(result.shadowed)} messages into a summary.", markup=False)
 
     NARROW = 80
 
@@ -834,8 +876,11 @@ class DshApp(App[int]):
         text = self.transcript.last_reply_text()
         if not text and self.transcript.unread_count and self.chat is not None:
             # Not among the items read so far: look through the whole surface.
-            snapshot = await self.runtime.query.read_surface(self.chat.session_id)
-            text = last_assistant_text(snapshot.events)
+            with self.faults("read the last reply") as guard:
+                snapshot = await self.runtime.query.read_surface(self.chat.session_id)
+                text = last_assistant_text(snapshot.events)
+            if guard.failed:
+                return
         if not text:
             self.notify("There is no reply to copy yet.", markup=False, severity="warning")
             return
@@ -847,13 +892,16 @@ class DshApp(App[int]):
             return
         chat = self.chat
         header = chat.header
-        if fmt == "json":
-            events = await self.runtime.store.read_events(header.id)
-            lines = list(export_jsonl(header, events))
-        else:
-            snapshot = await self.runtime.query.read_surface(header.id)
-            entry = self.sidebar.entry(header.id)
-            lines = export_markdown(header, entry.title if entry else None, snapshot.events)
+        with self.faults("export the session") as guard:
+            if fmt == "json":
+                events = await self.runtime.store.read_events(header.id)
+                lines = list(export_jsonl(header, events))
+            else:
+                snapshot = await self.runtime.query.read_surface(header.id)
+                entry = self.sidebar.entry(header.id)
+                lines = export_markdown(header, entry.title if entry else None, snapshot.events)
+        if guard.failed:
+            return
         safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in header.id)[:40] or "session"
         suffix = ".jsonl" if fmt == "json" else ".md"
         try:  # a new name (`dsh-x (2).md`) when the file exists: never overwrite one
@@ -958,4 +1006,6 @@ def run_app(config: DshConfig) -> int:
     if app.startup_error:
         print(f"dsh: error: {app.startup_error}", file=sys.stderr)
         return 1
+    if app.return_code:  # a crash: Textual printed the report and set a non-zero code
+        return app.return_code
     return int(code or 0)

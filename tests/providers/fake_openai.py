@@ -67,6 +67,8 @@ class ScriptedResponse:
     body: Iterable[BodyPart] = ()
     framing: Literal["chunked", "close", "length"] = "chunked"
     head_delay: float = 0.0  # stall before the status line
+    asked: asyncio.Event | None = None  # set when a request gets this response
+    gate: asyncio.Event | None = None  # answer only once the test sets it
 
 
 @dataclass(slots=True)
@@ -245,6 +247,10 @@ class FakeOpenAIServer:
     async def _respond(
         self, writer: asyncio.StreamWriter, response: ScriptedResponse, request: RecordedRequest
     ) -> None:
+        if response.asked is not None:
+            response.asked.set()
+        if response.gate is not None:
+            await response.gate.wait()
         if response.head_delay:
             await asyncio.sleep(response.head_delay)
         head = [f"HTTP/1.1 {response.status} {_reason(response.status)}", "Connection: close"]

@@ -397,19 +397,26 @@ async def test_preparing_status_and_esc_cancels(
         assert len(await runtime.store.read_events("checkout")) == 3, "nothing appended"
 
 
-async def test_failure_never_overwrites_a_new_draft(runtime: Runtime) -> None:
+async def test_a_failed_draft_comes_back_above_what_was_typed_meanwhile(
+    runtime: Runtime,
+) -> None:
+    """Neither text is lost: the failed draft first, a line break, then the new text, and
+    the cursor stays where the user was typing."""
     rt, query = gated_runtime(runtime, {"search-tuning"})
     app = make_app(rt)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
-        app.composer.set_draft("look at " + mention("search-tuning", "Search relevance"))
+        failed = "look at " + mention("search-tuning", "Search relevance")
+        app.composer.set_draft(failed)
         await pilot.press("enter")
         await asyncio.wait_for(query.started.wait(), 5)
         await pilot.press(*"a new thought")
         query.fail = True
         query.gate.set()
         await wait_for(pilot, lambda: not app.preparing)
-        assert app.composer.draft == "a new thought"
+        assert app.composer.draft == failed + "\na new thought"
+        await pilot.press(*", typed on")
+        assert app.composer.draft == failed + "\na new thought, typed on"
         assert "Could not read the referenced session “Search relevance”" in app.notice.visible_text
         assert "SESSION_REFERENCE_READ_FAILED" in app.notice.visible_text
         assert len(await runtime.store.read_events("checkout")) == 3
