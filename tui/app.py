@@ -23,7 +23,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
-from textual.widgets import Footer, Input
+from textual.widgets import Footer, Input, TextArea
 from textual.worker import Worker
 
 from core.config import DshConfig
@@ -47,9 +47,11 @@ from core.references import (
 )
 from tui.commands import SessionCommands
 from tui.composer import Composer
+from tui.drafts import DraftKeeper, drafts_path
 from tui.export import export_markdown
 from tui.modals import ConfirmScreen, RenameScreen, delete_question
 from tui.runtime import Runtime, offline_delay_from_env, open_runtime
+from tui.sent_history import sent_messages
 from tui.sidebar import Sidebar
 from tui.signals import (
     detach_from_terminal,
@@ -176,6 +178,8 @@ class DshApp(App[int]):
         self._remove_stop_handler: Callable[[], None] | None = None
         self._terminal_fds: tuple[int, ...] = ()
         self._stopping: set[asyncio.Task[None]] = set()
+        self._drafts = DraftKeeper(None)
+        self._drafts_timer_armed = False
 
     # ------------------------------------------------------------------ set-up
 
@@ -231,11 +235,11 @@ class DshApp(App[int]):
         composer = self.composer
         composer.candidate_source = self._candidates
         composer.focus()
+        self._drafts = DraftKeeper(drafts_path(self._config.database))
+        await self._drafts.load()
         if getattr(self.runtime.store, "read_only", False):
             composer.send_enabled = False
-            self.notice.show_notice(
-                "This database is read-only: you can read sessions but not send.", warning=True
-            )
+            self._show_read_only_notice()
         self._fit_sidebar(self.size.width)
         await self.refresh_sessions()
         headers = self.sidebar.entries
@@ -249,7 +253,52 @@ class DshApp(App[int]):
     async def on_unmount(self) -> None:
         if self._remove_stop_handler is not None:
             self._remove_stop_handler()
+        with contextlib.suppress(OSError):
+            await self._drafts.flush()  # unsent drafts survive quitting
         await self._stack.aclose()
+
+    def _show_read_only_notice(self) -> None:
+        self.notice.show_notice(
+            "This database is read-only: you can read sessions but not send.", warning=True
+        )
+
+    # ------------------------------------------------------------------ drafts
+
+    @on(TextArea.Changed, "#composer")
+    def _draft_changed(self) -> None:
+        """The draft belongs to the open session; it is written out shortly after typing."""
+        session_id = self.current_id
+        if session_id is not None and self._drafts.set(session_id, self.composer.draft):
+            self._schedule_drafts_flush()
+
+    def _schedule_drafts_flush(self) -> None:
+        if not self._drafts_timer_armed:
+            self._drafts_timer_armed = True
+            self.set_timer(0.5, self._flush_drafts_soon)
+
+    def _flush_drafts_soon(self) -> None:
+        self._drafts_timer_armed = False
+        self.run_worker(self._flush_drafts(), group="drafts")
+
+    async def _flush_drafts(self) -> None:
+        try:
+            await self._drafts.flush()
+        except OSError as err:
+            self.log.warning(f"could not save drafts: {err!r}")
+
+    def _enter_session_draft(self, previous: str | None, session_id: str) -> None:
+        """Switching sessions: the open draft stays with the session it was typed in, the
+        new session's own draft comes back, and notices about the old session go."""
+        composer = self.composer
+        if previous is not None:
+            self._drafts.set(previous, composer.draft)
+        # Text typed before any session existed goes into the first one opened.
+        kept = composer.draft if previous is None else ""
+        composer.set_draft(self._drafts.get(session_id) or kept)
+        self.notice.clear()
+        if getattr(self.runtime.store, "read_only", False):
+            self._show_read_only_notice()
+        self._schedule_drafts_flush()
 
     # ------------------------------------------------------------------ stop signals
 
@@ -386,7 +435,12 @@ class DshApp(App[int]):
             self.notice.show_notice("That session no longer exists.", warning=True)
             await self.refresh_sessions()
             return
+        previous = self.current_id
         self.chat = chat
+        if previous != session_id:
+            self._enter_session_draft(previous, session_id)
+            # Up/Down walk this session's own sent messages (those on its newest page).
+            self.composer.set_history(sent_messages(window.events))
         self.sidebar.set_current(session_id)
         self._show_window(window)
         self._update_title()

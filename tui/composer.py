@@ -224,6 +224,14 @@ class Composer(TextArea):
     def clear_draft(self) -> None:
         self.set_draft("")
 
+    def set_history(self, entries: Sequence[str]) -> None:
+        """Replace the sent-message history (oldest first), e.g. by the open session's own
+        messages; blank entries and immediate repeats are skipped."""
+        self._history_index = None
+        self.sent_history = []
+        for entry in entries:
+            self.add_to_history(entry)
+
     def add_to_history(self, text: str) -> None:
         """Remember a sent message (blank ones and repeats of the newest are skipped)."""
         self._history_index = None
