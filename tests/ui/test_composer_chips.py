@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
+
+import pytest
 from rich.cells import cell_len
 
 from core.references import SessionReferenceCandidate, SessionReferenceInput
 from core.references import format_session_reference_mention as fmt
 from tests.ui.composer_harness import NOW_MS, ComposerHarness, Seed, make_world
-from tests.ui.snapshots import screen_text
+from tests.ui.conftest import make_app
+from tests.ui.snapshots import assert_snapshot, screen_text
 from tests.ui.test_composer import settle, type_text
 from tui.picker import ROW_WIDTH, format_candidate_row
+from tui.runtime import Runtime
 
 SIZE = (100, 30)
 
@@ -215,3 +220,20 @@ async def test_wide_ids_in_the_picker_line_up() -> None:
         rows = app.composer.picker.row_texts
         assert len(rows) == 2
         assert len({cell_len(row) for row in rows}) == 1
+
+
+async def test_picker_at_80_columns_snapshot(
+    runtime: Runtime, request: pytest.FixtureRequest
+) -> None:
+    """The app's picker in an 80-column terminal: every age whole, rows aligned."""
+    app = make_app(runtime)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await asyncio.wait_for(app.transcript.wait_until_settled(), 10)
+        await pilot.press(*"compare with @")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        rows = app.composer.picker.row_texts
+        assert len(rows) == 3
+        assert all(row.rstrip().endswith("ago") for row in rows), rows
+        assert_snapshot(request, app, "app_picker_80_columns")
