@@ -12,6 +12,7 @@ Plain functions and a small class, no Textual: unit-tested in ``tests/ui/test_ch
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from core.display import single_line
@@ -23,6 +24,7 @@ _FIRST = 0xF0000
 _LAST = 0xFFFFD  # Supplementary Private Use Area-A
 CHIP_DISPLAY = "@"
 """How an opener is drawn (one cell, like the opener itself)."""
+_OPENER = re.compile("[\U000f0000-\U000ffffd]")
 
 
 def is_opener(char: str) -> bool:
@@ -31,9 +33,7 @@ def is_opener(char: str) -> bool:
 
 def strip_openers(text: str) -> str:
     """``text`` without any opener character (text from outside never forges a chip)."""
-    if not any(is_opener(char) for char in text):
-        return text
-    return "".join(char for char in text if not is_opener(char))
+    return _OPENER.sub("", text)
 
 
 @dataclass(frozen=True)
@@ -80,10 +80,9 @@ class ChipTable:
     def spans(self, text: str) -> list[ChipSpan]:
         """Every intact chip in ``text``, left to right (an opener whose label was cut is not)."""
         out: list[ChipSpan] = []
-        for index, char in enumerate(text):
-            if not is_opener(char):
-                continue
-            chip = self._chips.get(char)
+        for match in _OPENER.finditer(text):
+            index = match.start()
+            chip = self._chips.get(match.group())
             if chip is None:
                 continue
             end = index + 1 + len(chip.label)
@@ -96,7 +95,7 @@ class ChipTable:
 
         A broken chip's opener becomes a plain ``@``; its remaining label stays as typed text.
         """
-        if not any(is_opener(char) for char in text):
+        if _OPENER.search(text) is None:
             return text
         parts: list[str] = []
         position = 0
@@ -128,9 +127,7 @@ class ChipTable:
 
     def display(self, text: str) -> str:
         """``text`` as drawn: every opener is ``@`` (same length, same cells)."""
-        if not any(is_opener(char) for char in text):
-            return text
-        return "".join(CHIP_DISPLAY if is_opener(char) else char for char in text)
+        return _OPENER.sub(CHIP_DISPLAY, text)
 
 
 def snap(column: int, spans: list[ChipSpan], *, forward: bool) -> int:

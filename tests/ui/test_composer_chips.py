@@ -237,3 +237,19 @@ async def test_picker_at_80_columns_snapshot(
         assert len(rows) == 3
         assert all(row.rstrip().endswith("ago") for row in rows), rows
         assert_snapshot(request, app, "app_picker_80_columns")
+
+
+async def test_text_after_a_picked_mention_keeps_its_space_when_sent(runtime: Runtime) -> None:
+    """Guard for '@hostiletrying': the picker adds the space, the transcript keeps it."""
+    from tests.ui.test_app import send_idle, settle, wait_for
+
+    app = make_app(runtime)
+    async with app.run_test(size=(100, 32)) as pilot:
+        await settle(app, pilot)
+        await pilot.press(*"is @kub")
+        await wait_for(pilot, lambda: len(app.composer.picker.row_texts) == 1)
+        await pilot.press("tab", *"trying")
+        assert app.composer.shown_text == "is @Kubernetes upgrade trying"
+        await pilot.press("enter")
+        await send_idle(app, pilot)
+        assert "is @Kubernetes upgrade trying" in screen_text(app)
