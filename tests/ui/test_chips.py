@@ -97,3 +97,21 @@ def test_expand_round_trips_any_surrounding_text(before: str, label: str, after:
     raw = mention("sid", label)
     chip = table.add(label, raw)
     assert table.expand(before + chip + after) == before + raw + after
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    pieces=st.lists(
+        st.one_of(
+            st.text(max_size=8),
+            st.builds(
+                mention, st.sampled_from(["a", "b-2", "会话"]), st.text(min_size=1, max_size=8)
+            ),
+        ),
+        max_size=6,
+    )
+)
+def test_chipify_then_expand_gives_the_text_back(pieces: list[str]) -> None:
+    table = ChipTable()
+    text = strip_openers("".join(pieces))
+    assert table.expand(table.chipify(text)) == text
