@@ -65,6 +65,9 @@ from tui.transcript import TRANSCRIPT_CSS_PATH, Transcript, last_assistant_text
 
 __all__ = ["DshApp", "reference_error_message", "run_app"]
 
+HISTORY_EVENTS = 2000
+"""How many surface events before the newest page are read for Up/Down history."""
+
 STOP_GRACE_SECONDS = 10.0
 """After SIGTERM/SIGHUP, how long a reply in flight gets to store what it received."""
 
@@ -439,11 +442,27 @@ class DshApp(App[int]):
         self.chat = chat
         if previous != session_id:
             self._enter_session_draft(previous, session_id)
-            # Up/Down walk this session's own sent messages (those on its newest page).
+            # Up/Down walk this session's own sent messages: the newest page's at once,
+            # then those of the HISTORY_EVENTS surface events before it, read in a worker.
             self.composer.set_history(sent_messages(window.events))
+            if window.unread:
+                self._load_history(window)
         self.sidebar.set_current(session_id)
         self._show_window(window)
         self._update_title()
+
+    @work(exclusive=True, group="history", exit_on_error=False)
+    async def _load_history(self, window: SurfaceWindow) -> None:
+        session_id = window.session.id
+        older = window.unread[-HISTORY_EVENTS:]
+        try:
+            events = await self.runtime.query.read_events_at(session_id, older)
+        except (StoreError, DshError, OSError) as err:
+            self.log.warning(f"could not read the message history: {err!r}")
+            return
+        if self.current_id == session_id:
+            entries = sent_messages([*events, *window.events])
+            self.composer.set_history(entries, keep_place=True)
 
     async def _read_window(self, session_id: str) -> SurfaceWindow:
         """The newest page of the session's surface (plus one event of context): opening a

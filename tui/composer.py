@@ -224,13 +224,21 @@ class Composer(TextArea):
     def clear_draft(self) -> None:
         self.set_draft("")
 
-    def set_history(self, entries: Sequence[str]) -> None:
+    def set_history(self, entries: Sequence[str], *, keep_place: bool = False) -> None:
         """Replace the sent-message history (oldest first), e.g. by the open session's own
-        messages; blank entries and immediate repeats are skipped."""
-        self._history_index = None
-        self.sent_history = []
+        messages; blank entries and immediate repeats are skipped. ``keep_place``: the new
+        entries extend the old ones at the oldest end, and a walk in progress goes on from
+        the entry it shows."""
+        index, old_count = self._history_index, len(self.sent_history)
+        history: list[str] = []
         for entry in entries:
-            self.add_to_history(entry)
+            if entry.strip() and (not history or history[-1] != entry):
+                history.append(entry)
+        self.sent_history = history
+        if keep_place and index is not None:
+            self._history_index = max(0, index + len(history) - old_count)
+        else:
+            self._history_index = None
 
     def add_to_history(self, text: str) -> None:
         """Remember a sent message (blank ones and repeats of the newest are skipped)."""

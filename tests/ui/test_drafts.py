@@ -204,3 +204,24 @@ def test_rebuild_draft_turns_labels_back_into_mentions() -> None:
         "see " + mention("b2", "Beta release") + " and " + mention("b1", "Beta")
     )
     assert "@Gamma" in rebuilt
+
+
+async def test_up_reaches_messages_older_than_the_first_page(runtime: Runtime) -> None:
+    from tests.ui.conftest import FIXED_NOW, MINUTE, exchange
+
+    await runtime.store.create_session("long", cwd=None, created_at=FIXED_NOW - 9 * MINUTE)
+    events = []
+    for turn in range(1, 31):
+        events += exchange(f"question {turn}", f"answer {turn}", turn, FIXED_NOW + turn * 1000)
+    await runtime.store.append_batch("long", events)
+    app = make_app(runtime, initial_session="long")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await app.workers.wait_for_complete()
+        composer = app.composer
+        assert len(composer.sent_history) == 30
+        await pilot.press("up")
+        assert composer.draft == "question 30"
+        for _ in range(29):
+            await pilot.press("up")
+        assert composer.draft == "question 1"
