@@ -182,6 +182,7 @@ class DshApp(App[int]):
         self._terminal_fds: tuple[int, ...] = ()
         self._stopping: set[asyncio.Task[None]] = set()
         self._drafts = DraftKeeper(None)
+        self._history_window: SurfaceWindow | None = None
         self._drafts_timer_armed = False
 
     # ------------------------------------------------------------------ set-up
@@ -442,14 +443,20 @@ class DshApp(App[int]):
         self.chat = chat
         if previous != session_id:
             self._enter_session_draft(previous, session_id)
-            # Up/Down walk this session's own sent messages: the newest page's at once,
-            # then those of the HISTORY_EVENTS surface events before it, read in a worker.
+            # Up/Down walk this session's own sent messages: the newest page's at once;
+            # going past the oldest reads those of the HISTORY_EVENTS events before it.
             self.composer.set_history(sent_messages(window.events))
-            if window.unread:
-                self._load_history(window)
+            self.composer.history_incomplete = bool(window.unread)
+            self._history_window = window
         self.sidebar.set_current(session_id)
         self._show_window(window)
         self._update_title()
+
+    @on(Composer.HistoryWanted)
+    def _history_wanted(self) -> None:
+        window = self._history_window
+        if window is not None and self.current_id == window.session.id:
+            self._load_history(window)
 
     @work(exclusive=True, group="history", exit_on_error=False)
     async def _load_history(self, window: SurfaceWindow) -> None:

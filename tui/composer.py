@@ -121,6 +121,18 @@ class Composer(TextArea):
         def control(self) -> Composer:
             return self.composer
 
+    class HistoryWanted(Message):
+        """Up went past the oldest history entry while ``history_incomplete``: the owner
+        may read older sent messages and give them with ``set_history(keep_place=True)``."""
+
+        def __init__(self, composer: Composer) -> None:
+            super().__init__()
+            self.composer = composer
+
+        @property
+        def control(self) -> Composer:
+            return self.composer
+
     class SendBlocked(Message):
         """Enter was pressed while ``send_enabled`` is False."""
 
@@ -179,6 +191,9 @@ class Composer(TextArea):
         """Sent messages, newest last; Up on the first line / Down on the last walk it.
         (``TextArea.history`` is the undo history, hence the different name.)"""
         self._history_index: int | None = None
+        self.history_incomplete = False
+        """True when older sent messages may exist beyond :attr:`sent_history` (see
+        :class:`HistoryWanted`)."""
         self._history_loaded = ""
         self._saved_draft = ""
         self._picker = MentionPicker(self, now_ms=lambda: self.now_ms())
@@ -351,9 +366,13 @@ class Composer(TextArea):
         return self._history_index is not None
 
     def _history_up(self) -> bool:
-        if not self.sent_history or not self.selection.is_empty:
+        if not self.selection.is_empty or not self._on_first_visual_line():
             return False
-        if not self._on_first_visual_line():
+        if not self.sent_history:
+            if self.history_incomplete and not self.text:
+                self.history_incomplete = False
+                self.post_message(self.HistoryWanted(self))
+                return True
             return False
         if not self._browsing_history():
             self._saved_draft = self.draft
@@ -361,6 +380,9 @@ class Composer(TextArea):
         elif self._history_index:
             index = self._history_index - 1
         else:
+            if self.history_incomplete:  # older messages may be read: ask once
+                self.history_incomplete = False
+                self.post_message(self.HistoryWanted(self))
             return True  # already at the oldest entry
         self._show_history(index, self.sent_history[index])
         return True
