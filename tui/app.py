@@ -23,7 +23,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
-from textual.widgets import Footer, HelpPanel, Input
+from textual.widgets import Footer, HelpPanel, Input, TextArea
 from textual.worker import Worker
 
 from core.config import DshConfig
@@ -55,6 +55,7 @@ from core.references import (
 from tui.cards import Foldable
 from tui.commands import SessionCommands
 from tui.composer import Composer
+from tui.drafts import DraftKeeper, drafts_path
 from tui.export import export_markdown, write_new_file
 from tui.faults import FAULTS, FaultGuard, fault_message
 from tui.follow import StoreFollower
@@ -62,6 +63,7 @@ from tui.help import HelpScreen
 from tui.modals import ConfirmScreen, RenameScreen, compact_question, delete_question
 from tui.runtime import Runtime, offline_delay_from_env, open_runtime
 from tui.screenshot import save_screenshot_file, screenshot_directory
+from tui.sent_history import sent_messages
 from tui.sidebar import Sidebar
 from tui.signals import (
     detach_from_terminal,
@@ -75,6 +77,9 @@ from tui.transcript import TRANSCRIPT_CSS_PATH, Transcript, last_assistant_text
 from tui.uistate import UiState, default_state_path, load_ui_state, save_ui_state
 
 __all__ = ["DshApp", "reference_error_message", "run_app"]
+
+HISTORY_EVENTS = 2000
+"""How many surface events before the newest page are read for Up/Down history."""
 
 STOP_GRACE_SECONDS = 10.0
 """After SIGTERM/SIGHUP, how long a reply in flight gets to store what it received."""
@@ -201,6 +206,9 @@ class DshApp(App[int]):
         self._unanswered = False  # the open session ends with a message nothing answered
         self._state_path = state_path
         self.follower = StoreFollower(self)
+        self._drafts = DraftKeeper(None)
+        self._history_window: SurfaceWindow | None = None
+        self._drafts_timer_armed = False
 
     # ------------------------------------------------------------------ set-up
 
@@ -257,11 +265,11 @@ class DshApp(App[int]):
         composer = self.composer
         composer.candidate_source = self._candidates
         composer.focus()
+        self._drafts = DraftKeeper(drafts_path(self._config.database))
+        await self._drafts.load()
         if getattr(self.runtime.store, "read_only", False):
             composer.send_enabled = False
-            self.notice.show_notice(
-                f"{self._read_only_why()}: you can read sessions but not send.", warning=True
-            )
+            self._show_read_only_notice()
         self._fit_sidebar(self.size.width)
         await self.follower.prime()
         await self.refresh_sessions()
@@ -304,7 +312,52 @@ class DshApp(App[int]):
     async def on_unmount(self) -> None:
         if self._remove_stop_handler is not None:
             self._remove_stop_handler()
+        with contextlib.suppress(OSError):
+            await self._drafts.flush()  # unsent drafts survive quitting
         await self._stack.aclose()
+
+    def _show_read_only_notice(self) -> None:
+        self.notice.show_notice(
+            f"{self._read_only_why()}: you can read sessions but not send.", warning=True
+        )
+
+    # ------------------------------------------------------------------ drafts
+
+    @on(TextArea.Changed, "#composer")
+    def _draft_changed(self) -> None:
+        """The draft belongs to the open session; it is written out shortly after typing."""
+        session_id = self.current_id
+        if session_id is not None and self._drafts.set(session_id, self.composer.draft):
+            self._schedule_drafts_flush()
+
+    def _schedule_drafts_flush(self) -> None:
+        if not self._drafts_timer_armed:
+            self._drafts_timer_armed = True
+            self.set_timer(0.5, self._flush_drafts_soon)
+
+    def _flush_drafts_soon(self) -> None:
+        self._drafts_timer_armed = False
+        self.run_worker(self._flush_drafts(), group="drafts")
+
+    async def _flush_drafts(self) -> None:
+        try:
+            await self._drafts.flush()
+        except OSError as err:
+            self.log.warning(f"could not save drafts: {err!r}")
+
+    def _enter_session_draft(self, previous: str | None, session_id: str) -> None:
+        """Switching sessions: the open draft stays with the session it was typed in, the
+        new session's own draft comes back, and notices about the old session go."""
+        composer = self.composer
+        if previous is not None:
+            self._drafts.set(previous, composer.draft)
+        # Text typed before any session existed goes into the first one opened.
+        kept = composer.draft if previous is None else ""
+        composer.set_draft(self._drafts.get(session_id) or kept)
+        self.notice.clear()
+        if getattr(self.runtime.store, "read_only", False):
+            self._show_read_only_notice()
+        self._schedule_drafts_flush()
 
     # ------------------------------------------------------------------ stop signals
 
@@ -459,7 +512,15 @@ class DshApp(App[int]):
                 return
         if guard.failed:
             return
+        previous = self.current_id
         self.chat = chat
+        if previous != session_id:
+            self._enter_session_draft(previous, session_id)
+            # Up/Down walk this session's own sent messages: the newest page's at once;
+            # going past the oldest reads those of the HISTORY_EVENTS events before it.
+            self.composer.set_history(sent_messages(window.events))
+            self.composer.history_incomplete = bool(window.unread)
+            self._history_window = window
         self.sidebar.set_current(session_id)
         self._show_window(window)
         self._set_unanswered(unanswered_message(window.events) is not None)
@@ -481,6 +542,25 @@ class DshApp(App[int]):
         self.notice.show_notice(
             "The session you had open was deleted in another window.", warning=True
         )
+
+    @on(Composer.HistoryWanted)
+    def _history_wanted(self) -> None:
+        window = self._history_window
+        if window is not None and self.current_id == window.session.id:
+            self._load_history(window)
+
+    @work(exclusive=True, group="history", exit_on_error=False)
+    async def _load_history(self, window: SurfaceWindow) -> None:
+        session_id = window.session.id
+        older = window.unread[-HISTORY_EVENTS:]
+        try:
+            events = await self.runtime.query.read_events_at(session_id, older)
+        except (StoreError, DshError, OSError) as err:
+            self.log.warning(f"could not read the message history: {err!r}")
+            return
+        if self.current_id == session_id:
+            entries = sent_messages([*events, *window.events])
+            self.composer.set_history(entries, keep_place=True)
 
     async def _read_window(self, session_id: str) -> SurfaceWindow:
         """The newest page of the session's surface (plus one event of context): opening a

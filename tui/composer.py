@@ -1,8 +1,10 @@
 """The message composer: a multi-line editor with sent-message history and the ``@`` picker.
 
 Typing ``@`` at the start of a line or after whitespace opens a :class:`MentionPicker` of
-sessions to reference; picking one inserts ``@[label](dsh-session:…)``, which is shown as
-one styled unit (label highlighted, URI dimmed) and deleted whole by Backspace at its end.
+sessions to reference; picking one inserts the mention ``@[label](dsh-session:…)`` as one
+*chip* drawn ``@label`` (the URI hidden, see :mod:`tui.chips`): the cursor never stops inside
+it, an edit takes it whole, and :attr:`Composer.draft` (what is sent, saved and copied) has
+the full mention. A pasted mention becomes a chip; one typed key by key stays styled text.
 
 Messages (all bubble to the app):
 
@@ -25,8 +27,9 @@ from typing import ClassVar
 from rich.cells import cell_len
 from rich.text import Text
 from textual import events, work
+from textual.actions import SkipAction
 from textual.binding import Binding, BindingType
-from textual.document._document import Location
+from textual.document._document import EditResult, Location, Selection
 from textual.geometry import Region
 from textual.message import Message
 from textual.reactive import reactive
@@ -42,6 +45,7 @@ from core.references import (
     find_session_reference_spans,
     labels,
 )
+from tui.chips import ChipSpan, ChipTable, snap, widen
 from tui.picker import MentionPicker
 
 __all__ = ["MAX_LABEL_CHARS", "CandidateSource", "Composer", "safe_mention"]
@@ -59,6 +63,7 @@ CandidateSource = Callable[[str], Awaitable[Sequence[SessionReferenceCandidate]]
 
 MENTION_LABEL_HIGHLIGHT = "dsh.mention.label"
 MENTION_URI_HIGHLIGHT = "dsh.mention.uri"
+MENTION_CHIP_HIGHLIGHT = "dsh.mention.chip"
 
 _NEWLINE_KEYS = frozenset({"shift+enter", "ctrl+j", "alt+enter"})
 
@@ -90,9 +95,11 @@ class Composer(TextArea):
     COMPONENT_CLASSES: ClassVar[set[str]] = TextArea.COMPONENT_CLASSES | {
         "composer--mention-label",
         "composer--mention-uri",
+        "composer--mention-chip",
     }
     """``composer--mention-label``: the ``@[label]`` part of a mention;
-    ``composer--mention-uri``: its ``(dsh-session:…)`` part."""
+    ``composer--mention-uri``: its ``(dsh-session:…)`` part; ``composer--mention-chip``: a
+    picked mention, drawn as one ``@label`` unit."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("enter", "submit", "Send", show=True),
@@ -109,6 +116,18 @@ class Composer(TextArea):
             super().__init__()
             self.composer = composer
             self.text = text
+
+        @property
+        def control(self) -> Composer:
+            return self.composer
+
+    class HistoryWanted(Message):
+        """Up went past the oldest history entry while ``history_incomplete``: the owner
+        may read older sent messages and give them with ``set_history(keep_place=True)``."""
+
+        def __init__(self, composer: Composer) -> None:
+            super().__init__()
+            self.composer = composer
 
         @property
         def control(self) -> Composer:
@@ -142,6 +161,7 @@ class Composer(TextArea):
     ) -> None:
         # TextArea.__init__ already moves the cursor and builds highlights: state first.
         self._reference_spans: list[SessionReferenceSpan] = []
+        self._chips = ChipTable()
         self._mention_at: Location | None = None
         self._mention_query: str | None = None
         self._lookup_generation = 0
@@ -171,6 +191,9 @@ class Composer(TextArea):
         """Sent messages, newest last; Up on the first line / Down on the last walk it.
         (``TextArea.history`` is the undo history, hence the different name.)"""
         self._history_index: int | None = None
+        self.history_incomplete = False
+        """True when older sent messages may exist beyond :attr:`sent_history` (see
+        :class:`HistoryWanted`)."""
         self._history_loaded = ""
         self._saved_draft = ""
         self._picker = MentionPicker(self, now_ms=lambda: self.now_ms())
@@ -188,8 +211,13 @@ class Composer(TextArea):
 
     @property
     def draft(self) -> str:
-        """The raw draft text, mentions intact."""
-        return self.text
+        """The raw draft text, mentions intact (each chip expanded to its full mention)."""
+        return self._chips.expand(self.text)
+
+    @property
+    def shown_text(self) -> str:
+        """The draft as drawn: each chip as ``@label``."""
+        return self._chips.display(self.text)
 
     @property
     def reference_spans(self) -> list[SessionReferenceSpan]:
@@ -205,11 +233,27 @@ class Composer(TextArea):
         """Replace the draft (cursor at its end), closing the picker and history browsing."""
         self._close_picker()
         self._history_index = None
-        self.load_text(text)
+        self.load_text(self._chips.chipify(text))
         self.move_cursor(self.document.end)
 
     def clear_draft(self) -> None:
         self.set_draft("")
+
+    def set_history(self, entries: Sequence[str], *, keep_place: bool = False) -> None:
+        """Replace the sent-message history (oldest first), e.g. by the open session's own
+        messages; blank entries and immediate repeats are skipped. ``keep_place``: the new
+        entries extend the old ones at the oldest end, and a walk in progress goes on from
+        the entry it shows."""
+        index, old_count = self._history_index, len(self.sent_history)
+        history: list[str] = []
+        for entry in entries:
+            if entry.strip() and (not history or history[-1] != entry):
+                history.append(entry)
+        self.sent_history = history
+        if keep_place and index is not None:
+            self._history_index = max(0, index + len(history) - old_count)
+        else:
+            self._history_index = None
 
     def add_to_history(self, text: str) -> None:
         """Remember a sent message (blank ones and repeats of the newest are skipped)."""
@@ -224,7 +268,7 @@ class Composer(TextArea):
         if not self.send_enabled:
             self.post_message(self.SendBlocked(self))
             return
-        text = self.text
+        text = self.draft
         if text.strip():
             self.post_message(self.Submitted(self, text))
 
@@ -317,21 +361,28 @@ class Composer(TextArea):
         return bool(y >= self.wrapped_document.height - 1)
 
     def _browsing_history(self) -> bool:
-        if self._history_index is not None and self.text != self._history_loaded:
+        if self._history_index is not None and self.draft != self._history_loaded:
             self._history_index = None  # the recalled entry was edited: it is the draft now
         return self._history_index is not None
 
     def _history_up(self) -> bool:
-        if not self.sent_history or not self.selection.is_empty:
+        if not self.selection.is_empty or not self._on_first_visual_line():
             return False
-        if not self._on_first_visual_line():
+        if not self.sent_history:
+            if self.history_incomplete and not self.text:
+                self.history_incomplete = False
+                self.post_message(self.HistoryWanted(self))
+                return True
             return False
         if not self._browsing_history():
-            self._saved_draft = self.text
+            self._saved_draft = self.draft
             index = len(self.sent_history) - 1
         elif self._history_index:
             index = self._history_index - 1
         else:
+            if self.history_incomplete:  # older messages may be read: ask once
+                self.history_incomplete = False
+                self.post_message(self.HistoryWanted(self))
             return True  # already at the oldest entry
         self._show_history(index, self.sent_history[index])
         return True
@@ -350,7 +401,9 @@ class Composer(TextArea):
         return True
 
     def _show_history(self, index: int | None, text: str) -> None:
-        self.replace(text, (0, 0), self.document.end, maintain_selection_offset=False)
+        self.replace(
+            self._chips.chipify(text), (0, 0), self.document.end, maintain_selection_offset=False
+        )
         self._history_index = index
         self._history_loaded = text
 
@@ -438,6 +491,7 @@ class Composer(TextArea):
             return
         cursor = self.cursor_screen_offset
         screen_width, screen_height = self.screen.size
+        self._picker.fit_width(screen_width)
         height = self._picker.expected_height
         width = min(self._picker.expected_width, screen_width)
         x = cursor.x - cell_len("@" + (self._mention_query or ""))
@@ -449,13 +503,22 @@ class Composer(TextArea):
         self._picker.styles.offset = (x, y)
 
     def _pick(self, candidate: SessionReferenceCandidate) -> None:
-        """Replace ``@query`` by the candidate's mention and one space; cursor after it."""
+        """Replace ``@query`` by the candidate's mention (one chip) and one space; cursor after
+        it. At the reference limit a new session is refused (the picker stays open and says so).
+        """
         at = self._mention_at
         if at is None:
             return
+        referenced = {span.session_id for span in self._reference_spans if span.valid}
+        if candidate.session_id not in referenced and len(referenced) >= self.max_references:
+            self._picker.show_limit_refusal(self.max_references)
+            self._position_picker()
+            return
         end = self.cursor_location
         self._close_picker()
-        self.replace(safe_mention(candidate) + " ", at, end, maintain_selection_offset=False)
+        mention = safe_mention(candidate)
+        chip = self._chips.chipify(mention)
+        self.replace(chip + " ", at, end, maintain_selection_offset=False)
 
     def on_mention_picker_picked(self, message: MentionPicker.Picked) -> None:
         message.stop()
@@ -479,6 +542,65 @@ class Composer(TextArea):
         if self.picker_open:
             self._picker.set_header(self.reference_count, self.max_references)
 
+    # A chip is one unit: the cursor never stops inside it and an edit takes it whole.
+
+    def _chip_spans_on(self, row: int) -> list[ChipSpan]:
+        if row >= self.document.line_count:
+            return []
+        return self._chips.spans(self.document.get_line(row))
+
+    def _validate_selection(self, selection: Selection) -> Selection:
+        selection = super()._validate_selection(selection)
+        try:
+            old = self.selection
+        except AttributeError:  # during __init__
+            return selection
+        start, end = selection
+        return Selection(self._snap(start, old.start), self._snap(end, old.end))
+
+    def _snap(self, location: Location, before: Location) -> Location:
+        row, column = location
+        spans = self._chip_spans_on(row)
+        if not spans:
+            return location
+        return (row, snap(column, spans, forward=location >= before))
+
+    def _widen(self, start: Location, end: Location) -> tuple[Location, Location]:
+        start, end = sorted((start, end))
+        start_spans = self._chip_spans_on(start[0])
+        end_spans = start_spans if end[0] == start[0] else self._chip_spans_on(end[0])
+        low = widen(start[1], start[1], start_spans)[0]
+        high = widen(end[1], end[1], end_spans)[1]
+        return (start[0], low), (end[0], high)
+
+    def _delete_via_keyboard(self, start: Location, end: Location) -> EditResult | None:
+        return super()._delete_via_keyboard(*self._widen(start, end))
+
+    def _replace_via_keyboard(
+        self, insert: str, start: Location, end: Location
+    ) -> EditResult | None:
+        # Typed or pasted text never forges a chip; a pasted full mention becomes one.
+        return super()._replace_via_keyboard(self._chips.chipify(insert), *self._widen(start, end))
+
+    def action_copy(self) -> None:
+        """Copy the selection with each chip as its full mention."""
+        selected = self.selected_text
+        if not selected:
+            raise SkipAction()
+        self.app.copy_to_clipboard(self._chips.expand(selected))
+
+    def action_cut(self) -> None:
+        """Cut (the selection, or the line) with each chip as its full mention."""
+        if self.read_only:
+            return
+        start, end = self.selection
+        if start == end:
+            result = self._delete_cursor_line()
+        else:
+            result = self._delete_via_keyboard(start, end)
+        if result is not None:
+            self.app.copy_to_clipboard(self._chips.expand(result.replaced_text))
+
     def action_delete_left(self) -> None:
         """Backspace: a valid mention ending at the cursor goes as a whole."""
         if not self.read_only and self.selection.is_empty:
@@ -497,20 +619,35 @@ class Composer(TextArea):
 
     def get_line(self, line_index: int) -> Text:
         """The line as drawn: control, bidi and surrogate characters made visible."""
-        return Text(_visible_line(self.document.get_line(line_index)), end="", no_wrap=True)
+        return Text(self._display_line(line_index), end="", no_wrap=True)
+
+    def _display_line(self, row: int) -> str:
+        """Row ``row`` as drawn: each chip opener as ``@``, unsafe characters made visible
+        (one character each, so columns match the document)."""
+        return _visible_line(self._chips.display(self.document.get_line(row)))
 
     def _build_highlight_map(self) -> None:
         """Add highlight ranges for each valid mention (private TextArea API, pinned)."""
         super()._build_highlight_map()
         text = self.text
-        if "@[" not in text and SESSION_REFERENCE_SCHEME not in text:
+        draft = self._chips.expand(text)
+        if "@[" not in draft and SESSION_REFERENCE_SCHEME not in draft:
             self._reference_spans = []
             return
-        self._reference_spans = find_session_reference_spans(text)
-        if not any(span.valid for span in self._reference_spans):
-            return
+        self._reference_spans = find_session_reference_spans(draft)
         line_starts = self._line_starts()
-        for span in self._reference_spans:
+        for row in range(self.document.line_count):
+            for chip in self._chip_spans_on(row):
+                start = line_starts[row]
+                self._add_highlight(
+                    line_starts, start + chip.start, start + chip.end, MENTION_CHIP_HIGHLIGHT
+                )
+        raw_spans = (
+            find_session_reference_spans(text)
+            if "@[" in text or SESSION_REFERENCE_SCHEME in text
+            else []
+        )
+        for span in raw_spans:
             if not span.valid:
                 continue
             if span.kind == "mention":
@@ -535,7 +672,7 @@ class Composer(TextArea):
         """Highlight ``text[start:end]`` (character offsets) as UTF-8 byte columns per row."""
         row = bisect_right(line_starts, start) - 1
         while row < len(line_starts) and line_starts[row] < end:
-            line = _visible_line(self.document.get_line(row))
+            line = self._display_line(row)
             first = max(start - line_starts[row], 0)
             last = min(end - line_starts[row], len(line))
             if last > first:
@@ -549,15 +686,19 @@ class Composer(TextArea):
         if theme is not None:
             label = self.get_component_rich_style("composer--mention-label", partial=True)
             uri = self.get_component_rich_style("composer--mention-uri", partial=True)
+            # Not partial: the chip's translucent background is blended with the composer's.
+            chip = self.get_component_rich_style("composer--mention-chip")
             styles = theme.syntax_styles
             if (
                 styles.get(MENTION_LABEL_HIGHLIGHT) != label
                 or styles.get(MENTION_URI_HIGHLIGHT) != uri
+                or styles.get(MENTION_CHIP_HIGHLIGHT) != chip
             ):
                 # A new dict: the theme object's own dict is shared with the builtin theme.
                 theme.syntax_styles = {
                     **styles,
                     MENTION_LABEL_HIGHLIGHT: label,
                     MENTION_URI_HIGHLIGHT: uri,
+                    MENTION_CHIP_HIGHLIGHT: chip,
                 }
         return super().render_lines(crop)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
@@ -50,30 +51,70 @@ _AGE_W = 8
 ROW_WIDTH = _LABEL_W + _ID_W + _CWD_W + _AGE_W + 6
 
 
+def _fit(text: str, width: int, *, keep_end: bool) -> str:
+    """The longest end (or start) of ``text`` that takes at most ``width`` terminal cells."""
+    chars = reversed(text) if keep_end else iter(text)
+    kept: list[str] = []
+    used = 0
+    for char in chars:
+        size = cell_len(char)
+        if used + size > width:
+            break
+        kept.append(char)
+        used += size
+    return "".join(reversed(kept)) if keep_end else "".join(kept)
+
+
 def _cell(text: str, width: int, *, keep_end: bool = False) -> str:
-    """``text`` (already safe) cut to ``width`` with an ellipsis and padded to it."""
-    if len(text) > width:
-        text = "…" + text[-(width - 1) :] if keep_end else text[: width - 1] + "…"
+    """``text`` (already safe) cut to ``width`` cells with an ellipsis and padded to it.
+
+    Measured in terminal cells, not code points: a CJK character or an emoji takes two.
+    """
+    if width <= 0:
+        return ""
+    if cell_len(text) > width:
+        part = _fit(text, width - 1, keep_end=keep_end)
+        text = "…" + part if keep_end else part + "…"
         # A cut can orphan an emoji's ZWJ or selector: the one rule decides again.
         text = single_line(text)
-    return text.ljust(width)
+    return text + " " * max(0, width - cell_len(text))
 
 
-def format_candidate_row(candidate: SessionReferenceCandidate, now: int) -> Text:
-    """One picker row: label, the id when it differs from the label, cwd, age."""
-    label = _cell(single_line(candidate.label), _LABEL_W)
+def column_widths(row_width: int) -> tuple[int, int, int, int]:
+    """Label, id, cwd and age widths for a row of ``row_width`` cells (separators included).
+
+    The age is never cut; when the row is narrower than :data:`ROW_WIDTH` the cwd gives way
+    first, then the id, then the label.
+    """
+    room = max(0, row_width - 6 - _AGE_W)
+    widths = {"label": _LABEL_W, "id": _ID_W, "cwd": _CWD_W}
+    excess = sum(widths.values()) - room
+    for name, minimum in (("cwd", 8), ("id", 6), ("label", 6)):
+        cut = max(0, min(excess, widths[name] - minimum))
+        widths[name] -= cut
+        excess -= cut
+    return widths["label"], widths["id"], widths["cwd"], _AGE_W
+
+
+def format_candidate_row(
+    candidate: SessionReferenceCandidate, now: int, row_width: int = ROW_WIDTH
+) -> Text:
+    """One picker row: label, the id when it differs from the label, cwd, age; every column
+    is cut and padded in terminal cells so rows line up whatever their characters."""
+    label_w, id_w, cwd_w, age_w = column_widths(row_width)
+    label = _cell(single_line(candidate.label), label_w)
     shown_id = "" if candidate.session_id == candidate.label else single_line(candidate.session_id)
     cwd = single_line(candidate.cwd) if candidate.cwd is not None else "no cwd"
     row = Text(no_wrap=True, overflow="ellipsis", end="")
     row.append(label, style="bold")
     row.append("  ")
-    row.append(_cell(shown_id, _ID_W), style="dim")
+    row.append(_cell(shown_id, id_w), style="dim")
     row.append("  ")
     row.append(
-        _cell(cwd, _CWD_W, keep_end=True), style="dim italic" if candidate.cwd is None else "dim"
+        _cell(cwd, cwd_w, keep_end=True), style="dim italic" if candidate.cwd is None else "dim"
     )
     row.append("  ")
-    row.append(relative_age(candidate.created_at, now).rjust(_AGE_W), style="dim")
+    row.append(relative_age(candidate.created_at, now).rjust(age_w), style="dim")
     return row
 
 
@@ -165,6 +206,7 @@ class MentionPicker(Vertical, can_focus=False):
         self._hint = Static(Text(""), id="picker-hint", markup=False)
         self._header_lines = 1
         self._hint_text = ""
+        self._row_width = ROW_WIDTH
 
     def compose(self) -> ComposeResult:
         yield self._header
@@ -222,7 +264,17 @@ class MentionPicker(Vertical, can_focus=False):
 
     @property
     def expected_width(self) -> int:
-        return ROW_WIDTH + 5  # border, padding and a scrollbar column (see DEFAULT_CSS)
+        return self._row_width + 5  # border, padding and a scrollbar column (see DEFAULT_CSS)
+
+    def fit_width(self, screen_width: int) -> None:
+        """Lay rows out for a screen ``screen_width`` cells wide (the age column is never cut)."""
+        row_width = max(20, min(ROW_WIDTH, screen_width - 5))
+        if row_width != self._row_width:
+            self._row_width = row_width
+            if self._candidates:
+                highlighted = self._rows.highlighted
+                self._set_rows()
+                self._rows.highlighted = highlighted
 
     def open(self) -> None:
         self.add_class("-open")
@@ -249,12 +301,22 @@ class MentionPicker(Vertical, can_focus=False):
     def show_candidates(self, candidates: Sequence[SessionReferenceCandidate]) -> None:
         """Replace the rows (highlight on the first) in one update; never re-mounts widgets."""
         self._candidates = tuple(candidates)
-        now = self.now_ms()
-        self._rows.set_options(
-            Option(format_candidate_row(candidate, now)) for candidate in self._candidates
-        )
+        self._set_rows()
         self._rows.highlighted = 0 if self._candidates else None
         self._set_hint("" if self._candidates else NO_MATCHES_HINT)
+
+    def _set_rows(self) -> None:
+        now, width = self.now_ms(), self._row_width
+        self._rows.set_options(
+            Option(format_candidate_row(candidate, now, width)) for candidate in self._candidates
+        )
+
+    def show_limit_refusal(self, max_references: int) -> None:
+        """A pick was refused: the message already references ``max_references`` sessions."""
+        noun = "reference" if max_references == 1 else "references"
+        self._set_hint(
+            f"Limit reached ({max_references} {noun} per message): remove one to add another"
+        )
 
     def show_error(self) -> None:
         """The lookup failed: no rows, and a hint that typing or Esc go on working."""

@@ -47,6 +47,14 @@ def _utc() -> Iterator[None]:
 
 
 @pytest.fixture(autouse=True)
+def _state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Drafts (platformdirs.user_state_dir) go to a temp dir, never the real one."""
+    state = tmp_path / "state"
+    monkeypatch.setenv("XDG_STATE_HOME", str(state))
+    return state
+
+
+@pytest.fixture(autouse=True)
 def frozen_clock(monkeypatch: pytest.MonkeyPatch) -> None:
     """Events the app writes get deterministic times (one second apart from FIXED_NOW)."""
     counter = itertools.count()

@@ -416,7 +416,7 @@ async def test_enter_or_tab_inserts_the_mention(world: World, key: str) -> None:
         await settle(pilot)
         mention = mention_for("s-beta", "Beta release notes")
         assert composer.draft == f"see {mention} "
-        assert composer.cursor_location == (0, len(composer.draft))
+        assert composer.cursor_location == (0, len(composer.text))
         assert not is_open(composer)
         assert app.submitted == []
         assert composer.has_focus
