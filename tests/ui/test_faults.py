@@ -14,10 +14,12 @@ import sqlite3
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import stores.sqlite
+import tui.follow
 from core.config import DshConfig
 from core.engine import COMPACTION_RACE_MESSAGE
 from core.errors import InvalidEventError, StoreError
@@ -32,7 +34,7 @@ from tests.ui.snapshots import screen_text
 from tests.ui.test_app import settle, wait_for
 from tui.app import DshApp
 from tui.faults import fault_message
-from tui.modals import RenameScreen
+from tui.modals import ConfirmScreen, RenameScreen
 from tui.runtime import Runtime, open_runtime
 
 DRAFT = "half-written thought"
@@ -60,6 +62,21 @@ class SlowSummarizer:
 
     async def aclose(self) -> None:
         return None
+
+
+@pytest.fixture(autouse=True)
+def _no_following(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests make a store call fail under the app (a session deleted, a lock held):
+    the app must not learn of it first by following the database (tui/follow.py, tested
+    on its own), or the failing call would never be made."""
+    monkeypatch.setattr(tui.follow, "FOLLOW_INTERVAL_SECONDS", 3600.0)
+
+
+async def compact_confirmed(app: DshApp, pilot: Any) -> None:
+    """F4, then yes in its confirmation."""
+    await pilot.press("f4")
+    await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+    await pilot.click("#yes")
 
 
 @pytest.fixture
@@ -142,7 +159,7 @@ async def test_compact_of_a_session_deleted_elsewhere(
         await settle(app, pilot)
         await type_draft(app, pilot)
         await elsewhere.delete_session("checkout")
-        await pilot.press("f4")
+        await compact_confirmed(app, pilot)
         await wait_for(pilot, lambda: "no longer exists" in app.notice.visible_text)
         assert app.notice.visible_text.startswith("Could not compact the session:")
         await wait_for(pilot, lambda: "Compacting…" not in screen_text(app))
@@ -212,7 +229,7 @@ async def test_f4_while_dsh_compact_runs_fails_cleanly(db: Path, tmp_path: Path)
         async with app.run_test(size=SIZE) as pilot:
             await settle(app, pilot)
             await type_draft(app, pilot)
-            await pilot.press("f4")
+            await compact_confirmed(app, pilot)
             await asyncio.wait_for(provider.started.wait(), 10)
             code, out, err = await run_dsh(env, "compact", "checkout")
             assert code == 0 and "compacted 2 messages" in out, err
