@@ -56,8 +56,9 @@ from tui.cards import Foldable
 from tui.commands import SessionCommands
 from tui.composer import Composer
 from tui.drafts import DraftKeeper, drafts_path
-from tui.export import export_markdown, write_new_file
+from tui.export import export_markdown
 from tui.faults import FAULTS, FaultGuard, fault_message
+from tui.files import write_new_file
 from tui.follow import StoreFollower
 from tui.help import HelpScreen
 from tui.modals import ConfirmScreen, RenameScreen, compact_question, delete_question

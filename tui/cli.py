@@ -530,7 +530,7 @@ async def cmd_export(rt: Runtime, args: argparse.Namespace) -> int:
         title = await rt.query.read_title(header.id)
         lines = export_markdown(header, title.title if title else None, snapshot.events)
     if args.output:
-        from tui.export import write_atomically
+        from tui.files import write_atomically
 
         text = "\n".join(lines) + "\n"
         try:  # all or nothing: a full disk leaves an existing FILE as it was

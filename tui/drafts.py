@@ -15,11 +15,12 @@ import contextlib
 import hashlib
 import json
 import os
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
 import platformdirs
+
+from tui.files import write_atomically
 
 __all__ = ["DraftKeeper", "drafts_path", "load_drafts", "save_drafts"]
 
@@ -71,17 +72,7 @@ def save_drafts(path: Path, drafts: Mapping[str, str]) -> None:
         return
     path.parent.mkdir(parents=True, exist_ok=True)
     data = json.dumps({"version": _VERSION, "drafts": kept}, ensure_ascii=True)
-    fd, temp = tempfile.mkstemp(prefix=".drafts-", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
-        raise
+    write_atomically(path, data, new_mode=0o600)  # drafts are private text
 
 
 class DraftKeeper:

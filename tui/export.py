@@ -7,19 +7,15 @@ control, bidi or format character is written raw. (The lossless form is the JSON
 
 from __future__ import annotations
 
-import contextlib
-import os
-import secrets
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from pathlib import Path
 
 from core.cards import card_summary, card_title
 from core.display import escape_control, single_line
 from core.log import Event, SessionHeader, message_text
 from tui.render import classify_surface
 
-__all__ = ["export_markdown", "write_atomically", "write_new_file"]
+__all__ = ["export_markdown"]
 
 
 def _fence(text: str) -> str:
@@ -98,82 +94,3 @@ def export_markdown(header: SessionHeader, title: str | None, events: Sequence[E
             continue
         lines.append(f"_({single_line(event.type)} event #{event.seq} not shown)_")
     return lines
-
-
-def _write_temp(directory: Path, name: str, data: bytes) -> Path:
-    """``data`` in a new hidden file beside ``name`` in ``directory``, flushed to disk."""
-    while True:
-        temp = directory / f".{name}.{secrets.token_hex(4)}.tmp"
-        try:  # 0o666 less the umask, as an ordinary new file
-            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-        except FileExistsError:
-            continue
-        break
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-            out.flush()
-            os.fsync(out.fileno())
-    except BaseException:
-        with contextlib.suppress(OSError):
-            temp.unlink()
-        raise
-    return temp
-
-
-def _sync_directory(directory: Path) -> None:
-    with contextlib.suppress(OSError):  # not every platform or file system allows it
-        fd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
-def write_atomically(path: Path, text: str) -> Path:
-    """Write ``text`` (UTF-8) to ``path`` all or nothing: a temp file in the same directory,
-    fsynced, then renamed over ``path`` (a full disk leaves the old file as it was). A
-    symlink is followed; an existing file keeps its permissions. Returns the path written."""
-    data = text.encode("utf-8")  # a lone surrogate fails here, before any file is touched
-    target = Path(os.path.realpath(path))
-    temp = _write_temp(target.parent, target.name, data)
-    try:
-        with contextlib.suppress(FileNotFoundError):
-            os.chmod(temp, target.stat().st_mode & 0o7777)
-        os.replace(temp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            temp.unlink()
-        raise
-    _sync_directory(target.parent)
-    return target
-
-
-def write_new_file(directory: Path, stem: str, suffix: str, text: str) -> Path:
-    """Write ``text`` to a file that did not exist: ``stem + suffix``, else ``stem (2)
-    + suffix``, ``(3)``… Never overwrites, even when another process creates the same name
-    meanwhile (the finished temp file is hard-linked to the name, which fails if it
-    exists). Returns the path written."""
-    data = text.encode("utf-8")
-    temp = _write_temp(directory, stem + suffix, data)
-    try:
-        number = 1
-        while True:
-            name = f"{stem}{suffix}" if number == 1 else f"{stem} ({number}){suffix}"
-            target = directory / name
-            try:
-                os.link(temp, target)
-            except FileExistsError:
-                number += 1
-                continue
-            except OSError:  # no hard links here (FAT, some network shares)
-                if target.exists() or target.is_symlink():
-                    number += 1
-                    continue
-                os.replace(temp, target)
-            break
-    finally:
-        with contextlib.suppress(OSError):
-            temp.unlink()
-    _sync_directory(directory)
-    return target

@@ -9,14 +9,13 @@ atomically (a crash or a full disk never leaves half a file behind).
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import platformdirs
+
+from tui.files import write_atomically
 
 __all__ = [
     "UiState",
@@ -56,17 +55,7 @@ def save_ui_state(path: Path, state: UiState) -> None:
 
 
 def write_text_atomically(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file beside it and a rename, creating
-    the folder if needed: readers see the old file or the whole new one, never a part."""
+    """Write ``text`` to ``path`` whole or not at all (``tui.files``), creating the folder
+    if needed: readers see the old file or the whole new one, never a part."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
+    write_atomically(path, text)
