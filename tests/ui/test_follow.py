@@ -21,6 +21,7 @@ from core.log import (
 from stores import SqliteSessionStore
 from tests.ui.conftest import FIXED_NOW, SIZE, make_app, title
 from tests.ui.snapshots import screen_text
+from tests.ui.test_app import settle
 from tui.app import DshApp
 from tui.follow import appended_tail
 from tui.runtime import Runtime
@@ -45,12 +46,6 @@ async def wait_for(pilot: Pilot[int], condition: Callable[[], bool], limit: floa
             await pilot.pause(0.05)
 
 
-async def settled(app: DshApp, pilot: Pilot[int]) -> None:
-    await pilot.pause()
-    await asyncio.wait_for(app.transcript.wait_until_settled(), 10)
-    await pilot.pause()
-
-
 def shown(app: DshApp, text: str) -> bool:
     return text in screen_text(app)
 
@@ -60,7 +55,7 @@ async def test_sidebar_follows_sessions_created_renamed_and_deleted_elsewhere(
 ) -> None:
     app = make_app(runtime)
     async with app.run_test(size=SIZE) as pilot:
-        await settled(app, pilot)
+        await settle(app, pilot)
         assert app.current_id == "checkout"
         app.sidebar.option_list.focus()
         await pilot.press("down", "down")  # the user is looking at the third row
@@ -93,7 +88,7 @@ async def test_sidebar_follows_with_a_filter_kept(
 ) -> None:
     app = make_app(runtime)
     async with app.run_test(size=SIZE) as pilot:
-        await settled(app, pilot)
+        await settle(app, pilot)
         app.sidebar.option_list.focus()
         await pilot.press(*"/home/dev/shop")
         assert app.sidebar.visible_ids == ["checkout", "search-tuning"]
@@ -110,7 +105,7 @@ async def test_transcript_follows_events_appended_elsewhere(
 ) -> None:
     app = make_app(runtime)
     async with app.run_test(size=SIZE) as pilot:
-        await settled(app, pilot)
+        await settle(app, pilot)
         assert app.current_id == "checkout"
         before = len(app.transcript.item_widgets)
 
@@ -135,7 +130,7 @@ async def test_transcript_follows_events_appended_elsewhere(
             surface_op="append",
         )
         await wait_for(pilot, lambda: shown(app, "The answer written by that window"))
-        await settled(app, pilot)
+        await settle(app, pilot)
         assert len(app.transcript.item_widgets) == before + 2
 
         # Now this window sends: its reply is shown once, after the other window's answer.
@@ -151,7 +146,7 @@ async def test_transcript_follows_events_appended_elsewhere(
             surface_op="append",
         )
         await wait_for(pilot, lambda: shown(app, "a last word from elsewhere"))
-        await settled(app, pilot)
+        await settle(app, pilot)
         assert len(app.transcript.item_widgets) == before + 5
         snapshot = await runtime.query.read_surface("checkout")
         assert app.transcript.known_seqs == {e.seq for e in snapshot.events}
@@ -162,7 +157,7 @@ async def test_transcript_reloads_after_a_compaction_elsewhere(
 ) -> None:
     app = make_app(runtime)
     async with app.run_test(size=SIZE) as pilot:
-        await settled(app, pilot)
+        await settle(app, pilot)
         surface = (await elsewhere.read_surface_events("checkout"))[2]
         seqs = [e.seq for e in surface]
         await elsewhere.append(
@@ -176,7 +171,7 @@ async def test_transcript_reloads_after_a_compaction_elsewhere(
             source_event_seqs=seqs,
         )
         await wait_for(pilot, lambda: len(app.transcript.item_widgets) == 1)
-        await settled(app, pilot)
+        await settle(app, pilot)
         assert not shown(app, "merge shipping and billing")
 
 
@@ -185,7 +180,7 @@ async def test_open_session_deleted_elsewhere_opens_another_and_keeps_the_draft(
 ) -> None:
     app = make_app(runtime)
     async with app.run_test(size=SIZE) as pilot:
-        await settled(app, pilot)
+        await settle(app, pilot)
         app.composer.set_draft("half a thought")
         await elsewhere.delete_session("checkout")
         await wait_for(pilot, lambda: app.current_id == "k8s-upgrade")
@@ -199,7 +194,7 @@ async def test_send_on_a_session_busy_elsewhere_keeps_the_draft(
 ) -> None:
     app = make_app(runtime)
     async with app.run_test(size=SIZE) as pilot:
-        await settled(app, pilot)
+        await settle(app, pilot)
         before = await runtime.store.read_events("checkout")
         assert await elsewhere.take_reply_lease("checkout", "another process", ttl_ms=60_000)
         app.composer.set_draft("please answer")
@@ -235,7 +230,7 @@ async def test_a_message_added_elsewhere_just_before_a_send_shows_in_log_order(
     answer (to both) showed under this window's message, the other one never shown."""
     app = make_app(runtime)
     async with app.run_test(size=(100, 60)) as pilot:
-        await settled(app, pilot)
+        await settle(app, pilot)
         await elsewhere.append(
             "checkout", USER_MESSAGE, user_message("EXTERNAL question"), surface_op="append"
         )
@@ -243,7 +238,7 @@ async def test_a_message_added_elsewhere_just_before_a_send_shows_in_log_order(
         await pilot.press("enter")
         await wait_for(pilot, lambda: shown(app, "EXTERNAL question") and not app.streaming)
         await wait_for(pilot, lambda: len(app.transcript.known_seqs) == 5)
-        await settled(app, pilot)
+        await settle(app, pilot)
         text = screen_text(app)
         assert text.index("EXTERNAL question") < text.index("LOCAL question")
         surface = (await runtime.query.read_surface("checkout")).events

@@ -4,10 +4,8 @@ help screen, the footer, the kept theme and the screenshot."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 from textual.pilot import Pilot
@@ -17,25 +15,12 @@ from core.log import user_message
 from core.references import SessionReferenceInput, format_session_reference_mention
 from tests.ui.conftest import SIZE, make_app
 from tests.ui.snapshots import assert_snapshot, screen_text
+from tests.ui.test_app import settle, wait_for
 from tui.app import DshApp
 from tui.cards import CheckpointCard, ReferenceCard
 from tui.help import HelpScreen
 from tui.modals import ConfirmScreen
 from tui.runtime import Runtime
-
-
-async def settle(app: DshApp, pilot: Pilot[int]) -> None:
-    await pilot.pause()
-    await asyncio.wait_for(app.transcript.wait_until_settled(), 10)
-    await pilot.pause()
-
-
-async def wait_for(pilot: Pilot[int], condition: Any, limit: float = 10.0) -> None:
-    deadline = asyncio.get_running_loop().time() + limit
-    while not condition():
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError("condition not met in time")
-        await pilot.pause(0.02)
 
 
 def screen_lines(app: DshApp) -> list[str]:
