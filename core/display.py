@@ -99,13 +99,9 @@ class _Candidates:
         return pattern.sub(repl, text)
 
 
-def _candidates(always: str) -> _Candidates:
-    return _Candidates(always)
-
-
-_UNSAFE = _candidates(_ALWAYS)  # multi-line text: TAB and LF are kept
-_UNSAFE_WITH_NEWLINES = _candidates("\t\n" + _ALWAYS)  # one line: TAB and LF escaped
-_UNSAFE_KEEP_TAB = _candidates("\n" + _ALWAYS)  # an editor line: TAB kept
+_UNSAFE = _Candidates(_ALWAYS)  # multi-line text: TAB and LF are kept
+_UNSAFE_WITH_NEWLINES = _Candidates("\t\n" + _ALWAYS)  # one line: TAB and LF escaped
+_UNSAFE_KEEP_TAB = _Candidates("\n" + _ALWAYS)  # an editor line: TAB kept
 # For JSON: every character that may be unsafe somewhere, without context (JSON is for
 # machines; escaping a harmless ZWJ or VS16 there costs nothing and loses nothing).
 _JSON_UNSAFE = re.compile(f"[\x00-\x1f\u200d{_SELECTORS}{_ALWAYS}]")
