@@ -10,7 +10,7 @@ from core.config import DshConfig
 from core.engine import ChatSession
 from core.log import SESSION_TITLE, Event
 from stores import SqliteSessionStore
-from tui.runtime import open_runtime
+from tui.shared.runtime import open_runtime
 
 __all__ = ["converse", "kinds", "read_log", "seed_session"]
 

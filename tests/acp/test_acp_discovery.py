@@ -11,7 +11,7 @@ from core.config import DshConfig
 from core.references import encode_session_reference_uri
 from tests.acp.harness import open_agent
 from tests.acp.seed import read_log, seed_session
-from tui.runtime import open_runtime
+from tui.shared.runtime import open_runtime
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -139,7 +139,7 @@ async def noisy(self, *args, **kwargs):
     os.write(1, b"stray write to fd 1\\n")
     return await original(self, *args, **kwargs)
 DshAcpAgent.initialize = noisy
-from tui.cli import main
+from tui.cli.commands import main
 raise SystemExit(main(sys.argv[1:]))
 """
 

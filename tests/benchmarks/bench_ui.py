@@ -26,9 +26,9 @@ from tests.benchmarks._common import Row, Settings, median
 from tests.benchmarks._data import conversation
 from tests.benchmarks._seed import BASE_TIME, PROJECTS, create_schema, seed_sessions
 from tests.ui.conftest import make_app
-from tui.app import DshApp
-from tui.runtime import open_runtime
-from tui.transcript import PAGE_SIZE
+from tui.app.app import DshApp
+from tui.app.transcript.transcript import PAGE_SIZE
+from tui.shared.runtime import open_runtime
 
 SIZE = (120, 40)
 BIG_ID = "big-session"

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.providers.fake_openai import fake_openai
-from tui.cli import main
+from tui.cli.commands import main
 
 __all__ = ["fake_openai"]
 

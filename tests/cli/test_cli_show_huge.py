@@ -28,7 +28,7 @@ from core.log import (
 )
 from stores import SqliteSessionStore
 from tests.cli.conftest import Run
-from tui.render import MARKDOWN_MAX_CHARS, render_transcript
+from tui.shared.render import MARKDOWN_MAX_CHARS, render_transcript
 
 AT = 1_700_000_000_000
 SIZE = 400_000  # enough for the old code's copying to be ~1000x the text

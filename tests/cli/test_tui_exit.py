@@ -13,13 +13,13 @@ from tests.children import ROOT
 
 CRASHING_DSH = """
 import sys
-from tui.app import DshApp
+from tui.app.app import DshApp
 
 async def broken(self):
     raise RuntimeError("a deliberate bug for this test")
 
 DshApp.refresh_sessions = broken  # the app crashes as soon as it is ready
-from tui.cli import main
+from tui.cli.commands import main
 sys.exit(main())
 """
 

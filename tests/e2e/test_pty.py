@@ -215,8 +215,8 @@ def test_a_session_deleted_after_the_mention_was_inserted_is_reported(dsh: Dsh) 
         assert dsh.cli("delete", NOTES_ID).strip() == f"deleted {NOTES_ID}"
         screen.send("\r")
         notice = re.compile(
-            "Could not read the referenced session "
-            rf"“({re.escape(NOTES_LABEL)}|{re.escape(NOTES_ID)})”.*SESSION_REFERENCE_READ_FAILED"
+            "The referenced session "
+            rf"'({re.escape(NOTES_LABEL)}|{re.escape(NOTES_ID)})' does not exist.*SESSION_REFERENCE_READ_FAILED"
         )
         screen.wait_all(
             {

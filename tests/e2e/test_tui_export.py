@@ -8,8 +8,8 @@ from core.config import DshConfig
 from core.log import SESSION_TITLE, NewEvent
 from core.providers.offline import OfflineProvider
 from stores import SqliteSessionStore
-from tui.app import DshApp
-from tui.runtime import open_runtime
+from tui.app.app import DshApp
+from tui.shared.runtime import open_runtime
 
 
 async def test_export_twice_makes_a_second_file_and_names_it(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ from textual.pilot import Pilot
 
 from tests.ui.snapshots import screen_text
 from tests.ui.transcript_harness import shown_text
-from tui.app import DshApp
+from tui.app.app import DshApp
 
 __all__ = ["screen", "send_idle", "settle", "shown_text", "wait_for"]
 

@@ -37,9 +37,9 @@ from stores import SqliteSessionStore
 from tests.reliability._ui import screen, send_idle, settle, shown_text, wait_for
 from tests.terminal_safety import HOSTILE, assert_terminal_safe
 from tests.ui.conftest import FIXED_NOW, MINUTE, SIZE, exchange, make_app, seed, title
-from tui.app import DshApp
-from tui.cards import ReferenceCard
-from tui.runtime import Runtime, open_runtime
+from tui.app.app import DshApp
+from tui.app.transcript.cards import ReferenceCard
+from tui.shared.runtime import Runtime, open_runtime
 
 # The transcript and the card wrap a whole text on every layout, in time linear in its
 # length (see the xfails below): the huge line is ``DSH_HUGE_LINE_BYTES`` long, 1 MiB by
@@ -274,7 +274,7 @@ async def test_hostile_log_only_event_types_do_not_disturb_the_ui(runtime: Runti
 async def test_a_huge_single_line_message_is_shown_cut_and_kept_whole(runtime: Runtime) -> None:
     """Wrapping megabytes on every layout froze the UI (seconds per relayout): the
     transcript now shows the first ``MAX_SHOWN_CHARS`` with a note; the log keeps it all."""
-    from tui.transcript import MAX_SHOWN_CHARS
+    from tui.app.transcript.transcript import MAX_SHOWN_CHARS
 
     text = "msg " + "H" * (1024 * 1024)
     created = FIXED_NOW - MINUTE
@@ -296,7 +296,7 @@ async def test_a_huge_single_line_message_is_shown_cut_and_kept_whole(runtime: R
 async def test_picking_a_session_with_a_huge_title_inserts_a_short_label(runtime: Runtime) -> None:
     """The whole title used to become the mention label (1 MB re-highlighted per edit)."""
     from core.references import find_session_reference_spans
-    from tui.composer import MAX_LABEL_CHARS
+    from tui.app.composer.composer import MAX_LABEL_CHARS
 
     name = "zz " + "T" * (256 * 1024)
     created = FIXED_NOW - MINUTE
@@ -342,7 +342,7 @@ async def test_the_rename_dialog_shows_the_safe_title_and_keeps_it_when_untouche
     from textual import events
     from textual.widgets import Input
 
-    from tui.modals import RenameScreen
+    from tui.app.screens.modals import RenameScreen
 
     sid = await _hostile_session(runtime)
     app = make_app(runtime, initial_session=sid)

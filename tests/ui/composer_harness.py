@@ -20,7 +20,7 @@ from textual.widgets import Footer, Static
 from core.log import SessionHeader
 from core.references import SessionReferenceCandidate, SessionReferenceService
 from stores import MemorySessionStore, SessionQuery
-from tui.composer import CandidateSource, Composer
+from tui.app.composer.composer import CandidateSource, Composer
 
 NOW_MS = 1_750_000_000_000
 """The harness clock (epoch ms)."""

@@ -22,8 +22,8 @@ from core.log import (
 )
 from core.providers.offline import OfflineProvider
 from stores import SqliteSessionStore
-from tui.app import DshApp
-from tui.runtime import Runtime, open_runtime
+from tui.app.app import DshApp
+from tui.shared.runtime import Runtime, open_runtime
 
 FIXED_NOW = 1_764_000_000_000  # 2025-11-24 16:00:00 UTC
 MINUTE = 60_000

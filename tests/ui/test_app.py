@@ -34,11 +34,11 @@ from core.references import (
 from stores import MemorySessionStore, SessionQuery, SqliteSessionStore
 from tests.ui.conftest import DAY, FIXED_NOW, MINUTE, SHOP, SIZE, exchange, make_app, title
 from tests.ui.snapshots import assert_snapshot, screen_text
-from tui.app import DshApp
-from tui.cards import ReferenceCard
-from tui.modals import ConfirmScreen, RenameScreen
-from tui.runtime import Runtime
-from tui.transcript import EMPTY_STATE_TITLE, PAGE_SIZE, UserMessage
+from tui.app.app import DshApp
+from tui.app.screens.modals import ConfirmScreen, RenameScreen
+from tui.app.transcript.cards import ReferenceCard
+from tui.app.transcript.transcript import EMPTY_STATE_TITLE, PAGE_SIZE, UserMessage
+from tui.shared.runtime import Runtime
 
 
 def mention(session_id: str, label: str) -> str:
@@ -215,7 +215,7 @@ async def test_empty_state_for_a_newcomer(
 ) -> None:
     from core.config import DshConfig
     from core.providers.offline import OfflineProvider
-    from tui.runtime import open_runtime
+    from tui.shared.runtime import open_runtime
 
     async with open_runtime(
         DshConfig(database=tmp_path / "ui.sqlite3"), store=store, provider=OfflineProvider()
@@ -417,7 +417,9 @@ async def test_a_failed_draft_comes_back_above_what_was_typed_meanwhile(
         assert app.composer.draft == failed + "\na new thought"
         await pilot.press(*", typed on")
         assert app.composer.draft == failed + "\na new thought, typed on"
-        assert "Could not read the referenced session “Search relevance”" in app.notice.visible_text
+        assert (
+            "The referenced session 'Search relevance' could not be read" in app.notice.visible_text
+        )
         assert "SESSION_REFERENCE_READ_FAILED" in app.notice.visible_text
         assert len(await runtime.store.read_events("checkout")) == 3
 
@@ -427,7 +429,7 @@ async def test_a_failed_draft_comes_back_above_what_was_typed_meanwhile(
     [
         (
             "me " + mention("checkout", "Checkout redesign"),
-            "this session itself",
+            "A message cannot reference its own session.",
             "SESSION_REFERENCE_SELF_REFERENCE",
         ),
         (
@@ -437,12 +439,12 @@ async def test_a_failed_draft_comes_back_above_what_was_typed_meanwhile(
         ),
         (
             "gone " + mention("ghost", "Ghost"),
-            "Could not read the referenced session “Ghost”",
+            "The referenced session 'Ghost' does not exist (was it deleted?)",
             "SESSION_REFERENCE_READ_FAILED",
         ),
         (
             " ".join(mention(s, s) for s in ["k8s-upgrade", "search-tuning", "scratch", "x4"]),
-            "at most 3 sessions",
+            "at most 3 allowed",
             "SESSION_REFERENCE_TOO_MANY",
         ),
     ],
@@ -687,7 +689,7 @@ async def test_read_only_database_opens_for_reading(tmp_path: Path) -> None:
     from core.config import DshConfig
     from core.providers.offline import OfflineProvider
     from tests.ui.conftest import seed
-    from tui.runtime import open_runtime
+    from tui.shared.runtime import open_runtime
 
     path = tmp_path / "ro.sqlite3"
     writable = await SqliteSessionStore.open(path)

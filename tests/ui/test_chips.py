@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.references import SessionReferenceInput, format_session_reference_mention
-from tui.chips import ChipTable, is_opener, snap, strip_openers, widen
+from tui.app.composer.chips import ChipTable, is_opener, snap, strip_openers, widen
 
 
 def mention(session_id: str, label: str) -> str:

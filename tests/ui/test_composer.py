@@ -26,8 +26,8 @@ from tests.ui.composer_harness import (
     make_world,
     slow_first,
 )
-from tui.composer import MENTION_LABEL_HIGHLIGHT, MENTION_URI_HIGHLIGHT, Composer
-from tui.picker import LOOKUP_FAILED_HINT, NO_MATCHES_HINT
+from tui.app.composer.composer import MENTION_LABEL_HIGHLIGHT, MENTION_URI_HIGHLIGHT, Composer
+from tui.app.composer.picker import LOOKUP_FAILED_HINT, NO_MATCHES_HINT
 
 SIZE = (100, 30)
 
@@ -745,7 +745,7 @@ async def test_candidates_from_any_source_are_accepted(world: World) -> None:
 def test_picker_cells_cut_inside_an_emoji_sequence_stay_safe() -> None:
     """Cutting a label or cwd to its column must not leave a joiner or selector orphaned."""
     from tests.terminal_safety import assert_terminal_safe
-    from tui.picker import format_candidate_row
+    from tui.app.composer.picker import format_candidate_row
 
     family = "👨\u200d👩\u200d👧\u200d👦"
     for shift in range(8):

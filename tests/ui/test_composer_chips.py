@@ -13,8 +13,8 @@ from tests.ui.composer_harness import NOW_MS, ComposerHarness, Seed, make_world
 from tests.ui.conftest import make_app
 from tests.ui.snapshots import assert_snapshot, screen_text
 from tests.ui.test_composer import settle, type_text
-from tui.picker import ROW_WIDTH, format_candidate_row
-from tui.runtime import Runtime
+from tui.app.composer.picker import ROW_WIDTH, format_candidate_row
+from tui.shared.runtime import Runtime
 
 SIZE = (100, 30)
 

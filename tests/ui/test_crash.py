@@ -15,8 +15,8 @@ from tests.providers.fake_openai import FakeOpenAIServer, chunk_json, fake_opena
 from tests.ui.conftest import SIZE, make_app
 from tests.ui.snapshots import screen_text
 from tests.ui.test_app import wait_for
-from tui.runtime import Runtime
-from tui.transcript import ReplyView
+from tui.app.transcript.transcript import ReplyView
+from tui.shared.runtime import Runtime
 
 __all__ = ["fake_openai"]
 

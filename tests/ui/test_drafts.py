@@ -14,10 +14,10 @@ from textual.pilot import Pilot
 from core.references import SessionReferenceInput, format_session_reference_mention
 from tests.ui.conftest import SIZE, make_app
 from tests.ui.test_app import send_idle, settle, wait_for
-from tui.app import DshApp
-from tui.drafts import DraftKeeper, drafts_path, load_drafts, save_drafts
-from tui.runtime import Runtime
-from tui.sent_history import rebuild_draft
+from tui.app.app import DshApp
+from tui.app.drafts import DraftKeeper, drafts_path, load_drafts, save_drafts
+from tui.app.sent_history import rebuild_draft
+from tui.shared.runtime import Runtime
 
 
 def mention(session_id: str, label: str) -> str:

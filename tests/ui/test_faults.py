@@ -8,7 +8,6 @@ lock (``BEGIN IMMEDIATE``) past the app's (short, for the test) busy timeout.
 from __future__ import annotations
 
 import asyncio
-import errno
 import os
 import sqlite3
 from collections.abc import AsyncIterator, Iterator, Sequence
@@ -19,10 +18,9 @@ from typing import Any
 import pytest
 
 import stores.sqlite
-import tui.follow
+import tui.app.follow
 from core.config import DshConfig
 from core.engine import COMPACTION_RACE_MESSAGE
-from core.errors import InvalidEventError, StoreError
 from core.log import COMPACT_START
 from core.providers.base import ProviderMessage, StreamEvent, TextDelta
 from core.providers.offline import OfflineProvider
@@ -32,10 +30,9 @@ from tests.providers.fake_openai import run_dsh
 from tests.ui.conftest import SIZE, make_app, seed
 from tests.ui.snapshots import screen_text
 from tests.ui.test_app import settle, wait_for
-from tui.app import DshApp
-from tui.faults import fault_message
-from tui.modals import ConfirmScreen, RenameScreen
-from tui.runtime import Runtime, open_runtime
+from tui.app.app import DshApp
+from tui.app.screens.modals import ConfirmScreen, RenameScreen
+from tui.shared.runtime import Runtime, open_runtime
 
 DRAFT = "half-written thought"
 
@@ -69,7 +66,7 @@ def _no_following(monkeypatch: pytest.MonkeyPatch) -> None:
     """These tests make a store call fail under the app (a session deleted, a lock held):
     the app must not learn of it first by following the database (tui/follow.py, tested
     on its own), or the failing call would never be made."""
-    monkeypatch.setattr(tui.follow, "FOLLOW_INTERVAL_SECONDS", 3600.0)
+    monkeypatch.setattr(tui.app.follow, "FOLLOW_INTERVAL_SECONDS", 3600.0)
 
 
 async def compact_confirmed(app: DshApp, pilot: Any) -> None:
@@ -244,21 +241,3 @@ async def test_f4_while_dsh_compact_runs_fails_cleanly(db: Path, tmp_path: Path)
         assert "the slow summary" not in str([e.data for e in events])
     finally:
         await store.close()
-
-
-def test_fault_messages_name_the_action_and_the_cause() -> None:
-    locked = StoreError("/x/db.sqlite3: write failed: database is locked")
-    assert fault_message(locked, "rename the session") == (
-        "Could not rename the session: the database is busy (another dsh is writing to it). "
-        "Try again in a moment."
-    )
-    full = OSError(errno.ENOSPC, "No space left on device", "/x/db.sqlite3")
-    assert fault_message(full, "export the session") == (
-        "Could not export the session: the disk is full."
-    )
-    denied = OSError(errno.EACCES, "Permission denied", "/x/out\x1b[2J.md")
-    message = fault_message(denied, "export the session")
-    assert message.startswith("Could not export the session: Permission denied (/x/out")
-    assert "\x1b" not in message
-    odd = InvalidEventError("line one\nline two")
-    assert fault_message(odd, "save the reply") == r"Could not save the reply: line one\nline two"

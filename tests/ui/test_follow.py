@@ -22,9 +22,9 @@ from stores import SqliteSessionStore
 from tests.ui.conftest import FIXED_NOW, SIZE, make_app, title
 from tests.ui.snapshots import screen_text
 from tests.ui.test_app import settle
-from tui.app import DshApp
-from tui.follow import appended_tail
-from tui.runtime import Runtime
+from tui.app.app import DshApp
+from tui.app.follow import appended_tail
+from tui.shared.runtime import Runtime
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -16,7 +16,7 @@ from tests.fulldisk import SmallDisk, cap_pages, small_disk, tmpfs_mounts
 from tests.ui.conftest import SIZE, make_app, seed
 from tests.ui.snapshots import screen_text
 from tests.ui.test_app import send_idle, settle, wait_for
-from tui.runtime import Runtime, open_runtime
+from tui.shared.runtime import Runtime, open_runtime
 
 __all__ = ["small_disk", "tmpfs_mounts"]
 

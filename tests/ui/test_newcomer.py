@@ -16,11 +16,11 @@ from core.references import SessionReferenceInput, format_session_reference_ment
 from tests.ui.conftest import SIZE, make_app
 from tests.ui.snapshots import assert_snapshot, screen_text
 from tests.ui.test_app import settle, wait_for
-from tui.app import DshApp
-from tui.cards import CheckpointCard, ReferenceCard
-from tui.help import HelpScreen
-from tui.modals import ConfirmScreen
-from tui.runtime import Runtime
+from tui.app.app import DshApp
+from tui.app.screens.help import HelpScreen
+from tui.app.screens.modals import ConfirmScreen
+from tui.app.transcript.cards import CheckpointCard, ReferenceCard
+from tui.shared.runtime import Runtime
 
 
 def screen_lines(app: DshApp) -> list[str]:
@@ -261,7 +261,7 @@ async def test_screenshot_creates_a_missing_downloads_folder(
     runtime: Runtime, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     downloads = tmp_path / "home" / "Downloads"
-    monkeypatch.setattr("tui.app.screenshot_directory", lambda: downloads)
+    monkeypatch.setattr("tui.app.app.screenshot_directory", lambda: downloads)
     app = make_app(runtime)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
@@ -277,7 +277,7 @@ async def test_screenshot_failure_says_why(
 ) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("x", encoding="utf-8")
-    monkeypatch.setattr("tui.app.screenshot_directory", lambda: blocker / "Downloads")
+    monkeypatch.setattr("tui.app.app.screenshot_directory", lambda: blocker / "Downloads")
     app = make_app(runtime, cwd=str(blocker / "nowhere"))
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.app import App, ComposeResult
 
-from tui.sessionlist import ROW_HEIGHT, SessionList
+from tui.app.sidebar.sessionlist import ROW_HEIGHT, SessionList
 
 ROWS = 20_000
 SIZE = (40, 22)  # 22 lines: 11 rows in view

@@ -40,7 +40,7 @@ from tests.ui.transcript_harness import (
     shown_text,
     user,
 )
-from tui.cards import (
+from tui.app.transcript.cards import (
     HIDE_CONVERSATION,
     SHOW_CONVERSATION,
     CheckpointCard,
@@ -49,14 +49,14 @@ from tui.cards import (
     ReferenceCard,
     conversation_text,
 )
-from tui.render import LiteralMarkdown
-from tui.transcript import (
+from tui.app.transcript.transcript import (
     EMPTY_STATE_TEXT,
     PAGE_SIZE,
     AssistantMessage,
     ReplyView,
     UserMessage,
 )
+from tui.shared.render import LiteralMarkdown
 
 SIZE = (100, 40)
 

@@ -20,9 +20,9 @@ from core.providers.offline import OfflineProvider
 from stores import SqliteSessionStore
 from tests.ui.conftest import FIXED_NOW, SIZE, make_app
 from tests.ui.transcript_harness import TranscriptApp, settle, shown_text
-from tui.cards import CollapsedItem
-from tui.runtime import open_runtime
-from tui.transcript import MAX_SHOWN_CHARS
+from tui.app.transcript.cards import CollapsedItem
+from tui.app.transcript.transcript import MAX_SHOWN_CHARS
+from tui.shared.runtime import open_runtime
 
 BIG = 200_000
 

@@ -26,7 +26,7 @@ from tests.ui.transcript_harness import (
     settle,
     user,
 )
-from tui.transcript import Transcript, UserMessage
+from tui.app.transcript.transcript import Transcript, UserMessage
 
 SIZE = (100, 40)
 

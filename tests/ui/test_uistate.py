@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from core.log import SessionHeader
-from tui.screenshot import save_screenshot_file
-from tui.sidebar import NEW_SESSION_LABEL, SessionEntry, by_last_activity
-from tui.uistate import UiState, load_ui_state, save_ui_state, write_text_atomically
+from tui.app.screenshot import save_screenshot_file
+from tui.app.sidebar.sidebar import NEW_SESSION_LABEL, SessionEntry, by_last_activity
+from tui.app.uistate import UiState, load_ui_state, save_ui_state, write_text_atomically
 
 
 def test_ui_state_round_trip_and_bad_files(tmp_path: Path) -> None:

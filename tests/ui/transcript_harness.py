@@ -32,8 +32,8 @@ from core.log import (
 )
 from core.references import SessionReferenceConfig, SessionReferenceInput, SessionReferenceService
 from stores import MemorySessionStore, SessionQuery
-from tui.render import LiteralMarkdown
-from tui.transcript import FLUSH_INTERVAL, TRANSCRIPT_CSS_PATH, ReplyView, Transcript
+from tui.app.transcript.transcript import FLUSH_INTERVAL, TRANSCRIPT_CSS_PATH, ReplyView, Transcript
+from tui.shared.render import LiteralMarkdown
 
 BASE_TIME = 1_700_000_000_000
 

@@ -52,8 +52,8 @@ from tui.acp.prompt import (
 )
 from tui.acp.replay import replay_updates
 from tui.acp.text import client_label, client_text
-from tui.cli import reference_error_words
-from tui.runtime import Runtime
+from tui.shared.errors import describe_error
+from tui.shared.runtime import Runtime
 
 __all__ = ["AGENT_NAME", "DshAcpAgent", "reference_request_error"]
 
@@ -88,7 +88,7 @@ def _version() -> str:
 
 def reference_request_error(err: SessionReferenceError) -> RequestError:
     """A failed preparation as the JSON-RPC error that ends the prompt (nothing was stored)."""
-    message = f"{client_label(reference_error_words(err))} [{err.code}] — nothing was sent"
+    message = f"{client_label(describe_error(err))} [{err.code}] — nothing was sent"
     data: dict[str, Any] = {"code": err.code}
     if err.session_id is not None:
         data["sessionId"] = err.session_id

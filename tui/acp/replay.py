@@ -18,7 +18,7 @@ from acp.schema import AgentMessageChunk, AgentThoughtChunk, UserMessageChunk
 from core.cards import ReferenceCard
 from core.log import Event, message_text
 from tui.acp.text import client_label, client_text
-from tui.render import TranscriptItem, classify_surface
+from tui.shared.items import TranscriptItem, classify_surface
 
 __all__ = ["ReplayUpdate", "card_text", "replay_updates"]
 

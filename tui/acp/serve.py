@@ -29,8 +29,8 @@ from core.config import DshConfig
 from core.secrets import RedactingFilter
 from tui.acp.agent import DshAcpAgent
 from tui.acp.transport import LineTransport
-from tui.runtime import OFFLINE_DELAY_ENV, offline_delay_from_env, open_runtime
-from tui.signals import handle_stop_signals, stop_status
+from tui.shared.runtime import OFFLINE_DELAY_ENV, offline_delay_from_env, open_runtime
+from tui.shared.signals import handle_stop_signals, stop_status
 
 __all__ = ["OFFLINE_DELAY_ENV", "offline_delay_from_env", "run_acp", "serve"]
 

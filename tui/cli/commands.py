@@ -20,11 +20,7 @@ import sys
 import time
 from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
-from typing import Any, NoReturn, TextIO
-
-from rich.cells import cell_len, set_cell_size
-from rich.console import Console
-from rich.text import Text
+from typing import Any, NoReturn
 
 from core.config import ConfigError, DshConfig, load_config
 from core.display import (
@@ -56,8 +52,9 @@ from core.logfile import LogImportError, event_to_json, export_jsonl, parse_json
 from core.references import SessionReferenceError
 from core.references.labels import safe_mention
 from core.resolve import SessionNameError, resolve_session_name
-from tui.runtime import Runtime, offline_delay_from_env, open_runtime
-from tui.signals import (
+from tui.shared.errors import describe_error
+from tui.shared.runtime import Runtime, offline_delay_from_env, open_runtime
+from tui.shared.signals import (
     detach_from_terminal,
     install_stop_handler,
     stop_status,
@@ -65,19 +62,9 @@ from tui.signals import (
     terminal_gone,
 )
 
-__all__ = ["main", "reference_error_words"]
+__all__ = ["main"]
 
 VERSION = "0.1.0"
-
-REFERENCE_ERROR_HELP = {
-    "SESSION_REFERENCE_SELF_REFERENCE": "a message cannot reference its own session",
-    "SESSION_REFERENCE_TOO_MANY": "too many referenced sessions in one message",
-    "SESSION_REFERENCE_READ_FAILED": "a referenced session could not be read",
-    "SESSION_REFERENCE_BUDGET_EXCEEDED": "a referenced session does not fit the size budget",
-    "SESSION_REFERENCE_INVALID_REFERENCE": "the message holds a malformed session mention",
-    "SESSION_REFERENCE_CANCELLED": "preparing the referenced sessions was cancelled",
-    "SESSION_REFERENCE_INVALID_CONFIG": "the session-reference limits are invalid",
-}
 
 
 class CliError(Exception):
@@ -203,32 +190,14 @@ def _read_arg(text: str) -> str:
     return data.decode("utf-8", "surrogateescape")
 
 
-def _console(stream: TextIO) -> Console:
-    return Console(file=stream, highlight=False, markup=False, emoji=False, soft_wrap=False)
-
-
 async def _resolve(rt: Runtime, name: str) -> SessionHeader:
     headers = await rt.query.list_sessions()
     titles = await rt.query.read_titles()
     return resolve_session_name(name, headers, titles)
 
 
-def reference_error_words(err: SessionReferenceError) -> str:
-    """What went wrong, in plain words, for every host (not yet escaped): the words for the
-    code, then the detail only when it adds something (never a Python repr)."""
-    plain = REFERENCE_ERROR_HELP.get(err.code, "the session references could not be prepared")
-    if err.code == "SESSION_REFERENCE_SELF_REFERENCE":
-        return plain  # the detail would only say it again
-    if err.code == "SESSION_REFERENCE_READ_FAILED" and err.session_id is not None:
-        if isinstance(err.__cause__, SessionNotFoundError):
-            return f"the referenced session '{err.session_id}' does not exist (was it deleted?)"
-        reason = str(err.__cause__ or "") or type(err.__cause__).__name__
-        return f"the referenced session '{err.session_id}' could not be read: {reason}"
-    return f"{plain}: {err}"
-
-
 def _reference_error_line(err: SessionReferenceError) -> str:
-    return f"{single_line(reference_error_words(err))} [{err.code}]"
+    return f"{describe_error(err)} [{err.code}]"
 
 
 # --------------------------------------------------------------------------- commands
@@ -261,56 +230,10 @@ async def cmd_sessions(rt: Runtime, args: argparse.Namespace) -> int:
         )
         for h in headers
     ]
-    console = _console(sys.stdout)
-    width = console.width if sys.stdout.isatty() else None  # a pipe gets every row whole
-    for line in session_table(("id", "title", "cwd", "age"), table, width):
-        console.print(line, soft_wrap=True)  # never folded: a long row runs on
+    from tui.cli.output import print_session_table  # Rich loads only to draw
+
+    print_session_table(("id", "title", "cwd", "age"), table)
     return 0
-
-
-def _fit(text: str, width: int, *, keep_end: bool = False) -> str:
-    """``text`` cut to ``width`` cells with an ellipsis (at the end, or at the start when
-    ``keep_end``: a path's last parts say most)."""
-    if cell_len(text) <= width:
-        return text
-    if width <= 1:
-        return "…"[:width]
-    if keep_end:
-        return "…" + set_cell_size(text[::-1], width - 1)[::-1].lstrip()
-    return set_cell_size(text, width - 1).rstrip() + "…"
-
-
-def session_table(
-    head: Sequence[str], rows: Sequence[Sequence[str]], width: int | None
-) -> list[Text]:
-    """The rows of ``dsh sessions`` (already escaped) in aligned columns, one line each. An
-    id (first column) is never cut or folded; within ``width`` the title (second) and then
-    the cwd (third) are cut with an ellipsis instead."""
-    widths = [max(cell_len(row[i]) for row in [head, *rows]) for i in range(len(head))]
-    gap = 2
-    if width is not None and sum(widths) + gap * (len(widths) - 1) > width:
-        spare = width - gap * (len(widths) - 1) - widths[0] - widths[3]
-        cwd = min(widths[2], max(12, spare - widths[1]), max(spare // 2, 12))
-        widths[1] = max(min(widths[1], spare - cwd), 8)
-        widths[2] = max(min(widths[2], spare - widths[1]), 8)
-    lines: list[Text] = []
-    for index, row in enumerate([head, *rows]):
-        cells = [
-            row[0],
-            _fit(row[1], widths[1]),
-            _fit(row[2], widths[2], keep_end=True),
-            row[3],
-        ]
-        line = Text(style="bold" if index == 0 else "")
-        for column, cell in enumerate(cells):
-            last = column == len(cells) - 1
-            pad = "" if last else " " * (widths[column] - cell_len(cell) + gap)
-            style = "dim" if column >= 2 and index else ""
-            line.append(cell, style=style)
-            line.append(pad)
-        line.rstrip()
-        lines.append(line)
-    return lines
 
 
 async def cmd_new(rt: Runtime, args: argparse.Namespace) -> int:
@@ -324,7 +247,7 @@ def _store_failure_line(
 ) -> str:
     """What a failed write during ``send``/``reply`` left stored, and how to go on."""
     full = isinstance(err, DiskFullError)
-    reason = "the disk is full" if full else single_line(str(err))
+    reason = describe_error(err)
     again = f"`dsh reply {shlex.quote(single_line(session_id))}`"
     then = f"free some space, then run {again}" if full else f"run {again}"
     if finished:
@@ -336,7 +259,7 @@ def _store_failure_line(
         )
     if retry:
         return f"the reply could not be stored: {reason}; the message is still unanswered: {then}"
-    return f"nothing was sent or stored: {single_line(str(err))}"
+    return f"nothing was sent or stored: {describe_error(err)}"
 
 
 async def _stream_reply(chat: ChatSession, draft: str | None) -> int:
@@ -451,30 +374,11 @@ async def cmd_show(rt: Runtime, args: argparse.Namespace) -> int:
         events = await rt.store.read_events(header.id)
         print(terminal_json([event_to_json(e) for e in events]))
         return 0
-    from tui.render import UNWRAPPED_WIDTH, plain_lines, render_transcript
+    from tui.cli.output import print_transcript  # Rich loads only to draw
 
     snapshot = await rt.query.read_surface(header.id)
     title = await rt.query.read_title(header.id)
-    console = _console(sys.stdout)
-    head = Text(single_line(title.title if title else header.id), style="bold")
-    head.append(f"  ({single_line(header.id)}", style="dim")
-    head.append(
-        f" · {single_line(header.cwd)})" if header.cwd is not None else " · no cwd)", style="dim"
-    )
-    renderables: list[Any] = [head, Text("")]
-    if not snapshot.events:
-        renderables.append(Text("(no messages yet)", style="dim"))
-    if sys.stdout.isatty():  # wrapped at the terminal's width, continuation lines indented
-        renderables += render_transcript(snapshot.events, expand_cards=args.expand)
-        for renderable in renderables:
-            console.print(renderable)
-        return 0
-    # A pipe or a file: nothing wrapped (the reader's tool wraps, or not), no trailing spaces.
-    renderables += render_transcript(snapshot.events, expand_cards=args.expand, wrap=False)
-    out = sys.stdout
-    for renderable in renderables:
-        for line in plain_lines(console, renderable, UNWRAPPED_WIDTH):
-            out.write(line + "\n")
+    print_transcript(header, title.title if title else None, snapshot.events, expand=args.expand)
     return 0
 
 
@@ -502,7 +406,7 @@ async def cmd_compact(rt: Runtime, args: argparse.Namespace) -> int:
     try:
         result = await chat.compact()
     except CompactionError as err:
-        raise CliError(single_line(str(err))) from err
+        raise CliError(describe_error(err)) from err
     print(f"compacted {len(result.shadowed)} messages into checkpoint #{result.checkpoint.seq}")
     return 0
 
@@ -524,13 +428,13 @@ async def cmd_export(rt: Runtime, args: argparse.Namespace) -> int:
         events = await rt.store.read_events(header.id)
         lines = list(export_jsonl(header, events))
     else:
-        from tui.export import export_markdown
+        from tui.shared.export import export_markdown
 
         snapshot = await rt.query.read_surface(header.id)
         title = await rt.query.read_title(header.id)
         lines = export_markdown(header, title.title if title else None, snapshot.events)
     if args.output:
-        from tui.files import write_atomically
+        from tui.shared.files import write_atomically
 
         text = "\n".join(lines) + "\n"
         try:  # all or nothing: a full disk leaves an existing FILE as it was
@@ -570,7 +474,7 @@ async def cmd_import(rt: Runtime, args: argparse.Namespace) -> int:
         log = parse_jsonl(text.split("\n"))
     except LogImportError as err:
         raise CliError(
-            f"cannot import {args.file}: {single_line(str(err))}; nothing imported"
+            f"cannot import {args.file}: {describe_error(err)}; nothing imported"
         ) from err
     try:
         await rt.store.import_session(log.header, log.events)
@@ -694,7 +598,7 @@ def _path_hint() -> str | None:
 
 
 async def cmd_demo(rt: Runtime, args: argparse.Namespace) -> int:
-    from tui.demo import DEMO_SESSION_IDS, create_demo, existing_demo_sessions
+    from tui.cli.demo import DEMO_SESSION_IDS, create_demo, existing_demo_sessions
 
     if args.reset and not args.yes and (existing := await existing_demo_sessions(rt)):
         question = (
@@ -763,7 +667,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         config = _configure(args)
         if command == "tui":
-            from tui.app import run_app  # Textual loads only when the app is wanted
+            from tui.app.app import run_app  # Textual loads only when the app is wanted
 
             return run_app(config)
         if command == "acp":  # speaks JSON-RPC on stdout: never the Rich output path
@@ -772,23 +676,23 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_acp(config, log_file=args.log)
         return asyncio.run(_run(config, args))
     except ConfigError as err:
-        return _fail(single_line(str(err)))
+        return _fail(describe_error(err))
     except CliError as err:
         return _fail(str(err))
     except SessionNameError as err:
-        code = _fail(single_line(str(err)))
+        code = _fail(describe_error(err))
         for header, title in err.matches:  # one per line, escaped, as `dsh sessions` shows them
             label = single_line(title, 60) if title is not None else "(no title)"
             print(f"  {single_line(header.id)}  {label}", file=sys.stderr)
         return code
     except SessionNotFoundError as err:
-        return _fail(single_line(str(err)))
+        return _fail(describe_error(err))
     except StoreError as err:
-        return _fail(single_line(str(err)))
+        return _fail(describe_error(err))
     except SessionReferenceError as err:
         return _fail(_reference_error_line(err))
     except DshError as err:
-        return _fail(single_line(str(err)))
+        return _fail(describe_error(err))
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:

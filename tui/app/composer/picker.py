@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from rich.cells import cell_len
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
@@ -22,6 +21,7 @@ from textual.widgets.option_list import Option
 import core.log
 from core.display import relative_age, single_line
 from core.references import SessionReferenceCandidate
+from tui.shared.cells import cell_len, cut_cells
 
 __all__ = [
     "LOOKUP_FAILED_HINT",
@@ -51,20 +51,6 @@ _AGE_W = 8
 ROW_WIDTH = _LABEL_W + _ID_W + _CWD_W + _AGE_W + 6
 
 
-def _fit(text: str, width: int, *, keep_end: bool) -> str:
-    """The longest end (or start) of ``text`` that takes at most ``width`` terminal cells."""
-    chars = reversed(text) if keep_end else iter(text)
-    kept: list[str] = []
-    used = 0
-    for char in chars:
-        size = cell_len(char)
-        if used + size > width:
-            break
-        kept.append(char)
-        used += size
-    return "".join(reversed(kept)) if keep_end else "".join(kept)
-
-
 def _cell(text: str, width: int, *, keep_end: bool = False) -> str:
     """``text`` (already safe) cut to ``width`` cells with an ellipsis and padded to it.
 
@@ -72,11 +58,7 @@ def _cell(text: str, width: int, *, keep_end: bool = False) -> str:
     """
     if width <= 0:
         return ""
-    if cell_len(text) > width:
-        part = _fit(text, width - 1, keep_end=keep_end)
-        text = "…" + part if keep_end else part + "…"
-        # A cut can orphan an emoji's ZWJ or selector: the one rule decides again.
-        text = single_line(text)
+    text = cut_cells(text, width, keep_end=keep_end)
     return text + " " * max(0, width - cell_len(text))
 
 

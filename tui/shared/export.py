@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from core.cards import card_summary, card_title
 from core.display import escape_control, single_line
 from core.log import Event, SessionHeader, message_text
-from tui.render import classify_surface
+from tui.shared.items import classify_surface
 
 __all__ = ["export_markdown"]
 

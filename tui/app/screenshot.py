@@ -12,7 +12,7 @@ from pathlib import Path
 
 import platformdirs
 
-from tui.uistate import write_text_atomically
+from tui.app.uistate import write_text_atomically
 
 __all__ = ["save_screenshot_file", "screenshot_directory"]
 

@@ -12,7 +12,7 @@ from textual.content import Content
 from core.display import single_line
 
 if TYPE_CHECKING:
-    from tui.app import DshApp
+    from tui.app.app import DshApp
 
 __all__ = ["SessionCommands"]
 

@@ -2,7 +2,7 @@
 
 Typing ``@`` at the start of a line or after whitespace opens a :class:`MentionPicker` of
 sessions to reference; picking one inserts the mention ``@[label](dsh-session:…)`` as one
-*chip* drawn ``@label`` (the URI hidden, see :mod:`tui.chips`): the cursor never stops inside
+*chip* drawn ``@label`` (the URI hidden, see :mod:`tui.app.composer.chips`): the cursor never stops inside
 it, an edit takes it whole, and :attr:`Composer.draft` (what is sent, saved and copied) has
 the full mention. A pasted mention becomes a chip; one typed key by key stays styled text.
 
@@ -45,8 +45,8 @@ from core.references import (
     find_session_reference_spans,
     labels,
 )
-from tui.chips import ChipSpan, ChipTable, snap, widen
-from tui.picker import MentionPicker
+from tui.app.composer.chips import ChipSpan, ChipTable, snap, widen
+from tui.app.composer.picker import MentionPicker
 
 __all__ = ["MAX_LABEL_CHARS", "CandidateSource", "Composer", "safe_mention"]
 

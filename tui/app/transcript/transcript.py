@@ -35,8 +35,9 @@ from core.errors import DshError
 from core.jsoncodec import thaw_json
 from core.log import ASSISTANT_MESSAGE, Event, message_text
 from core.query import SurfaceWindow
-from tui.cards import CheckpointCard, CollapsedItem, ReferenceCard
-from tui.render import LiteralMarkdown, TranscriptItem, classify_surface, highlight_mentions
+from tui.app.transcript.cards import CheckpointCard, CollapsedItem, ReferenceCard
+from tui.shared.items import TranscriptItem, classify_surface
+from tui.shared.render import LiteralMarkdown, highlight_mentions
 
 __all__ = [
     "EMPTY_STATE_TEXT",

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from core.log import Event, message_text
 from core.references import SessionReferenceInput, format_session_reference_mention
-from tui.render import classify_surface
+from tui.shared.items import classify_surface
 
 __all__ = ["rebuild_draft", "sent_messages"]
 

@@ -52,64 +52,39 @@ from core.references import (
     SessionReferenceError,
     find_session_reference_spans,
 )
-from tui.cards import Foldable
-from tui.commands import SessionCommands
-from tui.composer import Composer
-from tui.drafts import DraftKeeper, drafts_path
-from tui.export import export_markdown
-from tui.faults import FAULTS, FaultGuard, fault_message
-from tui.files import write_new_file
-from tui.follow import StoreFollower
-from tui.help import HelpScreen
-from tui.modals import ConfirmScreen, RenameScreen, compact_question, delete_question
-from tui.runtime import Runtime, offline_delay_from_env, open_runtime
-from tui.screenshot import save_screenshot_file, screenshot_directory
-from tui.sent_history import sent_messages
-from tui.sidebar import Sidebar
-from tui.signals import (
+from tui.app.commands import SessionCommands
+from tui.app.composer.composer import Composer
+from tui.app.drafts import DraftKeeper, drafts_path
+from tui.app.faults import FAULTS, FaultGuard
+from tui.app.follow import StoreFollower
+from tui.app.screens.help import HelpScreen
+from tui.app.screens.modals import ConfirmScreen, RenameScreen, compact_question, delete_question
+from tui.app.screenshot import save_screenshot_file, screenshot_directory
+from tui.app.sent_history import sent_messages
+from tui.app.sidebar.sidebar import Sidebar
+from tui.app.statusbar import NoticeBar, StatusLine, TitleBar
+from tui.app.transcript.cards import Foldable
+from tui.app.transcript.transcript import TRANSCRIPT_CSS_PATH, Transcript, last_assistant_text
+from tui.app.uistate import UiState, default_state_path, load_ui_state, save_ui_state
+from tui.shared.errors import describe_error, fault_message, sentence
+from tui.shared.export import export_markdown
+from tui.shared.files import write_new_file
+from tui.shared.runtime import Runtime, offline_delay_from_env, open_runtime
+from tui.shared.signals import (
     detach_from_terminal,
     install_stop_handler,
     stop_status,
     terminal_fds,
     terminal_gone,
 )
-from tui.statusbar import NoticeBar, StatusLine, TitleBar
-from tui.transcript import TRANSCRIPT_CSS_PATH, Transcript, last_assistant_text
-from tui.uistate import UiState, default_state_path, load_ui_state, save_ui_state
 
-__all__ = ["DshApp", "reference_error_message", "run_app"]
+__all__ = ["DshApp", "run_app"]
 
 HISTORY_EVENTS = 2000
 """How many surface events before the newest page are read for Up/Down history."""
 
 STOP_GRACE_SECONDS = 10.0
 """After SIGTERM/SIGHUP, how long a reply in flight gets to store what it received."""
-
-
-def reference_error_message(
-    err: SessionReferenceError, label_of: Callable[[str], str], max_references: int = 3
-) -> str:
-    """The problem in plain words, one per error code (the code itself is shown dimmed)."""
-    code = err.code.removeprefix("SESSION_REFERENCE_")
-    who = single_line(label_of(err.session_id), 60) if err.session_id is not None else "a session"
-    if code == "SELF_REFERENCE":
-        return "You mentioned this session itself. A message can only reference other sessions."
-    if code == "TOO_MANY":
-        return (
-            f"Too many references: one message can reference at most {max_references} "
-            "sessions. Remove one and send again."
-        )
-    if code == "READ_FAILED":
-        return f"Could not read the referenced session “{who}”. It may have been deleted; pick it again with @."
-    if code == "BUDGET_EXCEEDED":
-        return (
-            f"The referenced session “{who}” is too large for the snapshot budget, even shortened."
-        )
-    if code == "INVALID_REFERENCE":
-        return "The draft has a malformed session mention. Delete it and pick the session again with @."
-    if code == "CANCELLED":
-        return "Preparation cancelled. Your draft is back in the composer."
-    return "The referenced sessions could not be prepared."
 
 
 class ChatScreen(Screen[None]):
@@ -260,7 +235,7 @@ class DshApp(App[int]):
                     open_runtime(self._config, offline_delay=self._offline_delay)
                 )
             except (StoreError, DshError, OSError) as err:
-                self.startup_error = single_line(str(err))
+                self.startup_error = describe_error(err)
                 self.exit(1)
                 return
         composer = self.composer
@@ -304,7 +279,7 @@ class DshApp(App[int]):
                 await asyncio.to_thread(save_ui_state, path, state)
             except OSError as err:
                 self.notify(
-                    f"Could not keep the theme for next time: {single_line(str(err), 200)}",
+                    sentence(f"Could not keep the theme for next time: {describe_error(err)}"),
                     severity="warning",
                 )
 
@@ -438,7 +413,7 @@ class DshApp(App[int]):
 
     def faults(self, doing: str) -> FaultGuard:
         """``with self.faults("rename the session"):`` around store calls: an ordinary
-        fault (tui.faults) ends the block with a notice instead of crashing the app."""
+        fault (tui.app.faults) ends the block with a notice instead of crashing the app."""
         return FaultGuard(self.report_fault, doing)
 
     def report_fault(self, err: BaseException, doing: str) -> None:
@@ -682,10 +657,8 @@ class DshApp(App[int]):
         except SessionReferenceError as err:
             self._restore_draft(draft)
             self.notice.show_notice(
-                reference_error_message(
-                    err,
-                    lambda sid: labels.get(sid) or self._label_of(sid),
-                    self._config.references.max_references,
+                sentence(
+                    describe_error(err, name_of=lambda sid: labels.get(sid) or self._label_of(sid))
                 ),
                 err.code,
             )
@@ -772,15 +745,11 @@ class DshApp(App[int]):
     def _reply_not_stored(self, err: BaseException) -> str:
         """What a store failure during a reply left, and how to go on (one line)."""
         if not self._unanswered:
-            return f"Could not save the reply: {single_line(str(err), 200)}"
-        if isinstance(err, DiskFullError):
-            return (
-                "Your message is saved; the reply could not be stored: the disk is full. "
-                "Free some space, then press Ctrl+R to answer it."
-            )
+            return sentence(f"Could not save the reply: {describe_error(err)}")
+        then = "Free some space, then press" if isinstance(err, DiskFullError) else "Press"
         return (
-            "Your message is saved; the reply could not be stored: "
-            f"{single_line(str(err), 200)}. Press Ctrl+R to answer it."
+            f"Your message is saved; the reply could not be stored: {describe_error(err)}. "
+            f"{then} Ctrl+R to answer it."
         )
 
     def _set_unanswered(self, value: bool) -> None:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import platformdirs
 
-from tui.files import write_atomically
+from tui.shared.files import write_atomically
 
 __all__ = ["DraftKeeper", "drafts_path", "load_drafts", "save_drafts"]
 

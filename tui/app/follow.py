@@ -17,7 +17,7 @@ from core.log import Event
 from core.query import SurfaceWindow
 
 if TYPE_CHECKING:
-    from tui.app import DshApp
+    from tui.app.app import DshApp
 
 __all__ = ["FOLLOW_INTERVAL_SECONDS", "StoreFollower", "appended_tail"]
 

@@ -25,7 +25,7 @@ from core.log import (
 )
 from core.providers.offline import OfflineProvider
 from core.references import SessionReferenceInput, format_session_reference_mention
-from tui.runtime import Runtime
+from tui.shared.runtime import Runtime
 
 __all__ = ["DEMO_SESSION_IDS", "create_demo", "existing_demo_sessions"]
 

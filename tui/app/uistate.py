@@ -15,7 +15,7 @@ from pathlib import Path
 
 import platformdirs
 
-from tui.files import write_atomically
+from tui.shared.files import write_atomically
 
 __all__ = [
     "UiState",
@@ -55,7 +55,7 @@ def save_ui_state(path: Path, state: UiState) -> None:
 
 
 def write_text_atomically(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` whole or not at all (``tui.files``), creating the folder
+    """Write ``text`` to ``path`` whole or not at all (``tui.shared.files``), creating the folder
     if needed: readers see the old file or the whole new one, never a part."""
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomically(path, text)

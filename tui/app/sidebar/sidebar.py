@@ -21,7 +21,7 @@ from textual.widgets import Input, Static
 from core.display import relative_age, single_line
 from core.log import SessionHeader, now_ms
 from core.query import SessionTitle
-from tui.sessionlist import SessionList
+from tui.app.sidebar.sessionlist import SessionList
 
 __all__ = ["NEW_SESSION_LABEL", "SessionEntry", "Sidebar", "by_last_activity"]
 

@@ -7,7 +7,6 @@ nothing stored is ever parsed as markup.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, ClassVar
 
@@ -25,26 +24,20 @@ from rich.markdown import Heading, Markdown, MarkdownElement
 from rich.segment import Segment
 from rich.text import Text
 
-from core.cards import ReferenceCard, card_summary, card_title, parse_reference_card
+from core.cards import ReferenceCard, card_summary, card_title
 from core.display import escape_control, single_line
 from core.log import (
-    ASSISTANT_MESSAGE,
-    STEERING_MESSAGE,
-    TOOL_RESULT,
-    USER_MESSAGE,
     Event,
-    is_compact_checkpoint_source,
     message_text,
 )
+from tui.shared.items import TranscriptItem, classify_surface
 
 __all__ = [
     "MARKDOWN_MAX_CHARS",
     "UNWRAPPED_WIDTH",
     "Indented",
     "LiteralMarkdown",
-    "TranscriptItem",
     "WrappedText",
-    "classify_surface",
     "highlight_mentions",
     "plain_lines",
     "render_card",
@@ -205,47 +198,6 @@ def _wrap_lines(text: Text, console: Console, width: int) -> Iterator[Text | str
             yield source
         else:
             yield from Text(source).wrap(console, width)
-
-
-@dataclass(frozen=True, slots=True)
-class TranscriptItem:
-    """One surface event, classified for display."""
-
-    kind: str  # user, assistant, card, checkpoint, steering, tool, context, unknown
-    event: Event
-    card: ReferenceCard | None = None
-    labels: tuple[str, ...] = ()  # mention labels to highlight in a user message
-
-
-def classify_surface(events: Sequence[Event]) -> list[TranscriptItem]:
-    items: list[TranscriptItem] = []
-    labels: tuple[str, ...] = ()
-    for event in events:
-        data = event.data
-        if event.type == USER_MESSAGE:
-            source = data.get("source")
-            kind = source.get("kind") if isinstance(source, Mapping) else None
-            card = parse_reference_card(data)
-            if card is not None:
-                items.append(TranscriptItem("card", event, card))
-                labels = tuple(s.label for s in card.sources)
-                continue
-            if is_compact_checkpoint_source(source):
-                items.append(TranscriptItem("checkpoint", event))
-            elif kind == "user":
-                items.append(TranscriptItem("user", event, labels=labels))
-            else:
-                items.append(TranscriptItem("context", event))
-        elif event.type == ASSISTANT_MESSAGE:
-            items.append(TranscriptItem("assistant", event))
-        elif event.type == STEERING_MESSAGE:
-            items.append(TranscriptItem("steering", event))
-        elif event.type == TOOL_RESULT:
-            items.append(TranscriptItem("tool", event))
-        else:
-            items.append(TranscriptItem("unknown", event))
-        labels = ()
-    return items
 
 
 def highlight_mentions(text: str, labels: Sequence[str], style: str = "bold cyan") -> Text:

@@ -1,0 +1,10 @@
+"""The Textual app: the only room of ``tui`` that imports Textual.
+
+``app.py`` holds the app and its ``app.tcss``; ``screens/`` the modal screens; ``composer/``,
+``transcript/`` and ``sidebar/`` the widgets of each part of the window; the plain modules
+beside them (drafts, follow, uistate, …) hold the app's Textual-free logic.
+"""
+
+from tui.app.app import DshApp, run_app
+
+__all__ = ["DshApp", "run_app"]

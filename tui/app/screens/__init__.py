@@ -1,0 +1,1 @@
+"""Modal screens: the rename and confirm questions, and the help screen."""

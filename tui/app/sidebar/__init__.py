@@ -1,0 +1,1 @@
+"""The sidebar: the session list (drawn row by row) and its filter."""

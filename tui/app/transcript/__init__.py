@@ -1,0 +1,1 @@
+"""The transcript: messages, replies, reference and checkpoint cards, read a page at a time."""

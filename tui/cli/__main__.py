@@ -1,0 +1,7 @@
+"""``python -m tui.cli``: the same as the ``dsh`` console script."""
+
+import sys
+
+from tui.cli.commands import main
+
+sys.exit(main())

@@ -1,0 +1,89 @@
+"""What ``dsh sessions`` and ``dsh show`` draw, with Rich: loaded only by those commands, so
+the rest of the CLI (and ``dsh acp``, which starts through it) never imports Rich."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+from rich.console import Console
+from rich.text import Text
+
+from core.display import single_line
+from core.log import Event, SessionHeader
+from tui.shared.cells import cell_len, cut_cells
+from tui.shared.render import UNWRAPPED_WIDTH, plain_lines, render_transcript
+
+__all__ = ["console", "print_session_table", "print_transcript", "session_table"]
+
+
+def console(stream: TextIO) -> Console:
+    """A console that prints text as it is: no markup, highlighting or emoji codes."""
+    return Console(file=stream, highlight=False, markup=False, emoji=False, soft_wrap=False)
+
+
+def session_table(
+    head: Sequence[str], rows: Sequence[Sequence[str]], width: int | None
+) -> list[Text]:
+    """The rows of ``dsh sessions`` (already escaped) in aligned columns, one line each. An
+    id (first column) is never cut or folded; within ``width`` the title (second) and then
+    the cwd (third) are cut with an ellipsis instead."""
+    widths = [max(cell_len(row[i]) for row in [head, *rows]) for i in range(len(head))]
+    gap = 2
+    if width is not None and sum(widths) + gap * (len(widths) - 1) > width:
+        spare = width - gap * (len(widths) - 1) - widths[0] - widths[3]
+        cwd = min(widths[2], max(12, spare - widths[1]), max(spare // 2, 12))
+        widths[1] = max(min(widths[1], spare - cwd), 8)
+        widths[2] = max(min(widths[2], spare - widths[1]), 8)
+    lines: list[Text] = []
+    for index, row in enumerate([head, *rows]):
+        cells = [
+            row[0],
+            cut_cells(row[1], widths[1]),
+            cut_cells(row[2], widths[2], keep_end=True),
+            row[3],
+        ]
+        line = Text(style="bold" if index == 0 else "")
+        for column, cell in enumerate(cells):
+            last = column == len(cells) - 1
+            pad = "" if last else " " * (widths[column] - cell_len(cell) + gap)
+            style = "dim" if column >= 2 and index else ""
+            line.append(cell, style=style)
+            line.append(pad)
+        line.rstrip()
+        lines.append(line)
+    return lines
+
+
+def print_session_table(head: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+    """The table on standard output: fitted to a terminal; a pipe gets every row whole."""
+    out = console(sys.stdout)
+    width = out.width if sys.stdout.isatty() else None
+    for line in session_table(head, rows, width):
+        out.print(line, soft_wrap=True)  # never folded: a long row runs on
+
+
+def print_transcript(
+    header: SessionHeader, title: str | None, events: Sequence[Event], *, expand: bool
+) -> None:
+    """A session's surface on standard output: wrapped to a terminal with indented
+    continuation lines; into a pipe or a file nothing wrapped and no trailing spaces."""
+    out = console(sys.stdout)
+    head = Text(single_line(title if title else header.id), style="bold")
+    head.append(f"  ({single_line(header.id)}", style="dim")
+    head.append(
+        f" · {single_line(header.cwd)})" if header.cwd is not None else " · no cwd)", style="dim"
+    )
+    renderables: list[Any] = [head, Text("")]
+    if not events:
+        renderables.append(Text("(no messages yet)", style="dim"))
+    if sys.stdout.isatty():
+        renderables += render_transcript(events, expand_cards=expand)
+        for renderable in renderables:
+            out.print(renderable)
+        return
+    renderables += render_transcript(events, expand_cards=expand, wrap=False)
+    for renderable in renderables:
+        for line in plain_lines(out, renderable, UNWRAPPED_WIDTH):
+            sys.stdout.write(line + "\n")

@@ -1,0 +1,40 @@
+"""Text measured in terminal cells, not code points: a CJK character or an emoji takes two.
+
+Used wherever a column must fit (the ``@`` picker's rows, ``dsh sessions``' table). The text
+given is already safe (``core.display``); a cut re-applies the one rule, since it can orphan
+an emoji's zero-width joiner or variation selector.
+"""
+
+from __future__ import annotations
+
+from rich.cells import cell_len
+
+from core.display import single_line
+
+__all__ = ["cell_len", "cut_cells", "take_cells"]
+
+
+def take_cells(text: str, width: int, *, keep_end: bool = False) -> str:
+    """The longest start (or end, with ``keep_end``) of ``text`` within ``width`` cells."""
+    chars = reversed(text) if keep_end else iter(text)
+    kept: list[str] = []
+    used = 0
+    for char in chars:
+        size = cell_len(char)
+        if used + size > width:
+            break
+        kept.append(char)
+        used += size
+    return "".join(reversed(kept)) if keep_end else "".join(kept)
+
+
+def cut_cells(text: str, width: int, *, keep_end: bool = False) -> str:
+    """``text`` within ``width`` cells, cut with an ellipsis when it does not fit: at its end,
+    or at its start with ``keep_end`` (a path's last parts say most)."""
+    if cell_len(text) <= width:
+        return text
+    if width <= 1:
+        return "…"[: max(width, 0)]
+    if keep_end:
+        return single_line("…" + take_cells(text, width - 1, keep_end=True).lstrip())
+    return single_line(take_cells(text, width - 1).rstrip() + "…")
