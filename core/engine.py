@@ -717,8 +717,12 @@ class ChatSession:
         as a start and an error end, also in one batch. When the session changed meanwhile
         (another compaction, in this process or another), the batch no longer fits the
         surface; nothing is written and ``CompactionError`` says so.
+
+        It holds the session's reply lease throughout, like a reply: a compaction and a reply
+        (or two compactions) never run at once, in this process or another
+        (``SessionBusyError`` before anything is read or written).
         """
-        async with self._busy:
+        async with self._busy, self.reply_lease():
             snapshot = await self.query.read_surface(self.session_id)
             surface = snapshot.events
             if not surface:

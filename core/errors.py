@@ -49,9 +49,9 @@ class DiskFullError(StoreError):
 
 class SessionBusyError(DshError):
     """Another writer (usually another process) holds the session's reply lease: one reply
-    at a time per session, so this one was refused before anything was stored."""
+    or compaction at a time per session, so this one was refused before anything was stored."""
 
-    MESSAGE = "the session is busy: a reply is being written by another process"
+    MESSAGE = "the session is busy: another process is writing a reply or compacting it"
 
     def __init__(self, session_id: str) -> None:
         super().__init__(self.MESSAGE)

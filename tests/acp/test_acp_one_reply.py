@@ -23,8 +23,9 @@ async def test_a_prompt_on_a_session_busy_elsewhere_is_refused(tmp_path: Path, d
             with pytest.raises(RequestError) as caught:
                 await agent.conn.prompt(session_id=sid, prompt=[text_block("hello")])
             assert caught.value.code == -32001
-            assert "the session is busy: a reply is being written by another process" in str(
-                caught.value
+            assert (
+                "the session is busy: another process is writing a reply or compacting it"
+                in str(caught.value)
             )
             assert await read_log(db, sid) == []
             await elsewhere.release_reply_lease(sid, "another process")

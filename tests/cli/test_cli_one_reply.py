@@ -25,7 +25,7 @@ from tests.providers.fake_openai import (
 
 pytestmark = pytest.mark.timeout(90)
 
-BUSY = "dsh: error: the session is busy: a reply is being written by another process\n"
+BUSY = "dsh: error: the session is busy: another process is writing a reply or compacting it\n"
 
 
 def _held_reply(release: asyncio.Event) -> Iterator[BodyPart]:

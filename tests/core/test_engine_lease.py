@@ -3,12 +3,15 @@ window, another process) is refused before it stores anything, and turns stay un
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Sequence
+
 import pytest
 
 from core.engine import ChatSession
 from core.errors import SessionBusyError
 from core.log import SessionHeader
-from core.providers.base import Finish, TextDelta
+from core.providers.base import Finish, ProviderMessage, TextDelta
 from core.references import SessionReferenceService
 from stores import MemorySessionStore, SessionQuery
 from tests.core.test_engine import ScriptedProvider
@@ -39,7 +42,10 @@ async def test_a_second_writer_is_refused_while_a_reply_streams() -> None:
     with pytest.raises(SessionBusyError) as caught:
         async for _ in second.send("second question"):
             pass
-    assert str(caught.value) == "the session is busy: a reply is being written by another process"
+    assert (
+        str(caught.value)
+        == "the session is busy: another process is writing a reply or compacting it"
+    )
     with pytest.raises(SessionBusyError):
         async for _ in second.reply():
             pass
@@ -119,3 +125,60 @@ def test_lease_owners_name_their_process_and_a_killed_one_is_dead() -> None:
     assert not lease_owner_is_dead(f"another-host-{host}:{child.pid}:x")  # cannot tell: alive
     for odd in ("", "x", f"{host}:²:x", f"{host}:-1:x", f"{host}:0:x", "a:b"):
         assert not lease_owner_is_dead(odd)
+
+
+class _SlowSummary(ScriptedProvider):
+    """Summarises only once ``release`` is set (``asked`` says it has started)."""
+
+    def __init__(self) -> None:
+        super().__init__([TextDelta("answer"), Finish("stop")])
+        self.asked = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def summarize(self, messages: Sequence[ProviderMessage]) -> str:
+        self.asked.set()
+        await self.release.wait()
+        return "the slow summary"
+
+
+async def test_a_compaction_holds_the_lease_against_replies_and_other_compactions() -> None:
+    store = MemorySessionStore()
+    header = await store.create_session("s")
+    slow = _SlowSummary()
+    compacting = _chat(store, header, slow)
+    other = _chat(store, header, ScriptedProvider([TextDelta("hi"), Finish("stop")]))
+    async for _ in other.send("a question"):
+        pass
+    before = await store.read_events("s")
+
+    task = asyncio.create_task(compacting.compact())
+    await asyncio.wait_for(slow.asked.wait(), 5)
+    with pytest.raises(SessionBusyError):
+        async for _ in other.send("sent during the compaction"):
+            pass
+    with pytest.raises(SessionBusyError):
+        await other.compact()
+    assert await store.read_events("s") == before  # nothing stored by the refused writers
+
+    slow.release.set()
+    result = await asyncio.wait_for(task, 5)
+    assert result.summary == "the slow summary"
+    async for _ in other.send("after it"):  # the lease was given back
+        pass
+
+
+async def test_a_compaction_is_refused_while_a_reply_streams() -> None:
+    store = MemorySessionStore()
+    header = await store.create_session("s")
+    hanging = ScriptedProvider([TextDelta("one"), TextDelta(" two"), Finish("stop")], hang_after=1)
+    replying = _chat(store, header, hanging)
+    other = _chat(store, header, ScriptedProvider([], summary="never used"))
+    updates = replying.send("first question")
+    await anext(updates)
+    await anext(updates)  # streaming, hanging after the first delta
+    before = await store.read_events("s")
+    with pytest.raises(SessionBusyError):
+        await other.compact()
+    assert await store.read_events("s") == before
+    await updates.aclose()
+    await other.compact()  # once the reply is over
