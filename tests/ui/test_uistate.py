@@ -37,7 +37,7 @@ def test_screenshot_never_overwrites_and_falls_back(tmp_path: Path) -> None:
     downloads = tmp_path / "Downloads"
     first = save_screenshot_file("<svg/>", "shot.svg", [downloads])
     second = save_screenshot_file("<svg>2</svg>", "shot.svg", [downloads])
-    assert first == downloads / "shot.svg" and second == downloads / "shot-2.svg"
+    assert first == downloads / "shot.svg" and second == downloads / "shot (2).svg"
     assert first.read_text(encoding="utf-8") == "<svg/>"
     blocker = tmp_path / "file"
     blocker.write_text("", encoding="utf-8")

@@ -2,17 +2,17 @@
 
 Textual's own delivery saves into ``~/Downloads`` and fails, saying nothing of why, when that
 folder does not exist. dsh creates the folder, falls back to the working directory when it
-cannot, never overwrites a file, and lets the caller name the file or the reason it failed.
+cannot, never overwrites a file (the same naming as exports: ``name (2).svg``), and lets the caller name the file or the reason it failed.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
+from pathlib import Path, PurePath
 
 import platformdirs
 
-from tui.app.uistate import write_text_atomically
+from tui.shared.files import write_new_file
 
 __all__ = ["save_screenshot_file", "screenshot_directory"]
 
@@ -20,16 +20,6 @@ __all__ = ["save_screenshot_file", "screenshot_directory"]
 def screenshot_directory() -> Path:
     """The user's downloads folder (it may not exist yet)."""
     return Path(platformdirs.user_downloads_dir())
-
-
-def _free_name(directory: Path, name: str) -> Path:
-    path = directory / name
-    stem, suffix = path.stem, path.suffix
-    number = 1
-    while path.exists():
-        number += 1
-        path = directory / f"{stem}-{number}{suffix}"
-    return path
 
 
 def save_screenshot_file(svg: str, name: str, directories: Sequence[Path]) -> Path:
@@ -40,8 +30,7 @@ def save_screenshot_file(svg: str, name: str, directories: Sequence[Path]) -> Pa
     for directory in directories:
         try:
             directory.mkdir(parents=True, exist_ok=True)
-            path = _free_name(directory, name)
-            write_text_atomically(path, svg)
+            path = write_new_file(directory, PurePath(name).stem, PurePath(name).suffix, svg)
         except OSError as err:
             first_error = first_error or err
             continue
