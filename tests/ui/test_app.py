@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from textual.pilot import Pilot
 
+from core.display import relative_age
 from core.log import (
     ASSISTANT_MESSAGE,
     STEERING_MESSAGE,
@@ -791,3 +792,29 @@ async def test_earlier_page_of_a_deleted_session_gives_a_notice(runtime: Runtime
         assert transcript.mounted_count == PAGE_SIZE  # what was shown stays
         assert transcript.load_earlier_button.display
         await wait_for(pilot, lambda: "doomed" not in app.sidebar.visible_ids)
+
+
+async def test_picker_ages_are_last_activity_like_the_session_list(
+    store: SqliteSessionStore, runtime: Runtime
+) -> None:
+    """A session created a week ago but used two hours ago is "1h ago" in the @ picker too
+    (before, the picker showed its creation age while the list showed its last activity)."""
+    await store.append_batch(
+        "search-tuning", exchange("and now?", "Better.", 2, FIXED_NOW - 60 * MINUTE)
+    )
+    await store.append_batch(
+        "scratch", exchange("and Monday?", "Noted.", 2, FIXED_NOW - 120 * MINUTE)
+    )
+    app = make_app(runtime)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        assert app.current_id == "search-tuning"  # the session used last
+        await pilot.press("@")
+        picker = app.composer.picker
+        await wait_for(pilot, lambda: len(picker.row_texts) > 2)
+        rows = dict(zip((c.session_id for c in picker.candidates), picker.row_texts, strict=True))
+        assert rows["scratch"].endswith("1h ago"), rows  # its reply came 1h59m55s ago
+        for session_id, row in rows.items():
+            entry = app.sidebar.entry(session_id)
+            assert entry is not None
+            assert row.endswith(relative_age(entry.active_at, FIXED_NOW)), (session_id, row)

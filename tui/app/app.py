@@ -240,6 +240,7 @@ class DshApp(App[int]):
                 return
         composer = self.composer
         composer.candidate_source = self._candidates
+        composer.picker.last_active_of = self._last_active_of
         composer.focus()
         self._drafts = DraftKeeper(drafts_path(self._config.database))
         await self._drafts.load()
@@ -462,6 +463,11 @@ class DshApp(App[int]):
             last_active = await self.runtime.query.read_last_event_times()
             self.sidebar.set_sessions(headers, titles, self.current_id, last_active)
             self._update_title()
+
+    def _last_active_of(self, session_id: str) -> int | None:
+        """When a session was last active, as the session list knows it (the picker's ages)."""
+        entry = self.sidebar.entry(session_id)
+        return entry.last_active if entry is not None else None
 
     def _label_of(self, session_id: str) -> str:
         entry = self.sidebar.entry(session_id)

@@ -78,11 +78,21 @@ def column_widths(row_width: int) -> tuple[int, int, int, int]:
     return widths["label"], widths["id"], widths["cwd"], _AGE_W
 
 
+def _unknown_activity(session_id: str) -> int | None:
+    return None
+
+
 def format_candidate_row(
-    candidate: SessionReferenceCandidate, now: int, row_width: int = ROW_WIDTH
+    candidate: SessionReferenceCandidate,
+    now: int,
+    row_width: int = ROW_WIDTH,
+    last_active: int | None = None,
 ) -> Text:
     """One picker row: label, the id when it differs from the label, cwd, age; every column
-    is cut and padded in terminal cells so rows line up whatever their characters."""
+    is cut and padded in terminal cells so rows line up whatever their characters.
+
+    The age is that of the session's last activity (``last_active``, its last event), as in
+    the session list, or of its creation when it has no event yet."""
     label_w, id_w, cwd_w, age_w = column_widths(row_width)
     label = _cell(single_line(candidate.label), label_w)
     shown_id = "" if candidate.session_id == candidate.label else single_line(candidate.session_id)
@@ -96,7 +106,8 @@ def format_candidate_row(
         _cell(cwd, cwd_w, keep_end=True), style="dim italic" if candidate.cwd is None else "dim"
     )
     row.append("  ")
-    row.append(relative_age(candidate.created_at, now).rjust(age_w), style="dim")
+    active_at = candidate.created_at if last_active is None else last_active
+    row.append(relative_age(active_at, now).rjust(age_w), style="dim")
     return row
 
 
@@ -182,6 +193,8 @@ class MentionPicker(Vertical, can_focus=False):
         super().__init__(id=id, classes=classes)
         self.owner = owner
         self.now_ms: Callable[[], int] = now_ms if now_ms is not None else _wall_clock_ms
+        self.last_active_of: Callable[[str], int | None] = _unknown_activity
+        """When a session was last active (its last event), for the rows' ages."""
         self._candidates: tuple[SessionReferenceCandidate, ...] = ()
         self._header = Static(Text(""), id="picker-header", markup=False)
         self._rows = _PickerList(id="picker-rows")
@@ -290,7 +303,12 @@ class MentionPicker(Vertical, can_focus=False):
     def _set_rows(self) -> None:
         now, width = self.now_ms(), self._row_width
         self._rows.set_options(
-            Option(format_candidate_row(candidate, now, width)) for candidate in self._candidates
+            Option(
+                format_candidate_row(
+                    candidate, now, width, self.last_active_of(candidate.session_id)
+                )
+            )
+            for candidate in self._candidates
         )
 
     def show_limit_refusal(self, max_references: int) -> None:
