@@ -1,5 +1,6 @@
-"""``dsh send`` stopped by SIGTERM or SIGHUP mid-reply: the partial reply is stored as
-interrupted and the process exits 128 + the signal number (a real process against the
+"""``dsh send`` stopped by SIGINT (Ctrl+C), SIGTERM or SIGHUP mid-reply: the user's message
+and the partial reply are stored (the reply as interrupted), the session stays usable, and the
+process exits 128 + the signal number (a real process against the
 local fake OpenAI-compatible server, which stalls after two chunks)."""
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from tests.providers.fake_openai import (
 pytestmark = pytest.mark.timeout(90)
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
 async def test_a_stop_signal_mid_reply_stores_the_partial_reply_as_interrupted(
     tmp_path: Path, fake_openai: FakeOpenAIServer, signum: signal.Signals
 ) -> None:
@@ -52,7 +53,9 @@ async def test_a_stop_signal_mid_reply_stores_the_partial_reply_as_interrupted(
     proc.send_signal(signum)
     _, err = await asyncio.wait_for(proc.communicate(), 30)
     assert proc.returncode == 128 + signum, err
-    assert b"Traceback" not in err and b"partial reply is kept" in err
+    assert b"Traceback" not in err
+    if signum != signal.SIGINT:  # Ctrl+C is seen on the terminal; the others are said
+        assert b"partial reply is kept" in err
 
     code, out, err_text = await run_dsh(env, "show", session, "--json")
     assert code == 0, err_text
@@ -62,6 +65,10 @@ async def test_a_stop_signal_mid_reply_stores_the_partial_reply_as_interrupted(
     assert reply["data"]["finish"] == "interrupted" and reply["data"]["interrupted"] is True
     assert reply["data"]["message"]["content"][-1]["text"] == "partial answer"
     assert [e["data"]["status"] for e in log if e["type"] == "turn/end"] == ["interrupted"]
+
+    fake_openai.sse([chunk_json("fine", finish="stop")])  # the session stays usable
+    code, out, _ = await run_dsh(env, "send", session, "again")
+    assert code == 0 and out == "fine\n"
 
 
 def _controlling_terminal() -> None:  # in the child, before exec: a session of its own
