@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import html
+import itertools
+import re
 
 import pytest
 from rich.cells import cell_len
@@ -253,3 +256,32 @@ async def test_text_after_a_picked_mention_keeps_its_space_when_sent(runtime: Ru
         await pilot.press("enter")
         await send_idle(app, pilot)
         assert "is @Kubernetes upgrade trying" in screen_text(app)
+        # The SVG (snapshots, "Save screenshot") holds the space too, each span starting
+        # where the one before it ends. Viewers that ignore SVG ``textLength`` (librsvg)
+        # draw a bold span wider than its cells, so it can cover the next space: that, not
+        # dsh, is how "@hostiletrying" was seen (and "billing differstoggle" in rsvg).
+        lines = svg_lines(app.export_screenshot())
+        sent = [spans for spans in lines if "trying" in "".join(t for _, _, t in spans)]
+        assert any(
+            "is @Kubernetes upgrade trying" in "".join(t for _, _, t in spans) for spans in sent
+        )
+        pairs = [
+            (a, b)
+            for spans in sent
+            for a, b in itertools.pairwise(spans)
+            if a[2].startswith("@Kubernetes")
+        ]
+        assert pairs, sent
+        for (x, length, _), (next_x, _, next_text) in pairs:
+            assert abs(x + length - next_x) < 0.01 and next_text.startswith(" trying"), pairs
+
+
+def svg_lines(svg: str) -> list[list[tuple[float, float, str]]]:
+    """The text spans of a Textual SVG screenshot, per row: (x, textLength, text)."""
+    rows: dict[str, list[tuple[float, float, str]]] = {}
+    pattern = r'<text [^>]*x="([\d.]+)" y="([\d.]+)" textLength="([\d.]+)"[^>]*>([^<]*)</text>'
+    for x, y, length, text in re.findall(pattern, svg):
+        rows.setdefault(y, []).append(
+            (float(x), float(length), html.unescape(text).replace("\xa0", " "))
+        )
+    return [sorted(spans) for _, spans in sorted(rows.items(), key=lambda item: float(item[0]))]
