@@ -96,6 +96,14 @@ def default_config_path(env: Mapping[str, str] | None = None) -> Path:
 
 
 def default_database_path() -> Path:
+    """The session database file when no ``--db`` or config says otherwise: ``$DSH_DB`` when
+    set (``~`` and ``$VAR`` are expanded; a path still relative is a ``ConfigError``, as in
+    the config), otherwise ``dsh.sqlite3`` in the platform's user data directory (e.g.
+    ``~/.local/share/dsh``). Only computes the path; opening the store creates missing
+    parent directories."""
+    override = os.environ.get("DSH_DB")
+    if override:
+        return database_path(override, "DSH_DB")
     return Path(platformdirs.user_data_dir("dsh")) / "dsh.sqlite3"
 
 

@@ -1,9 +1,9 @@
 """Persistence and queries: the session stores and ``SessionQuery`` (imports ``core`` only)."""
 
+from core.config import default_database_path
 from core.query import SessionTitle, SurfaceSnapshot
 from stores.base import SessionStore
 from stores.memory import MemorySessionStore
-from stores.paths import default_database_path
 from stores.query import SessionQuery
 from stores.sqlite import SqliteSessionStore
 

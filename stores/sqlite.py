@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 
 import aiosqlite
 
+from core.config import default_database_path
 from core.errors import (
     DiskFullError,
     InvalidEventError,
@@ -49,7 +50,6 @@ from core.log import (
 )
 from core.query import SessionTitle
 from core.surface import SurfaceFolder
-from stores.paths import default_database_path
 from stores.validation import (
     KIND_SURFACE,
     KIND_TITLE,
