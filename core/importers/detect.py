@@ -45,18 +45,12 @@ def load_session_log(raw: bytes) -> LoadedLog:
     if isinstance(head, dict) and looks_like_reference(head):
         ref = parse_reference(raw)
         return LoadedLog(ref.header, ref.events, "reference", ref.packed_rows)
-    if isinstance(head, dict) and head.get("type") == "session" and "created_at" in head:
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as err:
-            raise LogImportError("not valid UTF-8", raw[: err.start].count(b"\n") + 1) from err
-        log = parse_jsonl(text.split("\n"))
-        return LoadedLog(log.header, log.events, "dsh")
-    raise LogImportError(
-        "not a session log: the first line is neither a dsh export header nor a "
-        'deepseek-harness one ({"type":"session",…})',
-        1,
-    )
+    try:  # dsh's own export, whose reader names what is wrong with anything else
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise LogImportError("not valid UTF-8", raw[: err.start].count(b"\n") + 1) from err
+    log = parse_jsonl(text.split("\n"))
+    return LoadedLog(log.header, log.events, "dsh")
 
 
 def same_log(

@@ -328,7 +328,7 @@ def test_dsh_exports_and_reference_logs_are_told_apart() -> None:
     own = "\n".join(export_jsonl(header, [])).encode() + b"\n"
     assert load_session_log(own).format == "dsh"
     assert load_session_log(jsonl(HEADER)).format == "reference"
-    with pytest.raises(LogImportError, match="not a session log") as caught:
+    with pytest.raises(LogImportError, match="must be the session header") as caught:
         load_session_log(b'{"hello": 1}\n')
     assert caught.value.line == 1
 
