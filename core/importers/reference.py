@@ -14,6 +14,8 @@ trailing log-only ``reference/session`` event, so that writing the session back 
 (``reference_lines``) gives the same logical log. The snapshot logs of the reference's own
 tests are normalised (no ``seq``/``time``/``seq0``/``time0``): a missing seq is the record's
 position and a missing time the previous one (the header's ``createdAt`` at first).
+Message events written before the reference gave messages an identity are upgraded as the
+reference itself upgrades them when it loads a log (``upgrade_pre_identity_message``).
 
 Every problem is a ``LogImportError`` naming the 1-based line of the (decompressed) log.
 """
@@ -51,6 +53,7 @@ __all__ = [
     "parse_reference",
     "reference_lines",
     "unpack_row",
+    "upgrade_pre_identity_message",
 ]
 
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
@@ -431,6 +434,7 @@ def _parse_text(text: str, encoding: Literal["zstd", "jsonl"]) -> ReferenceLog:
     folder: SurfaceFolder[None] = SurfaceFolder()
     time = header.created_at
     packed = 0
+    message_ids: dict[int, str] = {}
     for number, line in lines[1:]:
         if not line.strip():
             raise LogImportError("blank line inside the log", number)
@@ -443,7 +447,10 @@ def _parse_text(text: str, encoding: Literal["zstd", "jsonl"]) -> ReferenceLog:
             else:
                 members = [obj]
             for member in members:
-                event = _event(member, len(events), time, folder)
+                seq = len(events)
+                upgraded = upgrade_pre_identity_message(member, header.id, seq, message_ids)
+                event = _event(upgraded, seq, time, folder)
+                _remember_message_id(event, seq, message_ids)
                 events.append(event)
                 assert event.time is not None
                 time = event.time
@@ -452,6 +459,73 @@ def _parse_text(text: str, encoding: Literal["zstd", "jsonl"]) -> ReferenceLog:
     kept = {k: v for k, v in header_obj.items()}
     events.append(NewEvent(REFERENCE_HEADER_EVENT, {"header": kept}, time=time))
     return ReferenceLog(header, tuple(events), encoding, len(lines) - 1, packed)
+
+
+def _legacy_id(session_id: str, seq: int) -> str:
+    return f"legacy-message:{session_id}:{seq}"
+
+
+def upgrade_pre_identity_message(
+    record: Mapping[str, Any], session_id: str, seq: int, message_ids: Mapping[int, str]
+) -> Mapping[str, Any]:
+    """A message event written before the reference gave messages an identity, in today's
+    shape, exactly as the reference's own loader upgrades it on read (its note "Load sessions
+    persisted before message identity"): ``user/message`` gains ``id`` and ``role``;
+    ``assistant/message`` ``content``/``provenance`` and ``tool/result``
+    ``callId``/``content``/``isError`` move into a ``message``. The id is
+    ``legacy-message:<session id>:<seq>``; a tool result that replaces another takes the
+    replaced one's id. Anything else, current or malformed, is returned unchanged."""
+    kind, data = record.get("type"), record.get("data")
+    if not isinstance(data, Mapping) or "message" in data:
+        return record
+    new_data: dict[str, Any]
+    if kind == "user/message":
+        if "id" in data or "role" in data or "content" not in data or "source" not in data:
+            return record
+        new_data = {**data, "id": _legacy_id(session_id, seq), "role": "user"}
+    elif kind == "assistant/message":
+        if "content" not in data or "provenance" not in data:
+            return record
+        rest = {k: v for k, v in data.items() if k not in ("content", "provenance")}
+        provenance = data["provenance"] if isinstance(data["provenance"], Mapping) else {}
+        message = {
+            "id": _legacy_id(session_id, seq),
+            "role": "assistant",
+            "content": data["content"],
+            "source": {**provenance, "kind": "model"},
+        }
+        new_data = {**rest, "message": message}
+    elif kind == "tool/result":
+        if not all(k in data for k in ("callId", "content", "isError")):
+            return record
+        rest = {k: v for k, v in data.items() if k not in ("callId", "content", "isError")}
+        op = record.get("surfaceOp")
+        start = op.get("start") if isinstance(op, Mapping) and op.get("op") == "replace" else None
+        message_id = _legacy_id(session_id, seq)
+        if isinstance(start, int) and start in message_ids:
+            message_id = message_ids[start]
+        block = {
+            "type": "tool-result",
+            "toolCallId": data["callId"],
+            "content": data["content"],
+            "isError": data["isError"],
+        }
+        message = {
+            "id": message_id,
+            "role": "user",
+            "content": [block],
+            "source": {"kind": "tool", "callId": data["callId"]},
+        }
+        new_data = {**rest, "message": message}
+    else:
+        return record
+    return {**record, "data": new_data}
+
+
+def _remember_message_id(event: NewEvent, seq: int, message_ids: dict[int, str]) -> None:
+    message = event.data if event.type == "user/message" else event.data.get("message")
+    if isinstance(message, Mapping) and isinstance(message.get("id"), str):
+        message_ids[seq] = message["id"]
 
 
 def _event(

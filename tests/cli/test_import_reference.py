@@ -24,7 +24,8 @@ def log(*records: Any, header: dict[str, Any] | None = None) -> bytes:
 
 
 def msg(seq: int, text: str, kind: str = "user/message") -> dict[str, Any]:
-    data = {"content": [{"type": "text", "text": text}], "source": {"kind": "user"}}
+    content = [{"type": "text", "text": text}]
+    data = {"id": f"m{seq}", "role": "user", "content": content, "source": {"kind": "user"}}
     return {"type": kind, "seq": seq, "time": CREATED + seq, "data": data, "surfaceOp": "append"}
 
 

@@ -216,6 +216,60 @@ def test_a_normalised_snapshot_log_gets_positions_and_carried_times() -> None:
     assert log.packed_rows == 1 and log.rows == 3
 
 
+def test_messages_from_before_message_ids_are_upgraded_as_the_reference_loads_them() -> None:
+    old_user = {**user(0, "hi", CREATED), "data": {"content": [], "source": {"kind": "user"}}}
+    old_reply = {
+        "type": "assistant/message",
+        "seq": 1,
+        "time": CREATED,
+        "data": {
+            "turn": 1,
+            "step": 1,
+            "content": [],
+            "provenance": {"provider": "p", "model": "m"},
+        },
+        "surfaceOp": "append",
+    }
+    result = {"turn": 1, "step": 1, "callId": "c1", "content": [], "isError": False}
+    old_result = {"type": "tool/result", "seq": 2, "time": CREATED, "data": result}
+    replacing = {**old_result, "seq": 3, "data": {**result, "isError": True}}
+    log = parse_reference(
+        jsonl(
+            HEADER,
+            old_user,
+            old_reply,
+            old_result | {"surfaceOp": "append"},
+            replacing
+            | {"sourceEventSeqs": [2], "surfaceOp": {"op": "replace", "start": 2, "end": 2}},
+        )
+    )
+    u, a, t, r = log.events[:4]
+    assert u.data == {
+        "content": [],
+        "source": {"kind": "user"},
+        "id": "legacy-message:s-1:0",
+        "role": "user",
+    }
+    assert a.data == {
+        "turn": 1,
+        "step": 1,
+        "message": {
+            "id": "legacy-message:s-1:1",
+            "role": "assistant",
+            "content": [],
+            "source": {"provider": "p", "model": "m", "kind": "model"},
+        },
+    }
+    block = {"type": "tool-result", "toolCallId": "c1", "content": [], "isError": False}
+    assert t.data["message"] == {
+        "id": "legacy-message:s-1:2",
+        "role": "user",
+        "content": [block],
+        "source": {"kind": "tool", "callId": "c1"},
+    }
+    assert r.data["message"]["id"] == "legacy-message:s-1:2"  # the replaced result's id
+
+
 @pytest.mark.parametrize(
     ("records", "line", "words"),
     [
@@ -372,7 +426,12 @@ def reference_events(draw: st.DrawFn) -> list[dict[str, Any]]:
                 {"type": draw(st.sampled_from(["tool/call", "x/y"])), "data": {"v": draw(texts)}}
             )
         else:
-            data = {"content": [{"type": "text", "text": draw(texts)}], "source": {"kind": "user"}}
+            data = {
+                "id": draw(texts),
+                "role": "user",
+                "content": [{"type": "text", "text": draw(texts)}],
+                "source": {"kind": "user"},
+            }
             events.append({"type": "user/message", "data": data, "surfaceOp": "append"})
     out = []
     for seq, event in enumerate(events):
