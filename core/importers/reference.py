@@ -553,8 +553,7 @@ def _event(
             folder.apply(seq, valid.surface_op, valid.source_event_seqs, None)
         except InvalidEventError as err:
             raise InvalidEventError(
-                f"{kind} at seq {seq}: {err}: the log contradicts itself (edited by hand?); "
-                "correct or remove that record and import again"
+                f"{kind} at seq {seq}: {err}; the log contradicts itself: fix or remove this record"
             ) from err
     return NewEvent(valid.type, valid.data, valid.surface_op, valid.source_event_seqs, valid.time)
 

@@ -181,3 +181,32 @@ def test_a_session_born_in_dsh_exports_as_a_reference_log(dsh: Run, tmp_path: Pa
     reimport = tmp_path / "r.jsonl"
     reimport.write_text("\n".join(out) + "\n")
     assert dsh("import", str(reimport), db=tmp_path / "other.sqlite3").code == 0
+
+
+def test_hostile_ids_cwds_and_text_are_kept_exactly_and_shown_escaped(
+    dsh: Run, tmp_path: Path
+) -> None:
+    sid = "evil\x1b]0;owned\x07\u202e\ud800"
+    header = {**HEADER, "id": sid, "cwd": "/tmp/\x1b[2J"}
+    record = msg(0, "[red]x[/red] \x1b[5m\ud83d")
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "evil\x1b[1m.jsonl").write_bytes(log(record, header=header))
+    result = dsh("import", str(tmp_path / "logs"))
+    assert result.code == 0 and "\x1b" not in result.out and "\\x1b" in result.out
+    listed = dsh("sessions", "--json").json()
+    assert [(s["id"], s["cwd"]) for s in listed] == [(sid, "/tmp/\x1b[2J")]
+    shown = dsh("show", sid)
+    assert shown.code == 0 and "[red]x[/red]" in shown.out and "\x1b" not in shown.out
+    out = tmp_path / "back.jsonl"
+    assert dsh("export", sid, "--format", "reference", "-o", str(out)).code == 0
+    assert out.read_bytes() == log(record, header=header)
+
+
+def test_a_directory_also_takes_dsh_exports(dsh: Run, tmp_path: Path) -> None:
+    sid = dsh("new", "--cwd", "/c").out.strip()
+    (tmp_path / "d").mkdir()
+    assert dsh("export", sid, "--format", "json", "-o", str(tmp_path / "d" / "x.jsonl")).code == 0
+    (tmp_path / "d" / "r.jsonl").write_bytes(log(msg(0, "hello")))
+    result = dsh("import", str(tmp_path / "d"), db=tmp_path / "other.sqlite3")
+    assert result.code == 0
+    assert result.out.splitlines()[-1].startswith("2 imported, 0 already present")

@@ -25,6 +25,7 @@ from core.logfile import LogImportError
 from core.references import SessionReferenceInput, SessionReferenceService
 from stores import SessionQuery, SqliteSessionStore
 from tests.cli.conftest import Run, dsh, dsh_env
+from tui.cli.output import print_transcript
 from tui.shared.items import classify_surface
 from tui.shared.render import plain_lines, render_item
 
@@ -40,8 +41,7 @@ REJECTED = {
     # it was built from. dsh refuses a log that contradicts itself and says how to fix it.
     "apps/web/tests/snapshots/cordis-tool-round/session.jsonl": (
         "line 13: assistant/message at seq 11: source_event_seqs entry 11 is not lower than "
-        "the event's seq 11: the log contradicts itself (edited by hand?); correct or remove "
-        "that record and import again"
+        "the event's seq 11; the log contradicts itself: fix or remove this record"
     ),
 }
 
@@ -103,7 +103,7 @@ def test_a_rejected_log_says_why_and_where(name: str) -> None:
 
 @pytest.mark.parametrize("name", [n for n in NAMES if n not in REJECTED])
 async def test_a_corpus_log_imports_replays_is_referenced_and_round_trips(
-    name: str, tmp_path: Path
+    name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = CORPUS / name
     log = _parse(path)
@@ -115,6 +115,9 @@ async def test_a_corpus_log_imports_replays_is_referenced_and_round_trips(
 
         # replays: every surface item classifies and renders, unknown kinds included
         snapshot = await query.read_surface(log.header.id)
+        title = await query.read_title(log.header.id)
+        print_transcript(log.header, title.title if title else None, snapshot.events, expand=True)
+        assert log.header.id in capsys.readouterr().out  # what `dsh show` prints
         items = classify_surface(snapshot.events)
         assert len(items) == len(snapshot.events)
         for item in items:
@@ -166,3 +169,17 @@ def test_an_unknown_surface_type_renders_as_a_generic_item_never_an_error() -> N
     console = Console(width=80, file=io.StringIO(), color_system=None)
     text = "\n".join(plain_lines(console, render_item(item, expand_cards=False, wrap=False), 80))
     assert "inbox event" in text and "\x1b" not in text
+
+
+def test_dsh_import_of_the_whole_corpus_sums_it_up(dsh: Run) -> None:
+    """Many snapshot logs share placeholder ids ({{sessionId}}): the first of each is
+    imported, a byte-identical one is skipped, the others are reported, never overwritten."""
+    result = dsh("import", str(CORPUS))
+    assert result.code == 1
+    lines = result.out.splitlines()
+    assert lines[-1] == (
+        "88 imported, 1 already present, 79 conflicting (not overwritten), 1 rejected, of 169 logs"
+    )
+    (name,) = REJECTED
+    assert f"rejected: {name}: {REJECTED[name]}" in lines
+    assert len(dsh("sessions", "--json").json()) == 88
