@@ -324,8 +324,17 @@ def test_a_last_record_without_its_newline_is_kept_when_whole() -> None:
 # --------------------------------------------------------------------------- Zstandard
 
 
+def streamed_frame(chunk: bytes) -> bytes:
+    """A frame written by a streaming compressor: no content size in its header."""
+    stream = zstandard.ZstdCompressor(write_checksum=True).compressobj()
+    return stream.compress(chunk) + stream.flush()
+
+
 def test_zstandard_frames_are_read_one_after_another() -> None:
-    raw = zstd_frames(jsonl(HEADER), jsonl(user(0, "a", CREATED)), jsonl(user(1, "b", CREATED + 1)))
+    """One frame for the header, one per append batch; with or without a content size."""
+    last = streamed_frame(jsonl(user(1, "b", CREATED + 1)))
+    assert zstandard.get_frame_parameters(last).content_size == zstandard.CONTENTSIZE_UNKNOWN
+    raw = zstd_frames(jsonl(HEADER), jsonl(user(0, "a", CREATED))) + last
     log = parse_reference(raw)
     assert log.encoding == "zstd" and [e.time for e in log.events[:2]] == [CREATED, CREATED + 1]
     assert load_session_log(raw).format == "reference-zstd"

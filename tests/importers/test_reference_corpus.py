@@ -183,3 +183,25 @@ def test_dsh_import_of_the_whole_corpus_sums_it_up(dsh: Run) -> None:
     (name,) = REJECTED
     assert f"rejected: {name}: {REJECTED[name]}" in lines
     assert len(dsh("sessions", "--json").json()) == 88
+
+
+async def test_a_compacted_reference_session_replays_its_checkpoint(tmp_path: Path) -> None:
+    """The reference marks its compaction summary with the same checkpoint source as dsh
+    ({"kind":"plugin","plugin":"compact"}) and shadows the compacted messages with a
+    replace: the import shows a checkpoint card and a reference to it reports compacted."""
+    log = _parse(
+        CORPUS / "examples/headless-agent/tests/snapshots/compaction-recovery/session.jsonl"
+    )
+    async with await SqliteSessionStore.open(tmp_path / "dsh.sqlite3") as store:
+        await store.import_session(log.header, log.events)
+        query = SessionQuery(store)
+        snapshot = await query.read_surface(log.header.id)
+        kinds = [item.kind for item in classify_surface(snapshot.events)]
+        assert kinds.count("checkpoint") == 1 and kinds.index("checkpoint") < kinds.index(
+            "assistant"
+        )
+        target = await store.create_session()
+        ref = SessionReferenceInput(log.header.id)
+        prepared = await SessionReferenceService(query).prepare(target, "and then?", [ref])
+        assert prepared.additional_context is not None
+        assert prepared.additional_context["source"]["references"][0]["compacted"] is True
