@@ -72,7 +72,7 @@ _EVENT_KEYS = frozenset({"type", "seq", "time", "data", "surfaceOp", "sourceEven
 _ROW_KEYS = frozenset({"type", "seq0", "time0", "data"})
 _TEXT_ROW_DATA = frozenset({"turn", "step", "index", "dt", "texts"})
 _TOOL_ROW_DATA = frozenset({"turn", "step", "index", "dt", "id", "args"})
-_MAPPED_HEADER_KEYS = ("type", "id", "createdAt", "cwd")
+_TORN_ADVICE = "resume it once in deepseek-harness (which repairs a torn end) and import again"
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,7 +139,7 @@ def decode_zstd_frames(raw: bytes) -> str:
             ) from err
         if not decoder.eof:
             raise LogImportError(
-                f"{where}: the file ends inside this frame (cut while being written or copied?)",
+                f"{where}: the file ends inside this frame; {_TORN_ADVICE}",
                 line,
             )
         parts.append(text)
@@ -382,7 +382,7 @@ def _load(line: str, number: int, last: bool) -> Mapping[str, Any]:
     except ValueError as err:
         if last:
             raise LogImportError(
-                "the log ends in the middle of a record (cut while being written or copied?)",
+                f"the log ends in the middle of a record; {_TORN_ADVICE}",
                 number,
             ) from err
         raise LogImportError(f"invalid JSON ({err})", number) from err
