@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Literal
 
 from core.display import single_line
-from core.errors import SessionExistsError, SessionNotFoundError
+from core.errors import InvalidEventError, SessionExistsError, SessionNotFoundError
 from core.importers.detect import LOG_SUFFIXES, LoadedLog, is_log_name, load_session_log, same_log
 from core.logfile import LogImportError
 from core.store import SessionStore
@@ -64,6 +64,8 @@ async def import_log(store: SessionStore, raw: bytes) -> ImportOutcome:
                 await store.import_session(header, log.events)
             except SessionExistsError:
                 continue
+            except InvalidEventError as err:  # a rule only the store checks
+                return ImportOutcome("rejected", header.id, describe_error(err), log)
             return ImportOutcome("imported", header.id, log=log)
         events = await store.read_events(header.id)
         same = same_log(stored, events, header, log.events)
