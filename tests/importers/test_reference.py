@@ -3,6 +3,7 @@ header mapping, unknown types, and what a damaged log gives (an error naming the
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from typing import Any
 
@@ -22,6 +23,7 @@ from core.importers.reference import (
 from core.jsoncodec import dumps_js
 from core.log import Event, NewEvent, Replace, SessionHeader
 from core.logfile import LogImportError, export_jsonl
+from stores import MemorySessionStore
 
 CREATED = 1_785_000_000_000
 HEADER = {
@@ -485,3 +487,36 @@ def test_reference_to_dsh_to_reference_keeps_the_log(
         assert (new.type, new.time, dict(new.data)) == (old["type"], old["time"], old["data"])
     back = list(reference_lines(log.header, as_events(log.events)))
     assert back == lines
+    stored = asyncio.run(_through_a_store(log.header, log.events))
+    assert list(reference_lines(log.header, stored)) == lines
+
+
+async def _through_a_store(header: SessionHeader, events: Sequence[NewEvent]) -> list[Event]:
+    async with MemorySessionStore() as store:
+        await store.import_session(header, events)
+        return await store.read_events(header.id)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    reference_events(),
+    st.booleans(),
+    st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), min_size=1, max_size=4),
+    st.integers(0, 10**6),
+)
+def test_damaged_bytes_give_a_log_import_error_or_a_valid_log_never_a_crash(
+    events: list[dict[str, Any]],
+    compressed: bool,
+    flips: list[tuple[int, int]],
+    cut: int,
+) -> None:
+    raw = bytearray(jsonl(HEADER, *pack_chunk_runs(events)))
+    if compressed:
+        raw = bytearray(zstd_frames(bytes(raw)))
+    for position, value in flips:
+        raw[position % len(raw)] = value
+    damaged = bytes(raw[: len(raw) - cut % len(raw)])
+    try:
+        load_session_log(damaged)
+    except LogImportError as err:
+        assert err.line >= 1
