@@ -456,8 +456,11 @@ def _parse_text(text: str, encoding: Literal["zstd", "jsonl"]) -> ReferenceLog:
                 time = event.time
         except InvalidEventError as err:
             raise LogImportError(str(err), number) from err
-    kept = {k: v for k, v in header_obj.items()}
-    events.append(NewEvent(REFERENCE_HEADER_EVENT, {"header": kept}, time=time))
+    try:
+        kept = validate_new_event(REFERENCE_HEADER_EVENT, {"header": header_obj}, time=time)
+    except InvalidEventError as err:
+        raise LogImportError(f"the header: {err}", 1) from err
+    events.append(NewEvent(kept.type, kept.data, time=kept.time))
     return ReferenceLog(header, tuple(events), encoding, len(lines) - 1, packed)
 
 

@@ -520,3 +520,10 @@ def test_damaged_bytes_give_a_log_import_error_or_a_valid_log_never_a_crash(
         load_session_log(damaged)
     except LogImportError as err:
         assert err.line >= 1
+
+
+def test_a_header_field_that_is_not_json_is_rejected_on_line_1() -> None:
+    raw = b'{"type":"session","id":"x","createdAt":1785000000000,"delegationDepth":1e999}\n'
+    with pytest.raises(LogImportError, match="not JSON") as caught:
+        parse_reference(raw)
+    assert caught.value.line == 1
