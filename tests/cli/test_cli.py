@@ -142,7 +142,7 @@ def test_export_json_imports_back_unchanged(dsh: Run, tmp_path: Path) -> None:
     dsh("export", a, "--format", "json", "-o", str(again), db=other_db)
     assert again.read_bytes() == exported.read_bytes()
     duplicate = dsh("import", str(exported), db=other_db)
-    assert duplicate.code == 1 and "already exists" in duplicate.err
+    assert duplicate.code == 0 and "already present with the same events" in duplicate.err
 
 
 def test_export_markdown(dsh: Run) -> None:

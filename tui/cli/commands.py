@@ -43,12 +43,12 @@ from core.engine import (
 from core.errors import (
     DiskFullError,
     DshError,
-    SessionExistsError,
+    InvalidEventError,
     SessionNotFoundError,
     StoreError,
 )
 from core.log import SessionHeader
-from core.logfile import LogImportError, event_to_json, export_jsonl, parse_jsonl
+from core.logfile import event_to_json, export_jsonl
 from core.references import SessionReferenceError
 from core.references.labels import safe_mention
 from core.resolve import SessionNameError, resolve_session_name
@@ -130,11 +130,23 @@ def _parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("export", help="export a session")
     p.add_argument("session")
-    p.add_argument("--format", choices=("md", "json"), default="md")
+    p.add_argument(
+        "--format",
+        choices=("md", "json", "reference"),
+        default="md",
+        help="md (readable), json (dsh's log) or reference (deepseek-harness raw JSONL)",
+    )
     p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
 
-    p = sub.add_parser("import", help="import a JSONL log (as written by export --format json)")
-    p.add_argument("file", help="the file; '-' reads standard input")
+    p = sub.add_parser(
+        "import",
+        help="import session logs: dsh exports and deepseek-harness logs",
+        description="Import a session log (as written by export --format json, or a "
+        "deepseek-harness log, raw or Zstandard) or every log under a directory. A session "
+        "already present with the same events is skipped; one with the same id and other "
+        "events is reported and never overwritten.",
+    )
+    p.add_argument("file", help="a file or a directory; '-' reads standard input")
 
     p = sub.add_parser(
         "delete",
@@ -427,6 +439,14 @@ async def cmd_export(rt: Runtime, args: argparse.Namespace) -> int:
     if args.format == "json":
         events = await rt.store.read_events(header.id)
         lines = list(export_jsonl(header, events))
+    elif args.format == "reference":
+        from core.importers.reference import reference_lines
+
+        events = await rt.store.read_events(header.id)
+        try:
+            lines = list(reference_lines(header, events))
+        except InvalidEventError as err:
+            raise CliError(f"cannot export {single_line(header.id)}: {err}") from err
     else:
         from tui.shared.export import export_markdown
 
@@ -444,7 +464,7 @@ async def cmd_export(rt: Runtime, args: argparse.Namespace) -> int:
             raise CliError(f"cannot write {args.output}: {reason}; nothing was written") from err
         # stdout is free here (the export went to the file): say where it went
         print(f"exported to {single_line(str(written))}")
-    elif args.format == "json":
+    elif args.format in ("json", "reference"):
         # Control, bidi and format characters become \uXXXX escapes: the same JSON values,
         # so ``dsh import`` reads back the identical session. Characters beyond the BMP (tag
         # characters) can only be escaped as surrogate pairs, which dsh's reader keeps as two
@@ -457,6 +477,14 @@ async def cmd_export(rt: Runtime, args: argparse.Namespace) -> int:
 
 
 async def cmd_import(rt: Runtime, args: argparse.Namespace) -> int:
+    from tui.cli.importing import import_log, import_tree, summary_lines
+
+    if args.file != "-" and await asyncio.to_thread(Path(args.file).is_dir):
+        summary = await import_tree(rt.store, Path(args.file))
+        lines = summary_lines(args.file, summary)
+        sys.stdout.write("".join(line + "\n" for line in lines))
+        failed = summary.count("rejected") + summary.count("conflict")
+        return 1 if failed or not summary.outcomes else 0
     try:
         if args.file == "-":
             raw = await asyncio.to_thread(sys.stdin.buffer.read)
@@ -465,24 +493,18 @@ async def cmd_import(rt: Runtime, args: argparse.Namespace) -> int:
     except (OSError, ValueError) as err:  # ValueError: a NUL or a lone surrogate
         reason = getattr(err, "strerror", None) or err
         raise CliError(f"cannot read {args.file}: {reason}") from err
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as err:
-        line = raw[: err.start].count(b"\n") + 1
-        raise CliError(f"cannot import {args.file}: line {line}: not valid UTF-8") from err
-    try:
-        log = parse_jsonl(text.split("\n"))
-    except LogImportError as err:
+    outcome = await import_log(rt.store, raw)
+    sid = single_line(outcome.session_id or "")
+    if outcome.status == "rejected":
+        raise CliError(f"cannot import {args.file}: {outcome.reason}; nothing imported")
+    if outcome.status == "conflict":
         raise CliError(
-            f"cannot import {args.file}: {describe_error(err)}; nothing imported"
-        ) from err
-    try:
-        await rt.store.import_session(log.header, log.events)
-    except SessionExistsError as err:
-        raise CliError(
-            f"cannot import {args.file}: a session with id {single_line(log.header.id)} already exists"
-        ) from err
-    print(single_line(log.header.id))
+            f"cannot import {args.file}: a session with id {sid} already exists "
+            "with different events; it is never overwritten"
+        )
+    if outcome.status == "present":
+        print(f"{sid} is already present with the same events: skipped", file=sys.stderr)
+    print(sid)
     return 0
 
 
