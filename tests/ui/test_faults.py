@@ -20,7 +20,7 @@ import pytest
 import stores.sqlite
 import tui.app.follow
 from core.config import DshConfig
-from core.engine import COMPACTION_RACE_MESSAGE
+from core.errors import SessionBusyError
 from core.log import COMPACT_START
 from core.providers.base import ProviderMessage, StreamEvent, TextDelta
 from core.providers.offline import OfflineProvider
@@ -214,9 +214,11 @@ async def test_send_to_a_session_deleted_elsewhere_gives_the_draft_back(
         still_fine(app)
 
 
-async def test_f4_while_dsh_compact_runs_fails_cleanly(db: Path, tmp_path: Path) -> None:
-    """``dsh compact`` (a real process) finishing during the TUI's own F4: the app's
-    compaction says the session changed and writes nothing; the app goes on, draft intact."""
+async def test_dsh_compact_during_the_tuis_f4_is_refused_and_the_tui_compacts(
+    db: Path, tmp_path: Path
+) -> None:
+    """``dsh compact`` (a real process) started during the TUI's own F4 is refused (the
+    session's reply lease) and stores nothing; the app's compaction completes, draft intact."""
     provider = SlowSummarizer()
     store, runtime = await open_app_runtime(db, provider)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DSH_", "TEXTUAL"))}
@@ -229,15 +231,14 @@ async def test_f4_while_dsh_compact_runs_fails_cleanly(db: Path, tmp_path: Path)
             await compact_confirmed(app, pilot)
             await asyncio.wait_for(provider.started.wait(), 10)
             code, out, err = await run_dsh(env, "compact", "checkout")
-            assert code == 0 and "compacted 2 messages" in out, err
+            assert code == 1 and not out, err
+            assert err == f"dsh: error: {SessionBusyError.MESSAGE}\n"
             provider.go.set()
-            await wait_for(pilot, lambda: COMPACTION_RACE_MESSAGE[1:] in app.notice.visible_text)
-            assert app.notice.visible_text == (
-                "The session changed while compacting; nothing compacted."
-            )
+            await wait_for(pilot, lambda: app.chat is not None and not app.chat.busy)
+            assert not app.notice.visible_text
             still_fine(app)
         events = await store.read_events("checkout")
         assert [e.type for e in events].count(COMPACT_START) == 1
-        assert "the slow summary" not in str([e.data for e in events])
+        assert "the slow summary" in str([e.data for e in events])
     finally:
         await store.close()
