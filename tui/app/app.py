@@ -22,8 +22,9 @@ from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.notifications import SeverityLevel
+from textual.reactive import reactive
 from textual.screen import Screen
-from textual.widgets import Footer, HelpPanel, Input, TextArea
+from textual.widgets import HelpPanel, Input, TextArea
 from textual.worker import Worker
 
 from core.config import DshConfig
@@ -52,6 +53,7 @@ from core.references import (
     SessionReferenceError,
     find_session_reference_spans,
 )
+from tui.app.busy import IDLE, Activity, Busy, action_available, busy_reason
 from tui.app.commands import SessionCommands
 from tui.app.composer.composer import Composer
 from tui.app.drafts import DraftKeeper, drafts_path
@@ -62,7 +64,7 @@ from tui.app.screens.modals import ConfirmScreen, RenameScreen, compact_question
 from tui.app.screenshot import save_screenshot_file, screenshot_directory
 from tui.app.sent_history import sent_messages
 from tui.app.sidebar.sidebar import Sidebar
-from tui.app.statusbar import NoticeBar, StatusLine, TitleBar
+from tui.app.statusbar import KeyFooter, NoticeBar, StatusLine, TitleBar
 from tui.app.transcript.cards import Foldable
 from tui.app.transcript.transcript import TRANSCRIPT_CSS_PATH, Transcript, last_assistant_text
 from tui.app.uistate import UiState, default_state_path, load_ui_state, save_ui_state
@@ -115,7 +117,7 @@ class ChatScreen(Screen[None]):
                     candidate_limit=self._limit,
                     placeholder="Message… (@ to reference another session, Enter to send)",
                 )
-        yield Footer(compact=True)
+        yield KeyFooter(compact=True)
 
 
 class DshApp(App[int]):
@@ -130,8 +132,8 @@ class DshApp(App[int]):
     BINDINGS: ClassVar[list[BindingType]] = [
         # The footer shows these in this order and cuts what does not fit: the keys a
         # newcomer needs first come first (Ctrl+B is also in the palette and the help).
-        # Ctrl+R is shown (first) only while the last message has no reply: a reply failed
-        # to store.
+        # Ctrl+R comes first: it is lit only while the last message has no reply (a reply
+        # failed to store), and dimmed otherwise, like every action that cannot run now.
         Binding("ctrl+r", "answer_again", "Answer again"),
         Binding("escape", "cancel", "Back"),
         Binding("f1", "help", "Help"),
@@ -144,6 +146,10 @@ class DshApp(App[int]):
         Binding("question_mark", "help", "Help", show=False),
         Binding("ctrl+q", "quit", "Quit"),
     ]
+
+    activity: reactive[Activity] = reactive(IDLE, bindings=True, init=False)
+    """What the app is busy with: the status line shows it, and the bindings it keeps out
+    show dimmed in the footer (``check_action``)."""
 
     def __init__(
         self,
@@ -170,8 +176,6 @@ class DshApp(App[int]):
         self._initial_session = initial_session
         self._offline_delay = offline_delay
         self.chat: ChatSession | None = None
-        self.preparing = False
-        self.streaming = False
         self._cancel_prepare: asyncio.Event | None = None
         self._interrupt: asyncio.Event | None = None
         self.startup_error: str | None = None
@@ -453,6 +457,47 @@ class DshApp(App[int]):
     def current_id(self) -> str | None:
         return self.chat.session_id if self.chat is not None else None
 
+    # ------------------------------------------------------------------ busy state
+
+    @property
+    def busy(self) -> bool:
+        return self.activity.busy
+
+    @property
+    def preparing(self) -> bool:
+        return self.activity.state is Busy.PREPARING
+
+    @property
+    def streaming(self) -> bool:
+        return self.activity.state is Busy.STREAMING
+
+    def watch_activity(self, activity: Activity) -> None:
+        if self._chat_screen is not None and self._chat_screen.is_mounted:
+            self.status.set_status(activity.status)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """``None`` (shown dimmed, does nothing) for an action that cannot run now."""
+        if not action_available(action, self.activity.state):
+            return None
+        if action in ("rename_session", "compact_session", "delete_session") and self.chat is None:
+            return None
+        if action == "answer_again" and not (self.chat is not None and self._unanswered):
+            return None
+        return super().check_action(action, parameters)
+
+    def _can(self, action: str) -> bool:
+        """For the palette's entries, which call the actions directly."""
+        return bool(self.check_action(action, ()))
+
+    def _busy_notice(self, doing: str) -> str:
+        if self.activity.state in (Busy.PREPARING, Busy.STREAMING):
+            return {
+                "send": "Still busy with the last message; press Esc to stop it.",
+                "switch": "Wait for the current reply (or press Esc) before switching.",
+                "delete": "Wait for the current reply (or press Esc) before deleting.",
+            }[doing]
+        return f"Wait a moment: {busy_reason(self.activity.state)}."
+
     # ------------------------------------------------------------------ sessions
 
     async def refresh_sessions(self) -> None:
@@ -578,10 +623,8 @@ class DshApp(App[int]):
 
     @on(Sidebar.Selected)
     async def _sidebar_selected(self, message: Sidebar.Selected) -> None:
-        if self.preparing or self.streaming:
-            self.notice.show_notice(
-                "Wait for the current reply (or press Esc) before switching.", warning=True
-            )
+        if self.busy:
+            self.notice.show_notice(self._busy_notice("switch"), warning=True)
             return
         await self.open_session(message.session_id)
         self.composer.focus()
@@ -597,10 +640,8 @@ class DshApp(App[int]):
         draft = message.text
         if not draft.strip():
             return
-        if self.preparing or self.streaming:
-            self.notice.show_notice(
-                "Still busy with the last message; press Esc to stop it.", warning=True
-            )
+        if self.busy:
+            self.notice.show_notice(self._busy_notice("send"), warning=True)
             return
         self.notice.clear()
         self._send(draft)
@@ -647,11 +688,12 @@ class DshApp(App[int]):
         count = len(labels)
         composer.clear_draft()
         self._cancel_prepare = asyncio.Event()
-        self.preparing = True
+        plural = "session" if count == 1 else "sessions"
+        self.activity = Activity(
+            Busy.PREPARING,
+            f"Preparing {count} referenced {plural}… (Esc cancels)" if count else None,
+        )
         composer.send_enabled = False
-        if count:
-            plural = "session" if count == 1 else "sessions"
-            self.status.set_status(f"Preparing {count} referenced {plural}… (Esc cancels)")
         try:
             submitted = await chat.submit(draft, cancel=self._cancel_prepare)
         except SessionReferenceError as err:
@@ -668,10 +710,9 @@ class DshApp(App[int]):
             self.report_fault(err, "send the message")
             return
         finally:
-            self.preparing = False
+            self.activity = IDLE
             self._cancel_prepare = None
             composer.send_enabled = True
-            self.status.set_status(None)
         composer.add_to_history(draft)
         self.transcript.follow()
         self.transcript.add_events(submitted.events)
@@ -696,8 +737,8 @@ class DshApp(App[int]):
         """Stream the reply to the message just sent, or (``again``) to the last one left
         unanswered by a reply that failed."""
         self._interrupt = asyncio.Event()
-        self.streaming = True
-        self.status.set_status("Replying… (Esc stops)")
+        replying = Activity(Busy.STREAMING, "Replying… (Esc stops)")
+        self.activity = replying
         view = self.transcript.begin_reply()
         updates = (
             chat.reply_to_last(interrupt=self._interrupt)
@@ -710,13 +751,14 @@ class DshApp(App[int]):
                 if isinstance(update, ReplyDelta):
                     if waiting:
                         waiting = False
-                        self.status.set_status("Replying… (Esc stops)")
+                        self.activity = replying
                     view.append(update.kind, update.text)
                 elif isinstance(update, ReplyWaiting):
                     waiting = True
-                    self.status.set_status(
+                    self.activity = Activity(
+                        Busy.STREAMING,
                         f"Waiting {update.seconds_text} before retrying (Esc stops): "
-                        f"{single_line(update.reason, 160)}"
+                        f"{single_line(update.reason, 160)}",
                     )
                 elif isinstance(update, ReplyFinished):
                     error = str(update.error) if update.error is not None else None
@@ -737,10 +779,8 @@ class DshApp(App[int]):
             view.finish("error", str(err))
             self.notice.show_notice(self._reply_not_stored(err))
         finally:
-            self.streaming = False
+            self.activity = IDLE
             self._interrupt = None
-            self.status.set_status(None)
-            self.refresh_bindings()
 
     def _reply_not_stored(self, err: BaseException) -> str:
         """What a store failure during a reply left, and how to go on (one line)."""
@@ -757,16 +797,11 @@ class DshApp(App[int]):
             self._unanswered = value
             self.refresh_bindings()
 
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action == "answer_again":  # in the footer only when there is something to answer
-            return self._unanswered and not (self.preparing or self.streaming)
-        return super().check_action(action, parameters)
-
     def action_answer_again(self) -> None:
         """Ctrl+R: answer the last message again, after a reply that could not be stored."""
-        if self.chat is None or self.preparing or self.streaming:
+        if self.chat is None or self.busy:  # only from the palette: the key is dimmed
             return
-        if not self._unanswered:
+        if not self._can("answer_again"):
             self.notice.show_notice(
                 "Nothing to answer: the last message already has a reply.", warning=True
             )
@@ -807,11 +842,13 @@ class DshApp(App[int]):
 
     # ------------------------------------------------------------------ actions
 
+    def action_new_session(self) -> None:
+        if self._can("new_session"):  # the palette calls it directly
+            self.activity = Activity(Busy.CREATING, "Creating a session…")  # may take a while
+            self._new_session()
+
     @work(group="new-session")
-    async def action_new_session(self) -> None:
-        if self.preparing or self.streaming:
-            return
-        self.status.set_status("Creating a session…")  # a busy database can take a while
+    async def _new_session(self) -> None:
         try:
             with self.faults("create a session"):
                 header = await self.runtime.store.create_session(cwd=self._cwd)
@@ -819,10 +856,10 @@ class DshApp(App[int]):
                 await self.open_session(header.id)
                 self.composer.focus()
         finally:
-            self.status.set_status(None)
+            self.activity = IDLE
 
     def action_rename_session(self) -> None:
-        if self.chat is None:
+        if self.chat is None:  # only from the palette: the key is dimmed
             return
         chat = self.chat
 
@@ -840,7 +877,8 @@ class DshApp(App[int]):
             self._confirm_delete(self.chat.session_id)
 
     def _confirm_delete(self, session_id: str) -> None:
-        if self.preparing or self.streaming:
+        if self.busy:  # the key is dimmed; the sidebar's delete key says why
+            self.notice.show_notice(self._busy_notice("delete"), warning=True)
             return
 
         async def done(confirmed: bool | None) -> None:
@@ -870,7 +908,7 @@ class DshApp(App[int]):
 
     def action_compact_session(self) -> None:
         """F4: ask first (the model sees only the summary afterwards), then compact."""
-        if self.chat is None or self.preparing or self.streaming:
+        if self.chat is None or not self._can("compact_session"):  # from the palette
             return
         session_id = self.chat.session_id
 
@@ -885,19 +923,20 @@ class DshApp(App[int]):
             done,
         )
 
+    def _compact_session(self) -> None:
+        if self.chat is not None and not self.busy:  # it may have started while asking
+            self.activity = Activity(Busy.COMPACTING, "Compacting…")
+            self._compact(self.chat)
+
     @work(exclusive=True, group="compact")
-    async def _compact_session(self) -> None:
-        if self.chat is None or self.preparing or self.streaming:
-            return
-        chat = self.chat
-        self.status.set_status("Compacting…")
+    async def _compact(self, chat: ChatSession) -> None:
         try:
             with self.faults("compact the session") as guard:
                 result = await chat.compact()
                 if self.chat is chat:
                     self._show_window(await self._read_window(chat.session_id))
         finally:
-            self.status.set_status(None)
+            self.activity = IDLE
         if not guard.failed:
             self.notify(f"Compacted {len(result.shadowed)} messages into a summary.", markup=False)
 
@@ -998,7 +1037,7 @@ class DshApp(App[int]):
         self.run_worker(self._switch(session_id), exclusive=True, group="switch")
 
     async def _switch(self, session_id: str) -> None:
-        if not (self.preparing or self.streaming):
+        if not self.busy:
             await self.open_session(session_id)
         self.composer.focus()  # typing after "Switch to" is a message, not a filter
 
