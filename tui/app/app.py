@@ -253,13 +253,10 @@ class DshApp(App[int]):
         self._fit_sidebar(self.size.width)
         await self.follower.prime()
         await self.refresh_sessions()
-        headers = self.sidebar.entries
-        first = self._initial_session or (headers[0].header.id if headers else None)
-        if first is not None:
-            await self.open_session(first)
+        if self._initial_session is not None:
+            await self.open_session(self._initial_session)
         else:
-            self.transcript.show_empty_state()
-            self._update_title()
+            await self.open_newest_session()
         self.follower.start()
 
     # ------------------------------------------------------------------ kept across runs
@@ -474,6 +471,12 @@ class DshApp(App[int]):
     def watch_activity(self, activity: Activity) -> None:
         if self._chat_screen is not None and self._chat_screen.is_mounted:
             self.status.set_status(activity.status)
+            # While preparing, Enter says how to cancel (the composer's SendBlocked).
+            self.composer.send_enabled = not self._read_only and not self.preparing
+
+    @property
+    def _read_only(self) -> bool:
+        return self._runtime is not None and bool(getattr(self.runtime.store, "read_only", False))
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """``None`` (shown dimmed, does nothing) for an action that cannot run now."""
@@ -521,8 +524,17 @@ class DshApp(App[int]):
         entry = self.sidebar.entry(self.chat.session_id)
         bar.show(entry.label if entry else None, self.chat.session_id, self.chat.header.cwd, model)
 
-    async def open_session(self, session_id: str) -> None:
-        """Show a session: replay its current surface (windowed)."""
+    async def open_session(self, session_id: str | None) -> None:
+        """The one way the app changes the session it shows (startup, the sidebar and the
+        palette through ``switch_to``, Ctrl+N, a deletion here or elsewhere): replay its
+        current surface (windowed), bring its own draft and sent history to the composer,
+        mark it in the sidebar and the title. ``None``: no session (the newcomer's guide)."""
+        if session_id is None:
+            self.chat = None
+            self.transcript.show_empty_state()
+            self._set_unanswered(False)
+            self._update_title()
+            return
         with self.faults("open the session") as guard:
             try:
                 chat = await self.runtime.chat(session_id)
@@ -547,6 +559,27 @@ class DshApp(App[int]):
         self._set_unanswered(unanswered_message(window.events) is not None)
         self._update_title()
 
+    async def open_newest_session(self) -> None:
+        """Open the session used last (the sidebar's first), or none when there is none.
+        When no session is open, the composer's draft goes to the one opened."""
+        entries = self.sidebar.entries
+        await self.open_session(entries[0].header.id if entries else None)
+
+    def switch_to(self, session_id: str) -> None:
+        """Open ``session_id`` because the user chose it (the sidebar, or "Switch to" in the
+        palette): not while the app is busy (the notice says why); a newer choice supersedes
+        one still opening. Either way typing goes on in the composer, as a message."""
+        if self.busy:
+            self.notice.show_notice(self._busy_notice("switch"), warning=True)
+            self.composer.focus()
+            return
+        self._switch(session_id)
+
+    @work(exclusive=True, group="switch")
+    async def _switch(self, session_id: str) -> None:
+        await self.open_session(session_id)
+        self.composer.focus()
+
     async def session_deleted_elsewhere(self, session_id: str) -> None:
         """The open session was deleted by another window or process: say so and open the
         newest remaining one (the composer's draft stays)."""
@@ -554,12 +587,7 @@ class DshApp(App[int]):
             return
         self.chat = None
         await self.refresh_sessions()
-        remaining = self.sidebar.entries
-        if remaining:
-            await self.open_session(remaining[0].header.id)
-        else:
-            self.transcript.show_empty_state()
-            self._update_title()
+        await self.open_newest_session()
         self.notice.show_notice(
             "The session you had open was deleted in another window.", warning=True
         )
@@ -622,12 +650,8 @@ class DshApp(App[int]):
         return self.chat
 
     @on(Sidebar.Selected)
-    async def _sidebar_selected(self, message: Sidebar.Selected) -> None:
-        if self.busy:
-            self.notice.show_notice(self._busy_notice("switch"), warning=True)
-            return
-        await self.open_session(message.session_id)
-        self.composer.focus()
+    def _sidebar_selected(self, message: Sidebar.Selected) -> None:
+        self.switch_to(message.session_id)
 
     @on(Sidebar.DeleteRequested)
     def _sidebar_delete(self, message: Sidebar.DeleteRequested) -> None:
@@ -692,8 +716,7 @@ class DshApp(App[int]):
         self.activity = Activity(
             Busy.PREPARING,
             f"Preparing {count} referenced {plural}… (Esc cancels)" if count else None,
-        )
-        composer.send_enabled = False
+        )  # the composer's Enter is blocked meanwhile (watch_activity)
         try:
             submitted = await chat.submit(draft, cancel=self._cancel_prepare)
         except SessionReferenceError as err:
@@ -712,7 +735,6 @@ class DshApp(App[int]):
         finally:
             self.activity = IDLE
             self._cancel_prepare = None
-            composer.send_enabled = True
         composer.add_to_history(draft)
         self.transcript.follow()
         self.transcript.add_events(submitted.events)
@@ -895,12 +917,7 @@ class DshApp(App[int]):
                 self.chat = None
             await self.refresh_sessions()
             if self.chat is None:
-                remaining = self.sidebar.entries
-                if remaining:
-                    await self.open_session(remaining[0].header.id)
-                else:
-                    self.transcript.load([])
-                    self._update_title()
+                await self.open_newest_session()
 
         self.push_screen(
             ConfirmScreen(delete_question(self._label_of(session_id), session_id)), done
@@ -1032,14 +1049,6 @@ class DshApp(App[int]):
 
         self.run_worker(save(), group="screenshot")
         return None
-
-    def switch_to(self, session_id: str) -> None:
-        self.run_worker(self._switch(session_id), exclusive=True, group="switch")
-
-    async def _switch(self, session_id: str) -> None:
-        if not self.busy:
-            await self.open_session(session_id)
-        self.composer.focus()  # typing after "Switch to" is a message, not a filter
 
     def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
