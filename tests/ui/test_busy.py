@@ -124,6 +124,24 @@ async def test_while_a_reply_streams_session_actions_are_dimmed_and_do_nothing(
         assert len(await runtime.query.list_sessions()) == sessions
         assert app.streaming and provider.calls == 1
 
+        # The palette runs them directly: each says why it waits, and waits.
+        commands = {c.title: c for c in app.get_system_commands(app.screen)}
+        for title, before in [
+            ("New session", "starting a new session"),
+            ("Compact session", "compacting"),
+            ("Delete session", "deleting"),
+            ("Answer again", "answering again"),
+        ]:
+            app.notice.clear()
+            commands[title].callback()
+            await pilot.pause(0.05)
+            assert app.notice.visible_text == (
+                f"Wait for the current reply (or press Esc) before {before}."
+            ), title
+            assert not isinstance(app.screen, ConfirmScreen), title
+        assert len(await runtime.query.list_sessions()) == sessions
+        assert app.streaming and provider.calls == 1
+
         provider.gate.set()
         await send_idle(app, pilot)
         assert app.check_action("compact_session", ()) is True

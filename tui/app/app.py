@@ -492,14 +492,17 @@ class DshApp(App[int]):
         """For the palette's entries, which call the actions directly."""
         return bool(self.check_action(action, ()))
 
-    def _busy_notice(self, doing: str) -> str:
-        if self.activity.state in (Busy.PREPARING, Busy.STREAMING):
-            return {
-                "send": "Still busy with the last message; press Esc to stop it.",
-                "switch": "Wait for the current reply (or press Esc) before switching.",
-                "delete": "Wait for the current reply (or press Esc) before deleting.",
-            }[doing]
-        return f"Wait a moment: {busy_reason(self.activity.state)}."
+    def _say_busy(self, before: str) -> None:
+        """Why ``before`` (e.g. "switching") cannot happen now: for the sidebar, the palette
+        and Enter, which reach actions whose keys the footer shows dimmed."""
+        state = self.activity.state
+        if state not in (Busy.PREPARING, Busy.STREAMING):
+            text = f"Wait a moment: {busy_reason(state)}."
+        elif before == "sending":
+            text = "Still busy with the last message; press Esc to stop it."
+        else:
+            text = f"Wait for the current reply (or press Esc) before {before}."
+        self.notice.show_notice(text, warning=True)
 
     # ------------------------------------------------------------------ sessions
 
@@ -570,7 +573,7 @@ class DshApp(App[int]):
         palette): not while the app is busy (the notice says why); a newer choice supersedes
         one still opening. Either way typing goes on in the composer, as a message."""
         if self.busy:
-            self.notice.show_notice(self._busy_notice("switch"), warning=True)
+            self._say_busy("switching")
             self.composer.focus()
             return
         self._switch(session_id)
@@ -665,7 +668,7 @@ class DshApp(App[int]):
         if not draft.strip():
             return
         if self.busy:
-            self.notice.show_notice(self._busy_notice("send"), warning=True)
+            self._say_busy("sending")
             return
         self.notice.clear()
         self._send(draft)
@@ -821,7 +824,10 @@ class DshApp(App[int]):
 
     def action_answer_again(self) -> None:
         """Ctrl+R: answer the last message again, after a reply that could not be stored."""
-        if self.chat is None or self.busy:  # only from the palette: the key is dimmed
+        if self.busy:  # only from the palette: the key is dimmed
+            self._say_busy("answering again")
+            return
+        if self.chat is None:
             return
         if not self._can("answer_again"):
             self.notice.show_notice(
@@ -865,9 +871,11 @@ class DshApp(App[int]):
     # ------------------------------------------------------------------ actions
 
     def action_new_session(self) -> None:
-        if self._can("new_session"):  # the palette calls it directly
-            self.activity = Activity(Busy.CREATING, "Creating a session…")  # may take a while
-            self._new_session()
+        if self.busy:  # only from the palette: the key is dimmed
+            self._say_busy("starting a new session")
+            return
+        self.activity = Activity(Busy.CREATING, "Creating a session…")  # may take a while
+        self._new_session()
 
     @work(group="new-session")
     async def _new_session(self) -> None:
@@ -900,7 +908,7 @@ class DshApp(App[int]):
 
     def _confirm_delete(self, session_id: str) -> None:
         if self.busy:  # the key is dimmed; the sidebar's delete key says why
-            self.notice.show_notice(self._busy_notice("delete"), warning=True)
+            self._say_busy("deleting")
             return
 
         async def done(confirmed: bool | None) -> None:
@@ -925,7 +933,10 @@ class DshApp(App[int]):
 
     def action_compact_session(self) -> None:
         """F4: ask first (the model sees only the summary afterwards), then compact."""
-        if self.chat is None or not self._can("compact_session"):  # from the palette
+        if self.busy:  # only from the palette: the key is dimmed
+            self._say_busy("compacting")
+            return
+        if self.chat is None:
             return
         session_id = self.chat.session_id
 
