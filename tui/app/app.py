@@ -301,10 +301,16 @@ class DshApp(App[int]):
     # ------------------------------------------------------------------ drafts
 
     @on(TextArea.Changed, "#composer")
-    def _draft_changed(self) -> None:
-        """The draft belongs to the open session; it is written out shortly after typing."""
-        session_id = self.current_id
-        if session_id is not None and self._drafts.set(session_id, self.composer.draft):
+    def _draft_changed(self, event: TextArea.Changed) -> None:
+        """The draft belongs to the open session; it is written out shortly after typing.
+        (The composer is the message's own: when the app quits, the screen may already
+        have lost its widgets by the time the last change arrives.)"""
+        composer, session_id = event.text_area, self.current_id
+        if (
+            isinstance(composer, Composer)
+            and session_id is not None
+            and self._drafts.set(session_id, composer.draft)
+        ):
             self._schedule_drafts_flush()
 
     def _schedule_drafts_flush(self) -> None:
