@@ -108,8 +108,9 @@ class Composer(TextArea):
         Binding("shift+enter,ctrl+j", "newline", "Newline", show=True),
     ]
 
-    send_enabled: reactive[bool] = reactive(True)
-    """When False, Enter posts :class:`SendBlocked` instead of :class:`Submitted`."""
+    send_enabled: reactive[bool] = reactive(True, bindings=True)
+    """When False, Enter posts :class:`SendBlocked` instead of :class:`Submitted` (and the
+    footer shows Send dimmed)."""
 
     class Submitted(Message):
         """Enter was pressed: ``text`` is the raw draft (mentions intact)."""
@@ -259,6 +260,12 @@ class Composer(TextArea):
     def add_to_history(self, text: str) -> None:
         """Remember a sent message (blank ones and repeats of the newest are skipped)."""
         self._history.add(text)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Send is shown dimmed while it cannot send (Enter then says why)."""
+        if action == "submit" and (self.read_only or not self.send_enabled):
+            return None
+        return super().check_action(action, parameters)
 
     def action_submit(self) -> None:
         """Post :class:`Submitted` (or :class:`SendBlocked`); a blank draft does nothing."""
