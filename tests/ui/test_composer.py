@@ -100,6 +100,9 @@ async def test_send_disabled_posts_send_blocked(world: World) -> None:
         assert app.submitted == []
         assert app.blocked == 1
         assert app.composer.draft == "hello"
+        assert app.composer.check_action("submit", ()) is None  # Send shows dimmed
+        app.composer.send_enabled = True
+        assert app.composer.check_action("submit", ()) is True
 
 
 @pytest.mark.parametrize("key", ["shift+enter", "ctrl+j"])

@@ -231,3 +231,20 @@ async def test_up_reaches_messages_older_than_the_first_page(runtime: Runtime) -
         assert composer.draft == "question 1"
         await pilot.press("down")
         assert composer.draft == "question 2"
+
+
+async def test_a_draft_change_arriving_after_the_composer_is_gone_is_kept(
+    runtime: Runtime,
+) -> None:
+    """Quitting removes the screen's widgets; a change message still queued then must
+    neither crash the app (it did, now and then, in test_follow) nor be lost."""
+    from textual.widgets import TextArea
+
+    app = make_app(runtime)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        composer = app.composer
+        composer.set_draft("last words")
+        await composer.remove()
+        app._draft_changed(TextArea.Changed(composer))
+        assert app._drafts.get("checkout") == "last words"

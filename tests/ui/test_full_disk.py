@@ -16,6 +16,7 @@ from tests.fulldisk import SmallDisk, cap_pages, small_disk, tmpfs_mounts
 from tests.ui.conftest import SIZE, make_app, seed
 from tests.ui.snapshots import screen_text
 from tests.ui.test_app import send_idle, settle, wait_for
+from tests.ui.test_busy import footer_keys
 from tui.shared.runtime import Runtime, open_runtime
 
 __all__ = ["small_disk", "tmpfs_mounts"]
@@ -58,8 +59,8 @@ async def test_a_reply_lost_to_a_full_disk_is_answered_again_with_ctrl_r(
     app = make_app(rt)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
-        assert app.check_action("answer_again", ()) is False  # nothing to answer yet
-        assert "Answer again" not in screen_text(app)
+        assert app.check_action("answer_again", ()) is None  # nothing to answer yet: dimmed
+        await wait_for(pilot, lambda: footer_keys(app).get("answer_again") is False)
         await pilot.press(*"is the disk ok?", "enter")
         await wait_for(pilot, lambda: bool(app.notice.visible_text))
         await send_idle(app, pilot)
@@ -68,7 +69,8 @@ async def test_a_reply_lost_to_a_full_disk_is_answered_again_with_ctrl_r(
             "Free some space, then press Ctrl+R to answer it."
         )
         assert app.check_action("answer_again", ()) is True
-        assert "^r Answer again" in screen_text(app)  # in the footer now
+        await wait_for(pilot, lambda: footer_keys(app).get("answer_again") is True)
+        assert "^r Answer again" in screen_text(app)  # lit, first in the footer
 
         await cap_pages(store, 1_000_000)  # space is back
         await pilot.press("ctrl+r")
@@ -81,10 +83,12 @@ async def test_a_reply_lost_to_a_full_disk_is_answered_again_with_ctrl_r(
         replies = [e for e in events if e.type == ASSISTANT_MESSAGE]
         assert message_text(replies[-1].data["message"]) == "Answered at last."
         assert "Answered at last." in screen_text(app)
-        assert app.check_action("answer_again", ()) is False
+        assert app.check_action("answer_again", ()) is None
         assert app.notice.visible_text == ""
 
-        # The key is gone from the footer; the palette entry says why and does nothing.
+        # The key is dimmed again (after the lit ones, so cut off at this width); the
+        # palette entry says why and does nothing.
+        await wait_for(pilot, lambda: footer_keys(app).get("answer_again") is False)
         assert "Answer again" not in screen_text(app)
         command = next(c for c in app.get_system_commands(app.screen) if c.title == "Answer again")
         assert command.help.startswith("Nothing to answer now")

@@ -22,8 +22,9 @@ from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.notifications import SeverityLevel
+from textual.reactive import reactive
 from textual.screen import Screen
-from textual.widgets import Footer, HelpPanel, Input, TextArea
+from textual.widgets import HelpPanel, Input, TextArea
 from textual.worker import Worker
 
 from core.config import DshConfig
@@ -52,6 +53,7 @@ from core.references import (
     SessionReferenceError,
     find_session_reference_spans,
 )
+from tui.app.busy import IDLE, Activity, Busy, action_available, busy_reason
 from tui.app.commands import SessionCommands
 from tui.app.composer.composer import Composer
 from tui.app.drafts import DraftKeeper, drafts_path
@@ -62,7 +64,7 @@ from tui.app.screens.modals import ConfirmScreen, RenameScreen, compact_question
 from tui.app.screenshot import save_screenshot_file, screenshot_directory
 from tui.app.sent_history import sent_messages
 from tui.app.sidebar.sidebar import Sidebar
-from tui.app.statusbar import NoticeBar, StatusLine, TitleBar
+from tui.app.statusbar import KeyFooter, NoticeBar, StatusLine, TitleBar
 from tui.app.transcript.cards import Foldable
 from tui.app.transcript.transcript import TRANSCRIPT_CSS_PATH, Transcript, last_assistant_text
 from tui.app.uistate import UiState, default_state_path, load_ui_state, save_ui_state
@@ -115,7 +117,7 @@ class ChatScreen(Screen[None]):
                     candidate_limit=self._limit,
                     placeholder="Message… (@ to reference another session, Enter to send)",
                 )
-        yield Footer(compact=True)
+        yield KeyFooter(compact=True)
 
 
 class DshApp(App[int]):
@@ -130,8 +132,8 @@ class DshApp(App[int]):
     BINDINGS: ClassVar[list[BindingType]] = [
         # The footer shows these in this order and cuts what does not fit: the keys a
         # newcomer needs first come first (Ctrl+B is also in the palette and the help).
-        # Ctrl+R is shown (first) only while the last message has no reply: a reply failed
-        # to store.
+        # Ctrl+R comes first: it is lit only while the last message has no reply (a reply
+        # failed to store), and dimmed otherwise, like every action that cannot run now.
         Binding("ctrl+r", "answer_again", "Answer again"),
         Binding("escape", "cancel", "Back"),
         Binding("f1", "help", "Help"),
@@ -144,6 +146,10 @@ class DshApp(App[int]):
         Binding("question_mark", "help", "Help", show=False),
         Binding("ctrl+q", "quit", "Quit"),
     ]
+
+    activity: reactive[Activity] = reactive(IDLE, bindings=True, init=False)
+    """What the app is busy with: the status line shows it, and the bindings it keeps out
+    show dimmed in the footer (``check_action``)."""
 
     def __init__(
         self,
@@ -170,8 +176,6 @@ class DshApp(App[int]):
         self._initial_session = initial_session
         self._offline_delay = offline_delay
         self.chat: ChatSession | None = None
-        self.preparing = False
-        self.streaming = False
         self._cancel_prepare: asyncio.Event | None = None
         self._interrupt: asyncio.Event | None = None
         self.startup_error: str | None = None
@@ -250,13 +254,10 @@ class DshApp(App[int]):
         self._fit_sidebar(self.size.width)
         await self.follower.prime()
         await self.refresh_sessions()
-        headers = self.sidebar.entries
-        first = self._initial_session or (headers[0].header.id if headers else None)
-        if first is not None:
-            await self.open_session(first)
+        if self._initial_session is not None:
+            await self.open_session(self._initial_session)
         else:
-            self.transcript.show_empty_state()
-            self._update_title()
+            await self.open_newest_session()
         self.follower.start()
 
     # ------------------------------------------------------------------ kept across runs
@@ -301,10 +302,16 @@ class DshApp(App[int]):
     # ------------------------------------------------------------------ drafts
 
     @on(TextArea.Changed, "#composer")
-    def _draft_changed(self) -> None:
-        """The draft belongs to the open session; it is written out shortly after typing."""
-        session_id = self.current_id
-        if session_id is not None and self._drafts.set(session_id, self.composer.draft):
+    def _draft_changed(self, event: TextArea.Changed) -> None:
+        """The draft belongs to the open session; it is written out shortly after typing.
+        (The composer is the message's own: when the app quits, the screen may already
+        have lost its widgets by the time the last change arrives.)"""
+        composer, session_id = event.text_area, self.current_id
+        if (
+            isinstance(composer, Composer)
+            and session_id is not None
+            and self._drafts.set(session_id, composer.draft)
+        ):
             self._schedule_drafts_flush()
 
     def _schedule_drafts_flush(self) -> None:
@@ -454,6 +461,56 @@ class DshApp(App[int]):
     def current_id(self) -> str | None:
         return self.chat.session_id if self.chat is not None else None
 
+    # ------------------------------------------------------------------ busy state
+
+    @property
+    def busy(self) -> bool:
+        return self.activity.busy
+
+    @property
+    def preparing(self) -> bool:
+        return self.activity.state is Busy.PREPARING
+
+    @property
+    def streaming(self) -> bool:
+        return self.activity.state is Busy.STREAMING
+
+    def watch_activity(self, activity: Activity) -> None:
+        if self._chat_screen is not None and self._chat_screen.is_mounted:
+            self.status.set_status(activity.status)
+            # While preparing, Enter says how to cancel (the composer's SendBlocked).
+            self.composer.send_enabled = not self._read_only and not self.preparing
+
+    @property
+    def _read_only(self) -> bool:
+        return self._runtime is not None and bool(getattr(self.runtime.store, "read_only", False))
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """``None`` (shown dimmed, does nothing) for an action that cannot run now."""
+        if not action_available(action, self.activity.state):
+            return None
+        if action in ("rename_session", "compact_session", "delete_session") and self.chat is None:
+            return None
+        if action == "answer_again" and not (self.chat is not None and self._unanswered):
+            return None
+        return super().check_action(action, parameters)
+
+    def _can(self, action: str) -> bool:
+        """For the palette's entries, which call the actions directly."""
+        return bool(self.check_action(action, ()))
+
+    def _say_busy(self, before: str) -> None:
+        """Why ``before`` (e.g. "switching") cannot happen now: for the sidebar, the palette
+        and Enter, which reach actions whose keys the footer shows dimmed."""
+        state = self.activity.state
+        if state not in (Busy.PREPARING, Busy.STREAMING):
+            text = f"Wait a moment: {busy_reason(state)}."
+        elif before == "sending":
+            text = "Still busy with the last message; press Esc to stop it."
+        else:
+            text = f"Wait for the current reply (or press Esc) before {before}."
+        self.notice.show_notice(text, warning=True)
+
     # ------------------------------------------------------------------ sessions
 
     async def refresh_sessions(self) -> None:
@@ -482,8 +539,17 @@ class DshApp(App[int]):
         entry = self.sidebar.entry(self.chat.session_id)
         bar.show(entry.label if entry else None, self.chat.session_id, self.chat.header.cwd, model)
 
-    async def open_session(self, session_id: str) -> None:
-        """Show a session: replay its current surface (windowed)."""
+    async def open_session(self, session_id: str | None) -> None:
+        """The one way the app changes the session it shows (startup, the sidebar and the
+        palette through ``switch_to``, Ctrl+N, a deletion here or elsewhere): replay its
+        current surface (windowed), bring its own draft and sent history to the composer,
+        mark it in the sidebar and the title. ``None``: no session (the newcomer's guide)."""
+        if session_id is None:
+            self.chat = None
+            self.transcript.show_empty_state()
+            self._set_unanswered(False)
+            self._update_title()
+            return
         with self.faults("open the session") as guard:
             try:
                 chat = await self.runtime.chat(session_id)
@@ -508,6 +574,27 @@ class DshApp(App[int]):
         self._set_unanswered(unanswered_message(window.events) is not None)
         self._update_title()
 
+    async def open_newest_session(self) -> None:
+        """Open the session used last (the sidebar's first), or none when there is none.
+        When no session is open, the composer's draft goes to the one opened."""
+        entries = self.sidebar.entries
+        await self.open_session(entries[0].header.id if entries else None)
+
+    def switch_to(self, session_id: str) -> None:
+        """Open ``session_id`` because the user chose it (the sidebar, or "Switch to" in the
+        palette): not while the app is busy (the notice says why); a newer choice supersedes
+        one still opening. Either way typing goes on in the composer, as a message."""
+        if self.busy:
+            self._say_busy("switching")
+            self.composer.focus()
+            return
+        self._switch(session_id)
+
+    @work(exclusive=True, group="switch")
+    async def _switch(self, session_id: str) -> None:
+        await self.open_session(session_id)
+        self.composer.focus()
+
     async def session_deleted_elsewhere(self, session_id: str) -> None:
         """The open session was deleted by another window or process: say so and open the
         newest remaining one (the composer's draft stays)."""
@@ -515,12 +602,7 @@ class DshApp(App[int]):
             return
         self.chat = None
         await self.refresh_sessions()
-        remaining = self.sidebar.entries
-        if remaining:
-            await self.open_session(remaining[0].header.id)
-        else:
-            self.transcript.show_empty_state()
-            self._update_title()
+        await self.open_newest_session()
         self.notice.show_notice(
             "The session you had open was deleted in another window.", warning=True
         )
@@ -583,14 +665,8 @@ class DshApp(App[int]):
         return self.chat
 
     @on(Sidebar.Selected)
-    async def _sidebar_selected(self, message: Sidebar.Selected) -> None:
-        if self.preparing or self.streaming:
-            self.notice.show_notice(
-                "Wait for the current reply (or press Esc) before switching.", warning=True
-            )
-            return
-        await self.open_session(message.session_id)
-        self.composer.focus()
+    def _sidebar_selected(self, message: Sidebar.Selected) -> None:
+        self.switch_to(message.session_id)
 
     @on(Sidebar.DeleteRequested)
     def _sidebar_delete(self, message: Sidebar.DeleteRequested) -> None:
@@ -603,10 +679,8 @@ class DshApp(App[int]):
         draft = message.text
         if not draft.strip():
             return
-        if self.preparing or self.streaming:
-            self.notice.show_notice(
-                "Still busy with the last message; press Esc to stop it.", warning=True
-            )
+        if self.busy:
+            self._say_busy("sending")
             return
         self.notice.clear()
         self._send(draft)
@@ -653,11 +727,11 @@ class DshApp(App[int]):
         count = len(labels)
         composer.clear_draft()
         self._cancel_prepare = asyncio.Event()
-        self.preparing = True
-        composer.send_enabled = False
-        if count:
-            plural = "session" if count == 1 else "sessions"
-            self.status.set_status(f"Preparing {count} referenced {plural}… (Esc cancels)")
+        plural = "session" if count == 1 else "sessions"
+        self.activity = Activity(
+            Busy.PREPARING,
+            f"Preparing {count} referenced {plural}… (Esc cancels)" if count else None,
+        )  # the composer's Enter is blocked meanwhile (watch_activity)
         try:
             submitted = await chat.submit(draft, cancel=self._cancel_prepare)
         except SessionReferenceError as err:
@@ -674,10 +748,8 @@ class DshApp(App[int]):
             self.report_fault(err, "send the message")
             return
         finally:
-            self.preparing = False
+            self.activity = IDLE
             self._cancel_prepare = None
-            composer.send_enabled = True
-            self.status.set_status(None)
         composer.add_to_history(draft)
         self.transcript.follow()
         self.transcript.add_events(submitted.events)
@@ -702,8 +774,8 @@ class DshApp(App[int]):
         """Stream the reply to the message just sent, or (``again``) to the last one left
         unanswered by a reply that failed."""
         self._interrupt = asyncio.Event()
-        self.streaming = True
-        self.status.set_status("Replying… (Esc stops)")
+        replying = Activity(Busy.STREAMING, "Replying… (Esc stops)")
+        self.activity = replying
         view = self.transcript.begin_reply()
         updates = (
             chat.reply_to_last(interrupt=self._interrupt)
@@ -716,13 +788,14 @@ class DshApp(App[int]):
                 if isinstance(update, ReplyDelta):
                     if waiting:
                         waiting = False
-                        self.status.set_status("Replying… (Esc stops)")
+                        self.activity = replying
                     view.append(update.kind, update.text)
                 elif isinstance(update, ReplyWaiting):
                     waiting = True
-                    self.status.set_status(
+                    self.activity = Activity(
+                        Busy.STREAMING,
                         f"Waiting {update.seconds_text} before retrying (Esc stops): "
-                        f"{single_line(update.reason, 160)}"
+                        f"{single_line(update.reason, 160)}",
                     )
                 elif isinstance(update, ReplyFinished):
                     error = str(update.error) if update.error is not None else None
@@ -743,10 +816,8 @@ class DshApp(App[int]):
             view.finish("error", str(err))
             self.notice.show_notice(self._reply_not_stored(err))
         finally:
-            self.streaming = False
+            self.activity = IDLE
             self._interrupt = None
-            self.status.set_status(None)
-            self.refresh_bindings()
 
     def _reply_not_stored(self, err: BaseException) -> str:
         """What a store failure during a reply left, and how to go on (one line)."""
@@ -763,16 +834,14 @@ class DshApp(App[int]):
             self._unanswered = value
             self.refresh_bindings()
 
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action == "answer_again":  # in the footer only when there is something to answer
-            return self._unanswered and not (self.preparing or self.streaming)
-        return super().check_action(action, parameters)
-
     def action_answer_again(self) -> None:
         """Ctrl+R: answer the last message again, after a reply that could not be stored."""
-        if self.chat is None or self.preparing or self.streaming:
+        if self.busy:  # only from the palette: the key is dimmed
+            self._say_busy("answering again")
             return
-        if not self._unanswered:
+        if self.chat is None:
+            return
+        if not self._can("answer_again"):
             self.notice.show_notice(
                 "Nothing to answer: the last message already has a reply.", warning=True
             )
@@ -813,11 +882,15 @@ class DshApp(App[int]):
 
     # ------------------------------------------------------------------ actions
 
-    @work(group="new-session")
-    async def action_new_session(self) -> None:
-        if self.preparing or self.streaming:
+    def action_new_session(self) -> None:
+        if self.busy:  # only from the palette: the key is dimmed
+            self._say_busy("starting a new session")
             return
-        self.status.set_status("Creating a session…")  # a busy database can take a while
+        self.activity = Activity(Busy.CREATING, "Creating a session…")  # may take a while
+        self._new_session()
+
+    @work(group="new-session")
+    async def _new_session(self) -> None:
         try:
             with self.faults("create a session"):
                 header = await self.runtime.store.create_session(cwd=self._cwd)
@@ -825,10 +898,10 @@ class DshApp(App[int]):
                 await self.open_session(header.id)
                 self.composer.focus()
         finally:
-            self.status.set_status(None)
+            self.activity = IDLE
 
     def action_rename_session(self) -> None:
-        if self.chat is None:
+        if self.chat is None:  # only from the palette: the key is dimmed
             return
         chat = self.chat
 
@@ -846,7 +919,8 @@ class DshApp(App[int]):
             self._confirm_delete(self.chat.session_id)
 
     def _confirm_delete(self, session_id: str) -> None:
-        if self.preparing or self.streaming:
+        if self.busy:  # the key is dimmed; the sidebar's delete key says why
+            self._say_busy("deleting")
             return
 
         async def done(confirmed: bool | None) -> None:
@@ -863,12 +937,7 @@ class DshApp(App[int]):
                 self.chat = None
             await self.refresh_sessions()
             if self.chat is None:
-                remaining = self.sidebar.entries
-                if remaining:
-                    await self.open_session(remaining[0].header.id)
-                else:
-                    self.transcript.load([])
-                    self._update_title()
+                await self.open_newest_session()
 
         self.push_screen(
             ConfirmScreen(delete_question(self._label_of(session_id), session_id)), done
@@ -876,7 +945,10 @@ class DshApp(App[int]):
 
     def action_compact_session(self) -> None:
         """F4: ask first (the model sees only the summary afterwards), then compact."""
-        if self.chat is None or self.preparing or self.streaming:
+        if self.busy:  # only from the palette: the key is dimmed
+            self._say_busy("compacting")
+            return
+        if self.chat is None:
             return
         session_id = self.chat.session_id
 
@@ -891,19 +963,20 @@ class DshApp(App[int]):
             done,
         )
 
+    def _compact_session(self) -> None:
+        if self.chat is not None and not self.busy:  # it may have started while asking
+            self.activity = Activity(Busy.COMPACTING, "Compacting…")
+            self._compact(self.chat)
+
     @work(exclusive=True, group="compact")
-    async def _compact_session(self) -> None:
-        if self.chat is None or self.preparing or self.streaming:
-            return
-        chat = self.chat
-        self.status.set_status("Compacting…")
+    async def _compact(self, chat: ChatSession) -> None:
         try:
             with self.faults("compact the session") as guard:
                 result = await chat.compact()
                 if self.chat is chat:
                     self._show_window(await self._read_window(chat.session_id))
         finally:
-            self.status.set_status(None)
+            self.activity = IDLE
         if not guard.failed:
             self.notify(f"Compacted {len(result.shadowed)} messages into a summary.", markup=False)
 
@@ -999,14 +1072,6 @@ class DshApp(App[int]):
 
         self.run_worker(save(), group="screenshot")
         return None
-
-    def switch_to(self, session_id: str) -> None:
-        self.run_worker(self._switch(session_id), exclusive=True, group="switch")
-
-    async def _switch(self, session_id: str) -> None:
-        if not (self.preparing or self.streaming):
-            await self.open_session(session_id)
-        self.composer.focus()  # typing after "Switch to" is a message, not a filter
 
     def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)

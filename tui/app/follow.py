@@ -2,9 +2,10 @@
 
 Twice a second the app asks the store for its change token (``PRAGMA data_version`` for
 SQLite: one cheap query, off the event loop). When it moved, the session list is read again
-(the filter and the highlighted row are kept) and, unless this window is itself preparing
-or streaming a reply, the open session's transcript takes the new events: appended ones
-are added at the end, anything else (a compaction elsewhere) reloads its newest page.
+(the filter and the highlighted row are kept) and, unless this window is itself busy
+(preparing or streaming a reply, compacting), the open session's transcript takes the new
+events: appended ones are added at the end, anything else (a compaction elsewhere) reloads
+its newest page.
 """
 
 from __future__ import annotations
@@ -82,7 +83,7 @@ class StoreFollower:
         if token != self._listed:
             await self._refresh_sidebar()
             self._listed = token
-        if app.preparing or app.streaming:
+        if app.busy:
             return True  # not marked seen: the transcript follows once the reply is stored
         if await self._follow_transcript():
             self._seen = token
@@ -117,10 +118,10 @@ class StoreFollower:
                 return True
             window = await app._read_window(session_id)
         except SessionNotFoundError:
-            if app.chat is chat and not (app.preparing or app.streaming):
+            if app.chat is chat and not app.busy:
                 await app.session_deleted_elsewhere(session_id)
             return True
-        if app.chat is not chat or app.preparing or app.streaming:
+        if app.chat is not chat or app.busy:
             return False
         tail = appended_tail(window, app.transcript.known_seqs)
         if tail is None:

@@ -1,13 +1,16 @@
-"""The title bar, the status line and the notice bar: plain ``Text`` only, never markup."""
+"""The title bar, the status line, the notice bar and the key footer: plain ``Text``
+only, never markup."""
 
 from __future__ import annotations
 
 from rich.text import Text
-from textual.widgets import Static
+from textual.app import ComposeResult
+from textual.widget import Widget
+from textual.widgets import Footer, Static
 
 from core.display import escape_control, single_line
 
-__all__ = ["NoticeBar", "StatusLine", "TitleBar"]
+__all__ = ["KeyFooter", "NoticeBar", "StatusLine", "TitleBar"]
 
 
 class TitleBar(Static):
@@ -86,3 +89,22 @@ class NoticeBar(Static):
     def visible_text(self) -> str:
         """The notice as plain text ('' when hidden)."""
         return "" if self.has_class("-hidden") else self._plain
+
+
+class KeyFooter(Footer):
+    """The footer, with the keys that cannot run now (dimmed) after those that can: when
+    the row is cut on a narrow terminal, what is lost is what could not run anyway."""
+
+    def compose(self) -> ComposeResult:
+        dimmed: list[Widget] = []
+        for widget in super().compose():
+            # Only a footer key has these classes (a key group holds its keys itself).
+            palette = widget.has_class("-command-palette")
+            if widget.has_class("-disabled") and not (palette or widget.has_class("-grouped")):
+                dimmed.append(widget)
+                continue
+            if palette:
+                yield from dimmed
+                dimmed = []
+            yield widget
+        yield from dimmed

@@ -46,6 +46,8 @@ from core.references import (
     labels,
 )
 from tui.app.composer.chips import ChipSpan, ChipTable, snap, widen
+from tui.app.composer.history import HistoryStep, SentHistory
+from tui.app.composer.mentions import mention_query, opens_picker, refuses_pick
 from tui.app.composer.picker import MentionPicker
 
 __all__ = ["MAX_LABEL_CHARS", "CandidateSource", "Composer", "safe_mention"]
@@ -106,8 +108,9 @@ class Composer(TextArea):
         Binding("shift+enter,ctrl+j", "newline", "Newline", show=True),
     ]
 
-    send_enabled: reactive[bool] = reactive(True)
-    """When False, Enter posts :class:`SendBlocked` instead of :class:`Submitted`."""
+    send_enabled: reactive[bool] = reactive(True, bindings=True)
+    """When False, Enter posts :class:`SendBlocked` instead of :class:`Submitted` (and the
+    footer shows Send dimmed)."""
 
     class Submitted(Message):
         """Enter was pressed: ``text`` is the raw draft (mentions intact)."""
@@ -187,18 +190,26 @@ class Composer(TextArea):
         """At most this many rows are listed (the source should already cut there)."""
         self.now_ms: Callable[[], int] = now_ms if now_ms is not None else _wall_clock_ms
         """Clock for the picker's relative ages, in epoch milliseconds."""
-        self.sent_history: list[str] = []
-        """Sent messages, newest last; Up on the first line / Down on the last walk it.
-        (``TextArea.history`` is the undo history, hence the different name.)"""
-        self._history_index: int | None = None
-        self.history_incomplete = False
-        """True when older sent messages may exist beyond :attr:`sent_history` (see
-        :class:`HistoryWanted`)."""
-        self._history_loaded = ""
-        self._saved_draft = ""
+        self._history = SentHistory()
         self._picker = MentionPicker(self, now_ms=lambda: self.now_ms())
 
     # ------------------------------------------------------------------ public API
+
+    @property
+    def sent_history(self) -> list[str]:
+        """Sent messages, newest last; Up on the first line / Down on the last walk it.
+        (``TextArea.history`` is the undo history, hence the different name.)"""
+        return self._history.entries
+
+    @property
+    def history_incomplete(self) -> bool:
+        """True when older sent messages may exist beyond :attr:`sent_history` (see
+        :class:`HistoryWanted`)."""
+        return self._history.incomplete
+
+    @history_incomplete.setter
+    def history_incomplete(self, value: bool) -> None:
+        self._history.incomplete = value
 
     @property
     def picker(self) -> MentionPicker:
@@ -232,7 +243,7 @@ class Composer(TextArea):
     def set_draft(self, text: str) -> None:
         """Replace the draft (cursor at its end), closing the picker and history browsing."""
         self._close_picker()
-        self._history_index = None
+        self._history.stop()
         self.load_text(self._chips.chipify(text))
         self.move_cursor(self.document.end)
 
@@ -244,22 +255,17 @@ class Composer(TextArea):
         messages; blank entries and immediate repeats are skipped. ``keep_place``: the new
         entries extend the old ones at the oldest end, and a walk in progress goes on from
         the entry it shows."""
-        index, old_count = self._history_index, len(self.sent_history)
-        history: list[str] = []
-        for entry in entries:
-            if entry.strip() and (not history or history[-1] != entry):
-                history.append(entry)
-        self.sent_history = history
-        if keep_place and index is not None:
-            self._history_index = max(0, index + len(history) - old_count)
-        else:
-            self._history_index = None
+        self._history.replace(entries, keep_place=keep_place)
 
     def add_to_history(self, text: str) -> None:
         """Remember a sent message (blank ones and repeats of the newest are skipped)."""
-        self._history_index = None
-        if text.strip() and (not self.sent_history or self.sent_history[-1] != text):
-            self.sent_history.append(text)
+        self._history.add(text)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Send is shown dimmed while it cannot send (Enter then says why)."""
+        if action == "submit" and (self.read_only or not self.send_enabled):
+            return None
+        return super().check_action(action, parameters)
 
     def action_submit(self) -> None:
         """Post :class:`Submitted` (or :class:`SendBlocked`); a blank draft does nothing."""
@@ -347,7 +353,7 @@ class Composer(TextArea):
         result = self._replace_via_keyboard("@", start, end)
         if result is None:
             return
-        if before == "" or before.isspace():
+        if opens_picker(before):
             at_row, at_col = result.end_location
             self._open_picker((at_row, at_col - 1))
 
@@ -360,52 +366,32 @@ class Composer(TextArea):
         y = self.wrapped_document.location_to_offset(self.cursor_location).y
         return bool(y >= self.wrapped_document.height - 1)
 
-    def _browsing_history(self) -> bool:
-        if self._history_index is not None and self.draft != self._history_loaded:
-            self._history_index = None  # the recalled entry was edited: it is the draft now
-        return self._history_index is not None
-
     def _history_up(self) -> bool:
         if not self.selection.is_empty or not self._on_first_visual_line():
             return False
-        if not self.sent_history:
-            if self.history_incomplete and not self.text:
-                self.history_incomplete = False
-                self.post_message(self.HistoryWanted(self))
-                return True
-            return False
-        if not self._browsing_history():
-            self._saved_draft = self.draft
-            index = len(self.sent_history) - 1
-        elif self._history_index:
-            index = self._history_index - 1
-        else:
-            if self.history_incomplete:  # older messages may be read: ask once
-                self.history_incomplete = False
-                self.post_message(self.HistoryWanted(self))
-            return True  # already at the oldest entry
-        self._show_history(index, self.sent_history[index])
-        return True
+        return self._take_history_step(self._history.up(self.draft))
 
     def _history_down(self) -> bool:
-        if not self._browsing_history() or not self.selection.is_empty:
+        if not self._history.walking(self.draft) or not self.selection.is_empty:
             return False
         if not self._on_last_visual_line():
             return False
-        assert self._history_index is not None
-        index = self._history_index + 1
-        if index >= len(self.sent_history):
-            self._show_history(None, self._saved_draft)
-        else:
-            self._show_history(index, self.sent_history[index])
-        return True
+        return self._take_history_step(self._history.down(self.draft))
 
-    def _show_history(self, index: int | None, text: str) -> None:
-        self.replace(
-            self._chips.chipify(text), (0, 0), self.document.end, maintain_selection_offset=False
-        )
-        self._history_index = index
-        self._history_loaded = text
+    def _take_history_step(self, step: HistoryStep | None) -> bool:
+        """Show what the walk gives (True: the key was the history's)."""
+        if step is None:
+            return False
+        if step.show is not None:
+            self.replace(
+                self._chips.chipify(step.show),
+                (0, 0),
+                self.document.end,
+                maintain_selection_offset=False,
+            )
+        if step.want_older:
+            self.post_message(self.HistoryWanted(self))
+        return True
 
     # ------------------------------------------------------------------ picker
 
@@ -435,15 +421,9 @@ class Composer(TextArea):
             return None
         at_row, at_col = self._mention_at
         row, col = end
-        if row != at_row or col <= at_col or at_row >= self.document.line_count:
+        if row != at_row or at_row >= self.document.line_count:
             return None
-        line = self.document.get_line(at_row)
-        if at_col >= len(line) or line[at_col] != "@":
-            return None
-        query = line[at_col + 1 : col]
-        if any(char.isspace() for char in query):
-            return None
-        return query
+        return mention_query(self.document.get_line(at_row), at_col, col)
 
     def _sync_picker(self) -> None:
         """Follow the cursor: close, re-query or just re-place the open picker."""
@@ -509,8 +489,8 @@ class Composer(TextArea):
         at = self._mention_at
         if at is None:
             return
-        referenced = {span.session_id for span in self._reference_spans if span.valid}
-        if candidate.session_id not in referenced and len(referenced) >= self.max_references:
+        referenced = [s.session_id for s in self._reference_spans if s.valid and s.session_id]
+        if refuses_pick(referenced, candidate.session_id, self.max_references):
             self._picker.show_limit_refusal(self.max_references)
             self._position_picker()
             return

@@ -21,6 +21,7 @@ from textual.widgets.option_list import Option
 import core.log
 from core.display import relative_age, single_line
 from core.references import SessionReferenceCandidate
+from tui.app.composer.mentions import at_limit
 from tui.shared.cells import cell_len, cut_cells
 
 __all__ = [
@@ -281,11 +282,11 @@ class MentionPicker(Vertical, can_focus=False):
         """Show "N of M references" and, at or over the limit, a warning line."""
         noun = "reference" if max_references == 1 else "references"
         header = Text(f"{reference_count} of {max_references} {noun}", end="")
-        at_limit = reference_count >= max_references
-        if at_limit:
+        limited = at_limit(reference_count, max_references)
+        if limited:
             header.append(f"\nLimit reached: {max_references} {noun} per message", style="bold")
-        self._header_lines = 2 if at_limit else 1
-        self._header.set_class(at_limit, "-limit")
+        self._header_lines = 2 if limited else 1
+        self._header.set_class(limited, "-limit")
         self._header.update(header)
 
     def show_searching(self) -> None:

@@ -36,6 +36,15 @@ from core.jsoncodec import thaw_json
 from core.log import ASSISTANT_MESSAGE, Event, message_text
 from core.query import SurfaceWindow
 from tui.app.transcript.cards import CheckpointCard, CollapsedItem, ReferenceCard
+from tui.app.transcript.window import (
+    Span,
+    earlier_mount_start,
+    earlier_read,
+    first_mounted,
+    load_earlier_label,
+    place_to_keep,
+    prune_count,
+)
 from tui.shared.items import TranscriptItem, classify_surface
 from tui.shared.render import LiteralMarkdown, highlight_mentions
 
@@ -698,7 +707,7 @@ class Transcript(VerticalScroll):
         self._entries = list(entries)
         self._unread = unread
         self._known_seqs = known
-        self._first = max(0, len(self._entries) - self.page_size)
+        self._first = first_mounted(len(self._entries), self.page_size)
         self._widgets = [self._make_widget(entry) for entry in self._entries[self._first :]]
         removing = self.remove_children(old)
         mounting = self.mount_all(self._widgets) if self._widgets else None
@@ -786,12 +795,11 @@ class Transcript(VerticalScroll):
 
     async def _read_earlier(self, fetch: FetchEvents) -> None:
         generation = self._generation
-        page = self._unread[-self.page_size :]
-        context = self._unread[-len(page) - 1] if len(self._unread) > len(page) else None
+        read = earlier_read(self._unread, self.page_size)
         self._fetching = generation
         self._update_chrome()
         try:
-            events = await fetch(page if context is None else [context, *page])
+            events = await fetch(read.seqs)
         except DshError as err:
             if generation == self._generation:
                 self.post_message(self.LoadFailed(self, err))
@@ -804,15 +812,15 @@ class Transcript(VerticalScroll):
         if generation != self._generation or self._first > 0:
             return  # another session was loaded meanwhile
         items = classify_surface(events)
-        if context is not None:
+        if read.context is not None:
             items = items[1:]
-        del self._unread[-len(page) :]
+        del self._unread[-len(read.page) :]
         self._entries[:0] = items
         self._first = len(items)
         await self._mount_earlier()
 
     def _mount_earlier(self) -> AwaitComplete:
-        start = max(0, self._first - self.page_size)
+        start = earlier_mount_start(self._first, self.page_size)
         widgets = [self._make_widget(entry) for entry in self._entries[start : self._first]]
         position = self._capture_position()
         self._first = start
@@ -914,17 +922,15 @@ class Transcript(VerticalScroll):
         self._button.display = hidden > 0
         reading = self._fetching is not None and self._fetching == self._generation
         self._button.disabled = reading
-        if reading:
-            self._button.label = "Loading earlier messages…"
-        elif hidden:
-            self._button.label = f"Load earlier messages ({hidden:,} more)"
+        label = load_earlier_label(hidden, reading)
+        if label is not None:
+            self._button.label = label
 
     def _prune(self) -> Awaitable[Any] | None:
         """Unmount the oldest items of a long live session while the view follows the tail."""
-        excess = len(self._widgets) - self.max_mounted
-        if excess <= 0 or not self.following:
+        excess = prune_count(len(self._widgets), self.max_mounted, self.page_size)
+        if not excess or not self.following:
             return None
-        excess = max(excess, len(self._widgets) - (self.max_mounted - self.page_size))
         gone = [w for w in self._widgets[:excess] if w is not self._reply]
         if len(gone) != excess:
             return None
@@ -937,16 +943,12 @@ class Transcript(VerticalScroll):
         (None when following: Textual then keeps the bottom pinned by itself)."""
         if self.following:
             return None
-        top = round(self.scroll_y)
-        straddling: tuple[Widget, int] | None = None
-        for widget in self._widgets:
-            region = widget.virtual_region
-            if region.y >= top:
-                # The first item starting inside the view: growth above it is what moves it.
-                return widget, region.y - top
-            if region.bottom > top and straddling is None:
-                straddling = widget, region.y - top
-        return straddling
+        spans = (Span(w.virtual_region.y, w.virtual_region.bottom) for w in self._widgets)
+        place = place_to_keep(spans, round(self.scroll_y))
+        if place is None:
+            return None
+        index, offset = place
+        return self._widgets[index], offset
 
     def _restore_position(self, position: tuple[Widget, int]) -> None:
         widget, offset = position
