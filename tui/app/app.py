@@ -82,6 +82,11 @@ from tui.shared.signals import (
 
 __all__ = ["DshApp", "run_app"]
 
+WRITING_ACTIONS = frozenset(
+    {"new_session", "rename_session", "compact_session", "delete_session", "answer_again"}
+)
+"""Actions that write to the store: dimmed when it is read-only."""
+
 HISTORY_EVENTS = 2000
 """How many surface events before the newest page are read for Up/Down history."""
 
@@ -162,8 +167,10 @@ class DshApp(App[int]):
         initial_session: str | None = None,
         offline_delay: float = 0.01,
         state_path: Path | None = None,
+        keep_drafts: bool = True,
     ) -> None:
-        """``state_path``: the file that keeps the theme across runs (``None``: not kept)."""
+        """``state_path``: the file that keeps the theme across runs (``None``: not kept);
+        ``keep_drafts``: unsent drafts are kept across runs (not for a replay)."""
         super().__init__()
         if runtime is None and config is None:
             raise ValueError("DshApp needs a runtime or a config")
@@ -185,6 +192,7 @@ class DshApp(App[int]):
         self._stopping: set[asyncio.Task[None]] = set()
         self._unanswered = False  # the open session ends with a message nothing answered
         self._state_path = state_path
+        self._keep_drafts = keep_drafts
         self.follower = StoreFollower(self)
         self._drafts = DraftKeeper(None)
         self._history_window: SurfaceWindow | None = None
@@ -246,7 +254,9 @@ class DshApp(App[int]):
         composer.candidate_source = self._candidates
         composer.picker.last_active_of = self._last_active_of
         composer.focus()
-        self._drafts = DraftKeeper(drafts_path(self._config.database))
+        self._drafts = DraftKeeper(
+            drafts_path(self._config.database) if self._keep_drafts else None
+        )
         await self._drafts.load()
         if getattr(self.runtime.store, "read_only", False):
             composer.send_enabled = False
@@ -488,6 +498,8 @@ class DshApp(App[int]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """``None`` (shown dimmed, does nothing) for an action that cannot run now."""
         if not action_available(action, self.activity.state):
+            return None
+        if action in WRITING_ACTIONS and self._read_only:  # a replay, or a full disk
             return None
         if action in ("rename_session", "compact_session", "delete_session") and self.chat is None:
             return None
@@ -1116,12 +1128,15 @@ class DshApp(App[int]):
         )
 
 
-def run_app(config: DshConfig) -> int:
-    """Run the TUI; returns the process exit code."""
+def run_app(config: DshConfig, runtime: Runtime | None = None) -> int:
+    """Run the TUI; returns the process exit code. With ``runtime`` (a replay), on that
+    runtime, keeping no drafts and no theme."""
     app = DshApp(
+        runtime,
         config=config,
         offline_delay=offline_delay_from_env(os.environ, 0.01),
-        state_path=default_state_path(),
+        state_path=default_state_path() if runtime is None else None,
+        keep_drafts=runtime is None,
     )
     code = app.run()
     if app.startup_error:

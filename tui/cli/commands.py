@@ -78,6 +78,18 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"dsh: error: {single_line(message)}\n")
 
 
+def _screen_size(text: str) -> tuple[int, int]:
+    """``COLUMNSxROWS`` for ``replay --size``, within what a terminal could be."""
+    columns, sep, rows = text.lower().partition("x")
+    if sep and columns.isdigit() and rows.isdigit():
+        size = (int(columns), int(rows))
+        if 20 <= size[0] <= 1000 and 5 <= size[1] <= 500:
+            return size
+    raise argparse.ArgumentTypeError(
+        f"expected COLUMNSxROWS such as 120x40 (20–1000 by 5–500), not {text!r}"
+    )
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="dsh",
@@ -147,6 +159,22 @@ def _parser() -> argparse.ArgumentParser:
         "events is reported and never overwritten.",
     )
     p.add_argument("file", help="a file or a directory; '-' reads standard input")
+
+    p = sub.add_parser(
+        "replay",
+        help="open one session log file read-only, or render it as SVG or text (QA)",
+        description="Show a session log file (a dsh export or a deepseek-harness log) exactly "
+        "as dsh shows a stored session, without importing it: no database is opened or "
+        "written. Without --svg or --text the app opens on it, read-only.",
+    )
+    p.add_argument("file", help="the log file")
+    p.add_argument("--svg", metavar="OUT", help="write the app's screen as SVG to OUT")
+    p.add_argument(
+        "--size", default="120x40", type=_screen_size, help="the screen for --svg (120x40)"
+    )
+    p.add_argument("--expand-cards", action="store_true", help="expand reference cards")
+    p.add_argument("--at", type=int, metavar="SEQ", help="the session as it was at event SEQ")
+    p.add_argument("--text", action="store_true", help="print the transcript like dsh show")
 
     p = sub.add_parser(
         "delete",
@@ -670,6 +698,46 @@ async def _run(config: DshConfig, args: argparse.Namespace) -> int:
         return await COMMANDS[args.command](rt, args)
 
 
+def _replay(config: DshConfig, args: argparse.Namespace) -> int:
+    from tui.shared.replay import open_replay, replay_runtime
+
+    store = asyncio.run(open_replay(args.file, at=args.at))
+    runtime = replay_runtime(config, store)
+    if args.text:
+        return asyncio.run(_replay_text(runtime, args))
+    if args.svg is not None:
+        from tui.app.svg import render_svg  # Textual, without a terminal
+
+        # "Now" is the log's last event, so ages and the picture depend on the file only.
+        last = max(asyncio.run(store.read_last_event_times()).values(), default=0)
+        svg = asyncio.run(
+            render_svg(runtime, size=args.size, expand_cards=args.expand_cards, now=lambda: last)
+        )
+        try:
+            from tui.shared.files import write_atomically
+
+            written = write_atomically(Path(args.svg), svg)
+        except (OSError, ValueError) as err:
+            reason = getattr(err, "strerror", None) or err
+            raise CliError(f"cannot write {args.svg}: {reason}") from err
+        print(f"wrote {single_line(str(written))}")
+        return 0
+    from tui.app.app import run_app
+
+    return run_app(config, runtime)
+
+
+async def _replay_text(runtime: Runtime, args: argparse.Namespace) -> int:
+    from tui.cli.output import print_transcript
+
+    (header,) = await runtime.store.list_headers()
+    snapshot = await runtime.query.read_surface(header.id)
+    title = await runtime.query.read_title(header.id)
+    text = title.title if title else None
+    print_transcript(header, text, snapshot.events, expand=args.expand_cards)
+    return 0
+
+
 def _configure(args: argparse.Namespace) -> DshConfig:
     config = load_config(config_path=Path(args.config).expanduser() if args.config else None)
     if args.db:
@@ -692,6 +760,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             from tui.app.app import run_app  # Textual loads only when the app is wanted
 
             return run_app(config)
+        if command == "replay":  # one file, read-only: no database is opened
+            return _replay(config, args)
         if command == "acp":  # speaks JSON-RPC on stdout: never the Rich output path
             from tui.acp import run_acp
 

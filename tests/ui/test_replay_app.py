@@ -1,0 +1,48 @@
+"""The app on a replay (``dsh replay FILE``): the log's transcript, a banner saying it is a
+read-only replay, every writing action dimmed and inert, and nothing written anywhere."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from core.config import DshConfig
+from core.logfile import export_jsonl
+from stores import SqliteSessionStore
+from tests.ui.conftest import FIXED_NOW, SIZE, seed
+from tests.ui.snapshots import screen_text
+from tests.ui.test_app import settle
+from tui.app.app import WRITING_ACTIONS, DshApp
+from tui.shared.replay import open_replay, replay_runtime
+
+pytestmark = pytest.mark.timeout(60)
+
+
+async def test_replay_is_read_only_and_writes_nothing(tmp_path: Path) -> None:
+    async with await SqliteSessionStore.open(tmp_path / "seed.sqlite3") as store:
+        await seed(store)
+        header = await store.read_header("k8s-upgrade")
+        lines = list(export_jsonl(header, await store.read_events("k8s-upgrade")))
+    log = tmp_path / "k8s.jsonl"
+    log.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    before = await asyncio.to_thread(lambda: sorted(tmp_path.rglob("*")))
+
+    database = tmp_path / "never.sqlite3"
+    runtime = replay_runtime(DshConfig(database=database), await open_replay(str(log)))
+    app = DshApp(runtime, now=lambda: FIXED_NOW, cursor_blink=False, keep_drafts=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        assert app.current_id == "k8s-upgrade"
+        assert "One minor version at a time" in screen_text(app)
+        assert app.notice.visible_text.startswith(f"Replay of {log} (read-only)")
+        for action in sorted(WRITING_ACTIONS):
+            assert app.check_action(action, ()) is None, action
+        await pilot.press(*"hello")
+        await pilot.press("enter", "ctrl+n", "f2", "f8", "f4")
+        await settle(app, pilot)
+        assert [h.id for h in await runtime.store.list_headers()] == ["k8s-upgrade"]
+        assert len(await runtime.store.read_events("k8s-upgrade")) == len(lines) - 1
+    assert await asyncio.to_thread(lambda: sorted(tmp_path.rglob("*"))) == before
+    assert not await asyncio.to_thread(database.exists)
