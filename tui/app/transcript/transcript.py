@@ -3,9 +3,10 @@
 Only the newest ``page_size`` items are mounted; a "Load earlier messages" button at the
 top mounts the previous page while keeping the view where it was (reading it from the store
 first when the transcript was loaded from a surface window). Assistant messages are Markdown
-with raw HTML disabled, so ``</referenced-sessions>`` stays visible text: a history message
-is one ``Static`` rendering Rich Markdown (a Textual ``Markdown`` widget tree per message is
-far too slow to mount by the dozen); only the streaming reply uses Textual's ``Markdown``.
+with raw HTML disabled, so ``</referenced-sessions>`` stays visible text: every reply body,
+stored or streaming, is one ``Static`` rendering ``reply_body`` (Rich Markdown through
+``LiteralMarkdown``), so a reply is laid out the same live and after a reload (a Textual
+``Markdown`` widget tree per message is far too slow to mount by the dozen).
 Every piece of stored text is untrusted: it is escaped with ``escape_control`` and shown as
 ``rich.text.Text`` (or parsed as Markdown without HTML), never as Textual/Rich markup.
 """
@@ -20,7 +21,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from markdown_it import MarkdownIt
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.await_complete import AwaitComplete
@@ -28,7 +28,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.message import Message
 from textual.timer import Timer
 from textual.widget import Widget
-from textual.widgets import Button, Markdown, Static
+from textual.widgets import Button, Static
 
 from core.display import escape_control, single_line
 from core.errors import DshError
@@ -37,7 +37,7 @@ from core.log import ASSISTANT_MESSAGE, Event, message_text
 from core.query import SurfaceWindow
 from tui.app.transcript.cards import CheckpointCard, CollapsedItem, ReferenceCard
 from tui.shared.items import TranscriptItem, classify_surface
-from tui.shared.render import LiteralMarkdown, highlight_mentions
+from tui.shared.render import GrowingMarkdown, LiteralMarkdown, highlight_mentions
 
 __all__ = [
     "EMPTY_STATE_TEXT",
@@ -57,8 +57,8 @@ __all__ = [
     "checkpoint_text",
     "format_time",
     "last_assistant_text",
-    "literal_markdown_parser",
     "reasoning_text",
+    "reply_body",
     "tool_result_text",
 ]
 
@@ -71,7 +71,7 @@ MAX_MOUNTED = 200
 """While following the tail, older items beyond this many are unmounted (they can be
 loaded again); keeps a long live session as light as a freshly opened one."""
 FLUSH_INTERVAL = 0.05
-"""Streaming text is handed to the Markdown widget at most this often (seconds)."""
+"""Streaming text is rendered again at most this often (seconds)."""
 
 EMPTY_STATE_TITLE = "Start a conversation"
 EMPTY_STATE_TEXT = (
@@ -94,11 +94,6 @@ def format_time(ms: int) -> str:
         return datetime.fromtimestamp(ms / 1000).strftime("%Y-%m-%d %H:%M")
     except (OverflowError, OSError, ValueError):
         return "?"
-
-
-def literal_markdown_parser() -> MarkdownIt:
-    """GFM-like Markdown with raw HTML disabled, so tags in a message stay visible text."""
-    return MarkdownIt("gfm-like", {"html": False})
 
 
 def reasoning_text(message: Mapping[str, Any]) -> str:
@@ -182,6 +177,19 @@ def _cut_note(hidden: int) -> str:
     return f"\n\n[… {hidden:,} more characters not shown here; export the session to read it all]"
 
 
+NO_TEXT = Text("(no text)", style="dim italic")
+"""What a reply without text shows in place of its body."""
+
+
+def reply_body(text: str) -> LiteralMarkdown | Text:
+    """The body of an assistant reply, live or replayed: ``text`` cut for display
+    (``_shown``), escaped and laid out as literal Markdown (raw HTML stays text, links are
+    never hyperlinks). Both views use it, so a reply looks the same after a reload."""
+    if not text:
+        return NO_TEXT
+    return LiteralMarkdown(escape_control(_shown(text)))
+
+
 def _header(label: str, detail: Iterable[str]) -> Text:
     text = Text(label, style="bold")
     for part in detail:
@@ -256,12 +264,9 @@ class AssistantMessage(Vertical):
             classes="message-header",
             markup=False,
         )
-        self._source = escape_control(_shown(text))
-        self._body: Widget
-        if not text:
-            self._body = Static(Text("(no text)", style="dim italic"), classes="message-empty")
-        else:
-            self._body = Static(LiteralMarkdown(self._source), classes="message-body-static")
+        self._body = Static(
+            reply_body(text), classes="message-body-static" if text else "message-empty"
+        )
         marker = _marker(status, error)
         self._marker = (
             None
@@ -341,8 +346,9 @@ def _joined(parts: list[str]) -> str:
 class ReplyView(Vertical):
     """The streaming assistant reply.
 
-    ``append`` is cheap and synchronous; text reaches the Markdown widget in batches at most
-    every ``FLUSH_INTERVAL`` seconds. ``finish`` flushes and shows the interrupted/error marker.
+    ``append`` is cheap and synchronous; the body (``reply_body``, the one a stored reply gets)
+    is rendered again with the text so far at most every ``FLUSH_INTERVAL`` seconds.
+    ``finish`` flushes and shows the interrupted/error marker.
     """
 
     class Finished(Message):
@@ -359,8 +365,10 @@ class ReplyView(Vertical):
     def __init__(self, record: ReplyRecord | None = None, *, classes: str | None = None) -> None:
         super().__init__(classes=classes)
         self.record = record if record is not None else ReplyRecord()
-        self._pending_text: list[str] = []
-        self._shown_chars = 0  # of the text handed to the Markdown widget (MAX_SHOWN_CHARS)
+        self._text_dirty = False
+        self._shown_chars = 0  # of the text rendered so far (at most MAX_SHOWN_CHARS)
+        self._growing = GrowingMarkdown()  # the body while streaming
+        self._source = ""  # the escaped Markdown the body shows
         self._reasoning_dirty = False
         self._timer: Timer | None = None
         self._lock = asyncio.Lock()
@@ -368,9 +376,8 @@ class ReplyView(Vertical):
         self._header = Static(_header("Assistant", []), classes="message-header", markup=False)
         self._thinking = Static(Text("thinking…", style="dim italic"), classes="reply-thinking")
         self._reasoning: CollapsedItem | None = None
-        self._markdown = Markdown(
-            parser_factory=literal_markdown_parser, open_links=False, classes="message-body"
-        )
+        self._body = Static(classes="message-body-static")
+        self._body.display = False
         self._marker = Static(classes="message-marker", markup=False)
         self._marker.display = False
 
@@ -383,18 +390,24 @@ class ReplyView(Vertical):
         return self.record.status is not None
 
     @property
-    def markdown(self) -> Markdown:
-        return self._markdown
+    def body(self) -> Static:
+        """The Static showing the reply's Markdown."""
+        return self._body
+
+    @property
+    def source(self) -> str:
+        """The escaped Markdown the body shows (cut, with a note, past ``MAX_SHOWN_CHARS``)."""
+        return self._source
 
     def compose(self) -> ComposeResult:
         yield self._header
         yield self._thinking
-        yield self._markdown
+        yield self._body
         yield self._marker
 
     def on_mount(self) -> None:
         self._ready.set()
-        if self._pending_text or self._reasoning_dirty:
+        if self._text_dirty or self._reasoning_dirty:
             self._schedule()
 
     def on_unmount(self) -> None:
@@ -412,7 +425,7 @@ class ReplyView(Vertical):
             self._reasoning_dirty = True
         else:
             self.record.text_parts.append(text)
-            self._pending_text.append(text)
+            self._text_dirty = True
         self._schedule()
 
     def _schedule(self) -> None:
@@ -434,19 +447,21 @@ class ReplyView(Vertical):
                         "Thinking…", _shown(self.record.reasoning), classes="reasoning"
                     )
                     self._thinking.display = False  # the fold's "Thinking…" says it
-                    await self.mount(self._reasoning, before=self._markdown)
+                    await self.mount(self._reasoning, before=self._body)
                 else:
                     self._reasoning.set_body(_shown(self.record.reasoning))
-            if self._pending_text:
+            if self._text_dirty:
                 # Cut like a stored message: re-rendering a growing paragraph of megabytes
                 # on every flush froze the UI; the note comes with ``finish``.
-                room = MAX_SHOWN_CHARS - self._shown_chars
-                chunk = "".join(self._pending_text)[: max(0, room)]
-                self._pending_text.clear()
+                self._text_dirty = False
                 self._thinking.display = False
-                if chunk:
-                    self._shown_chars += len(chunk)
-                    await self._markdown.append(escape_control(chunk))
+                if self._shown_chars < MAX_SHOWN_CHARS:
+                    shown = self.record.text[:MAX_SHOWN_CHARS]
+                    self._shown_chars = len(shown)
+                    self._source = escape_control(shown)
+                    self._growing.update(self._source)
+                    self._body.update(self._growing)
+                    self._body.display = True
 
     def finish(
         self, status: Status | str, error_message: str | None = None, *, event: Event | None = None
@@ -477,9 +492,15 @@ class ReplyView(Vertical):
             if not self.is_attached:
                 return
             self._thinking.display = False
-            hidden = len(self.record.text) - self._shown_chars
-            if hidden > 0:
-                await self._markdown.append(_cut_note(hidden))
+            text = self.record.text
+            # Exactly what the stored reply will show (GrowingMarkdown lays it out the
+            # same, but only the whole text parsed at once is the reference).
+            body = reply_body(text)
+            self._source = body.markup if isinstance(body, LiteralMarkdown) else ""
+            self._body.update(body)
+            if not text:
+                self._body.set_classes("message-empty")
+            self._body.display = True
             if self._reasoning is not None:
                 self._reasoning.set_title("Reasoning")
             stored = self.record.event
@@ -502,9 +523,6 @@ class ReplyView(Vertical):
                 self._marker.update(marker)
                 self._marker.set_class(normalized == "error", "-error")
                 self._marker.set_class(normalized == "interrupted", "-interrupted")
-                self._marker.display = True
-            elif not self.record.text:
-                self._marker.update(Text("(no text)", style="dim italic"))
                 self._marker.display = True
             self.post_message(self.Finished(self))
 
