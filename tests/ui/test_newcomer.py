@@ -124,6 +124,8 @@ async def test_focused_card_is_visible_keys_go_to_composer_and_esc_returns(
         card.focus()
         await pilot.pause()
         assert card.has_focus
+        # The footer recomposes for the card's keys a refresh or two later.
+        await wait_for(pilot, lambda: "Expand/collapse" in screen_text(app).splitlines()[-1])
         assert app.export_screenshot() != before, "focus must change how the card looks"
         assert_snapshot(request, app, "app_card_focused")
         await pilot.press(*"ok")

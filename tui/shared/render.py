@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping, Sequence
-from datetime import datetime
 from typing import Any, ClassVar
 
 from markdown_it import MarkdownIt
@@ -23,7 +22,9 @@ from rich.console import (
 )
 from rich.markdown import Heading, Markdown, MarkdownElement, UnknownElement
 from rich.segment import Segment
+from rich.style import Style
 from rich.text import Text
+from rich.theme import Theme
 
 from core.cards import ReferenceCard, card_summary, card_title
 from core.display import escape_control, single_line
@@ -32,9 +33,11 @@ from core.log import (
     message_text,
 )
 from tui.shared.items import TranscriptItem, classify_surface
+from tui.shared.times import local_minute
 
 __all__ = [
     "MARKDOWN_MAX_CHARS",
+    "THEME",
     "UNWRAPPED_WIDTH",
     "GrowingMarkdown",
     "Indented",
@@ -45,6 +48,22 @@ __all__ = [
     "render_card",
     "render_transcript",
 ]
+
+
+THEME = Theme(
+    {
+        "dsh.mention": "bold cyan",
+        "dsh.user": "bold blue",
+        "dsh.assistant": "bold green",
+        "dsh.card": "bold magenta",
+        "dsh.checkpoint": "bold yellow",
+        "dsh.interrupted": "yellow",
+        "dsh.error": "red",
+    }
+)
+"""The colours of a transcript printed by ``dsh show`` (its console's theme): the
+renderables below name these styles, they never spell a colour. (The app styles its own
+widgets from its Textual theme.)"""
 
 
 class LiteralMarkdown(Markdown):
@@ -359,8 +378,11 @@ def _wrap_lines(text: Text, console: Console, width: int) -> Iterator[Text | str
             yield from Text(source).wrap(console, width)
 
 
-def highlight_mentions(text: str, labels: Sequence[str], style: str = "bold cyan") -> Text:
-    """``text`` (escaped) with each ``@label`` of ``labels`` styled."""
+def highlight_mentions(
+    text: str, labels: Sequence[str], style: str | Style = "dsh.mention"
+) -> Text:
+    """``text`` (escaped) with each ``@label`` of ``labels`` styled (by default with the
+    theme's ``dsh.mention``: ``THEME`` for ``dsh show``; the app passes its own)."""
     safe = escape_control(text)
     result = Text(safe)
     for label in sorted(set(labels), key=len, reverse=True):
@@ -374,18 +396,11 @@ def highlight_mentions(text: str, labels: Sequence[str], style: str = "bold cyan
     return result
 
 
-def _time(ms: int) -> str:
-    try:
-        return datetime.fromtimestamp(ms / 1000).strftime("%Y-%m-%d %H:%M")
-    except (OverflowError, OSError, ValueError):
-        return "?"
-
-
 def render_card(
     card: ReferenceCard, *, expand: bool = False, conversation: bool = False
 ) -> RenderableType:
-    head = Text("▸ " if not expand else "▾ ", style="bold magenta")
-    head.append(single_line(card_title(card)), style="bold magenta")
+    head = Text("▸ " if not expand else "▾ ", style="dsh.card")
+    head.append(single_line(card_title(card)), style="dsh.card")
     parts: list[RenderableType] = [head, WrappedText(Text(card_summary(card), style="dim"), 2)]
     if expand:
         for source in card.sources:
@@ -412,7 +427,7 @@ def render_card(
 
 def _header(label: str, event: Event, style: str, extra: str = "") -> Text:
     text = Text(label, style=style)
-    text.append(f" · {_time(event.time)} · #{event.seq}{extra}", style="dim")
+    text.append(f" · {local_minute(event.time)} · #{event.seq}{extra}", style="dim")
     return text
 
 
@@ -423,7 +438,7 @@ def _assistant(event: Event, *, wrap: bool = True) -> RenderableType:
     source = message.get("source")
     model = source.get("model") if isinstance(source, Mapping) else None
     extra = f" · {single_line(str(model))}" if model else ""
-    parts: list[RenderableType] = [_header("Assistant", event, "bold green", extra)]
+    parts: list[RenderableType] = [_header("Assistant", event, "dsh.assistant", extra)]
     body = message_text(message)
     width = 0 if wrap else _markdown_width(body)
     if len(body) > MARKDOWN_MAX_CHARS or width > _UNWRAPPED_MARKDOWN_MAX:
@@ -433,11 +448,11 @@ def _assistant(event: Event, *, wrap: bool = True) -> RenderableType:
         parts.append(Indented(markdown if wrap else _AtWidth(markdown, width), 2))
     finish = data.get("finish")
     if finish == "interrupted" or data.get("interrupted") is True:
-        parts.append(Text("  [interrupted: the reply was stopped]", style="yellow"))
+        parts.append(Text("  [interrupted: the reply was stopped]", style="dsh.interrupted"))
     error = data.get("error")
     if isinstance(error, Mapping):
         parts.append(
-            Text("  [error: " + single_line(str(error.get("message", ""))) + "]", style="red")
+            Text("  [error: " + single_line(str(error.get("message", ""))) + "]", style="dsh.error")
         )
     return Group(*parts)
 
@@ -452,19 +467,19 @@ def render_item(
         return render_card(item.card, expand=expand_cards, conversation=expand_cards)
     if item.kind == "user":
         body = highlight_mentions(message_text(data), item.labels)
-        return Group(_header("You", event, "bold blue"), WrappedText(body, 2))
+        return Group(_header("You", event, "dsh.user"), WrappedText(body, 2))
     if item.kind == "assistant":
         return _assistant(event, wrap=wrap)
     if item.kind == "checkpoint":
         return Group(
-            _header("▸ Compacted summary", event, "bold yellow"),
+            _header("▸ Compacted summary", event, "dsh.checkpoint"),
             WrappedText(Text(escape_control(message_text(data)), style="dim"), 2),
         )
     if item.kind == "steering":
         message = data.get("message")
         text = message_text(message) if isinstance(message, Mapping) else ""
         return Group(
-            _header("You (steering)", event, "bold blue"),
+            _header("You (steering)", event, "dsh.user"),
             WrappedText(Text(escape_control(text)), 2),
         )
     if item.kind == "tool":

@@ -17,10 +17,10 @@ import asyncio
 import json
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
+from rich.style import Style
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.await_complete import AwaitComplete
@@ -38,6 +38,7 @@ from core.query import SurfaceWindow
 from tui.app.transcript.cards import CheckpointCard, CollapsedItem, ReferenceCard
 from tui.shared.items import TranscriptItem, classify_surface
 from tui.shared.render import GrowingMarkdown, LiteralMarkdown, highlight_mentions
+from tui.shared.times import local_minute
 
 __all__ = [
     "EMPTY_STATE_TEXT",
@@ -83,17 +84,11 @@ EMPTY_STATE_TEXT = (
 )
 
 TimeFormat = Callable[[int], str]
+format_time: TimeFormat = local_minute
+"""Epoch milliseconds as local ``YYYY-MM-DD HH:MM`` (``tui.shared.times``, the one place)."""
 FetchEvents = Callable[[Sequence[int]], Awaitable[Sequence[Event]]]
 """Reads the events with the given seqs (``SessionQuery.read_events_at`` for one session)."""
 Status = Literal["completed", "interrupted", "error"]
-
-
-def format_time(ms: int) -> str:
-    """Epoch milliseconds as local ``YYYY-MM-DD HH:MM`` (deterministic under a pinned TZ)."""
-    try:
-        return datetime.fromtimestamp(ms / 1000).strftime("%Y-%m-%d %H:%M")
-    except (OverflowError, OSError, ValueError):
-        return "?"
 
 
 def reasoning_text(message: Mapping[str, Any]) -> str:
@@ -202,7 +197,10 @@ def _header(label: str, detail: Iterable[str]) -> Text:
 
 
 class UserMessage(Static):
-    """A direct user message (or steering message): readable text, ``@label`` mentions styled."""
+    """A direct user message (or steering message): readable text, ``@label`` mentions styled
+    by the component class ``user-message--mention`` (theme colours, in the stylesheet)."""
+
+    COMPONENT_CLASSES: ClassVar[set[str]] = {"user-message--mention"}
 
     def __init__(
         self,
@@ -214,10 +212,22 @@ class UserMessage(Static):
         classes: str | None = None,
     ) -> None:
         self.text = text
-        body = _header(title, [time])
-        body.append("\n")
-        body.append_text(highlight_mentions(_shown(text), labels))
-        super().__init__(body, markup=False, classes=classes)
+        self._labels = tuple(labels)
+        self._title = title
+        self._time = time
+        self._drawn: tuple[Style, Text] | None = None
+        super().__init__(markup=False, classes=classes)
+
+    def render(self) -> Text:
+        # The mention style comes from the theme (the component class's CSS), so the text
+        # is built when drawn, and again only when the theme changes the style.
+        style = self.get_component_rich_style("user-message--mention", partial=True)
+        if self._drawn is None or self._drawn[0] != style:
+            body = _header(self._title, [self._time])
+            body.append("\n")
+            body.append_text(highlight_mentions(_shown(self.text), self._labels, style))
+            self._drawn = (style, body)
+        return self._drawn[1]
 
 
 class EmptyState(Static):
