@@ -32,7 +32,7 @@ from core.log import (
 )
 from core.references import SessionReferenceConfig, SessionReferenceInput, SessionReferenceService
 from stores import MemorySessionStore, SessionQuery
-from tui.app.transcript.transcript import FLUSH_INTERVAL, TRANSCRIPT_CSS_PATH, ReplyView, Transcript
+from tui.app.transcript.transcript import FLUSH_INTERVAL, ReplyView, Transcript
 from tui.shared.render import GrowingMarkdown, LiteralMarkdown
 
 BASE_TIME = 1_700_000_000_000
@@ -81,8 +81,6 @@ async def settle(pilot: Pilot[None]) -> None:
 
 class TranscriptApp(App[None]):
     """Mounts one transcript; ``events`` are loaded on mount."""
-
-    CSS_PATH = TRANSCRIPT_CSS_PATH
 
     def __init__(self, events: Sequence[Event] = (), **options: Any) -> None:
         super().__init__()

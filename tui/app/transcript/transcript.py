@@ -17,7 +17,6 @@ import asyncio
 import json
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from rich.style import Style
@@ -46,7 +45,6 @@ __all__ = [
     "FLUSH_INTERVAL",
     "MAX_MOUNTED",
     "PAGE_SIZE",
-    "TRANSCRIPT_CSS_PATH",
     "AssistantMessage",
     "EmptyState",
     "FetchEvents",
@@ -62,9 +60,6 @@ __all__ = [
     "reply_body",
     "tool_result_text",
 ]
-
-TRANSCRIPT_CSS_PATH = Path(__file__).with_name("transcript.tcss")
-"""Styles of the transcript and its items; include it in the app's or screen's ``CSS_PATH``."""
 
 PAGE_SIZE = 24
 """Items mounted on open and by each "Load earlier messages"."""
@@ -546,6 +541,156 @@ Entry = TranscriptItem | ReplyRecord
 
 class Transcript(VerticalScroll):
     """The scrollable transcript of one session (see the module docstring)."""
+
+    # The transcript and its items (messages here, folds and cards in cards.py): a reusable
+    # widget's styles travel with it, whichever app or screen mounts it.
+    DEFAULT_CSS = """
+    Transcript {
+        height: 1fr;
+        padding: 0 1;
+        scrollbar-gutter: stable;
+    }
+
+    Transcript > #load-earlier {
+        width: 100%;
+        margin: 0 0 1 0;
+    }
+
+    Transcript > #transcript-empty {
+        width: 100%;
+        height: auto;
+        margin: 1 2;
+        padding: 1 2;
+        border: round $primary;
+        color: $text-muted;
+    }
+
+    /* -- messages ------------------------------------------------------------------------ */
+
+    UserMessage {
+        height: auto;
+        margin: 0 0 1 0;
+        padding: 0 1;
+        border-left: outer $primary;
+    }
+
+    UserMessage > .user-message--mention {
+        color: $accent;
+        text-style: bold;
+    }
+
+    UserMessage.steering {
+        border-left: outer $warning;
+    }
+
+    AssistantMessage, ReplyView {
+        height: auto;
+        margin: 0 0 1 0;
+        padding: 0 1;
+        border-left: outer $success;
+    }
+
+    AssistantMessage > .message-header, ReplyView > .message-header {
+        height: 1;
+    }
+
+    AssistantMessage > .message-empty, ReplyView > .message-empty, ReplyView > .reply-thinking {
+        color: $text-muted;
+    }
+
+    .message-marker {
+        height: auto;
+    }
+
+    .message-marker.-interrupted {
+        color: $text-warning;
+    }
+
+    .message-marker.-error {
+        color: $text-error;
+    }
+
+    /* -- collapsible items --------------------------------------------------------------- */
+
+    Foldable {
+        height: auto;
+        margin: 0 0 1 0;
+        padding: 0 1;
+        border-left: outer $panel-lighten-2;
+    }
+
+    AssistantMessage Foldable, ReplyView Foldable {
+        margin: 0;
+        padding: 0;
+        border-left: none;
+    }
+
+    /* The focused item must be obvious: an accent bar and a tinted header. */
+    Foldable:focus {
+        background: $boost;
+        border-left: outer $accent;
+    }
+
+    Foldable:focus > .fold-header {
+        background: $accent 25%;
+        text-style: bold;
+    }
+
+    Foldable > .fold-header {
+        height: auto;
+    }
+
+    Foldable > .fold-summary {
+        height: auto;
+        padding-left: 2;
+        color: $text-muted;
+    }
+
+    Foldable > .fold-body {
+        height: auto;
+        padding: 1 0 0 2;
+    }
+
+    Foldable.reasoning, Foldable.reasoning .fold-text {
+        color: $text-muted;
+    }
+
+    ReferenceCard {
+        border-left: outer $secondary;
+        background: $surface;
+    }
+
+    CheckpointCard {
+        border-left: outer $warning;
+    }
+
+    CheckpointCard.-expanded > .fold-summary {
+        display: none;
+    }
+
+    ReferenceCard .card-source {
+        height: auto;
+        margin: 0 0 1 0;
+    }
+
+    ReferenceCard .card-conversation-toggle {
+        margin: 0 0 1 0;
+    }
+
+    ReferenceCard .card-conversation-body {
+        height: auto;
+    }
+
+    ReferenceCard .card-conversation-heading {
+        height: auto;
+        color: $text-muted;
+    }
+
+    ReferenceCard .card-conversation {
+        height: auto;
+        margin: 0 0 1 0;
+    }
+    """
 
     class EarlierLoaded(Message):
         """A page of earlier items was mounted; ``remaining`` are still unmounted."""
