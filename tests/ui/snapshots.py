@@ -22,7 +22,13 @@ def _normalise(svg: str) -> str:
     return re.sub(r"\r\n?", "\n", svg)
 
 
+SNAPSHOT_THEME = "textual-dark"
+"""The theme every baseline is drawn in (Textual's default; a saved theme never leaks in:
+the UI tests keep their state in a temp dir)."""
+
+
 def assert_snapshot(request: pytest.FixtureRequest, app: App[object], name: str) -> None:
+    assert app.theme == SNAPSHOT_THEME, f"snapshot drawn in theme {app.theme!r}"
     svg = _normalise(app.export_screenshot(title="dsh"))
     path = SNAPSHOT_DIR / f"{name}.svg"
     if request.config.getoption("--snapshot-update"):

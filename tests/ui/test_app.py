@@ -1,8 +1,8 @@
-"""Pilot tests of the whole app: sessions, sending, errors, cards, replay — and snapshots.
+"""Pilot tests of the whole app: sessions, sending, errors, cards, replay.
 
-Every flow of the TUI issue has a test here (composer and transcript details are covered
-in test_composer.py / test_transcript.py). Snapshots are compared with baselines in
-``snapshots/``; regenerate them with ``pytest --snapshot-update`` after looking at them.
+Every flow of the TUI issue has a test here or, when it ends in a snapshot, in
+test_snapshots.py (composer and transcript details are covered in test_composer.py /
+test_transcript.py).
 """
 
 from __future__ import annotations
@@ -34,11 +34,11 @@ from core.references import (
 )
 from stores import MemorySessionStore, SessionQuery, SqliteSessionStore
 from tests.ui.conftest import DAY, FIXED_NOW, MINUTE, SHOP, SIZE, exchange, make_app, title
-from tests.ui.snapshots import assert_snapshot, screen_text
+from tests.ui.snapshots import screen_text
 from tui.app.app import DshApp
 from tui.app.screens.modals import ConfirmScreen, RenameScreen
 from tui.app.transcript.cards import ReferenceCard
-from tui.app.transcript.transcript import EMPTY_STATE_TITLE, PAGE_SIZE, UserMessage
+from tui.app.transcript.transcript import PAGE_SIZE, UserMessage
 from tui.shared.runtime import Runtime
 
 
@@ -70,31 +70,6 @@ def svg_text(app: DshApp) -> str:
 
 
 # --------------------------------------------------------------------------- the screen
-
-
-async def test_opens_newest_session_with_list_header_and_footer(
-    runtime: Runtime, request: pytest.FixtureRequest
-) -> None:
-    app = make_app(runtime)
-    async with app.run_test(size=SIZE) as pilot:
-        await settle(app, pilot)
-        assert app.current_id == "checkout"
-        sidebar = app.sidebar
-        assert sidebar.visible_ids == ["checkout", "k8s-upgrade", "search-tuning", "scratch"]
-        assert sidebar.option_list.highlighted == 0
-        svg = screen_text(app)
-        for expected in [
-            "Checkout redesign",
-            "2d ago",
-            "/home/dev/shop",
-            "no cwd",
-            "echo-1",
-            "Rename",
-            "Sessions",
-        ]:
-            assert expected.replace(" ", "&#160;") in svg or expected in svg
-        assert app.composer.has_focus
-        assert_snapshot(request, app, "app_session_open")
 
 
 async def test_switch_session_by_keyboard_and_mouse(runtime: Runtime) -> None:
@@ -211,143 +186,10 @@ async def test_palette_compact_export_and_copy(runtime: Runtime, tmp_path: Path)
         assert "Compacted summary" in screen_text(app)
 
 
-async def test_empty_state_for_a_newcomer(
-    store: SqliteSessionStore, tmp_path: Path, request: pytest.FixtureRequest
-) -> None:
-    from core.config import DshConfig
-    from core.providers.offline import OfflineProvider
-    from tui.shared.runtime import open_runtime
-
-    async with open_runtime(
-        DshConfig(database=tmp_path / "ui.sqlite3"), store=store, provider=OfflineProvider()
-    ) as rt:
-        app = make_app(rt)
-        async with app.run_test(size=SIZE) as pilot:
-            await settle(app, pilot)
-            assert app.current_id is None
-            svg = screen_text(app)
-            assert EMPTY_STATE_TITLE in svg and "Type @ to reference" in svg
-            assert_snapshot(request, app, "app_empty_state")
-            # typing a first message creates a session for it
-            await pilot.press(*"first words", "enter")
-            await send_idle(app, pilot)
-            assert app.current_id is not None
-            events = await rt.store.read_events(app.current_id)
-            assert events[0].data["content"][0]["text"] == "first words"
-
-
-async def test_narrow_and_wide_terminals(runtime: Runtime, request: pytest.FixtureRequest) -> None:
-    app = make_app(runtime)
-    async with app.run_test(size=(60, 30)) as pilot:
-        await settle(app, pilot)
-        assert app.sidebar.has_class("-hidden"), "the sidebar starts hidden at 60 columns"
-        await pilot.press(*"hi @")
-        await wait_for(
-            pilot, lambda: app.composer.picker_open and bool(app.composer.picker.row_texts)
-        )
-        await pilot.press("escape")
-        assert_snapshot(request, app, "app_60_columns")
-        await pilot.press("ctrl+b")
-        assert not app.sidebar.has_class("-hidden")
-    app = make_app(runtime)
-    async with app.run_test(size=(200, 50)) as pilot:
-        await settle(app, pilot)
-        assert not app.sidebar.has_class("-hidden")
-        await pilot.press(*"wide screen", "enter")
-        await send_idle(app, pilot)
-        assert app.transcript.last_reply_text() is not None
-
-
 # --------------------------------------------------------------------------- composer in the app
 
 
-async def test_picker_open_with_candidates(
-    runtime: Runtime, request: pytest.FixtureRequest
-) -> None:
-    app = make_app(runtime)
-    async with app.run_test(size=SIZE) as pilot:
-        await settle(app, pilot)
-        await pilot.press(*"compare with @")
-        await wait_for(pilot, lambda: len(app.composer.picker.row_texts) == 3)
-        rows = app.composer.picker.row_texts
-        # same cwd first, then no cwd, then other cwd; never the current session
-        assert [r.split()[0] for r in rows] == ["Search", "scratch", "Kubernetes"]
-        assert not any("Checkout" in r for r in rows)
-        assert_snapshot(request, app, "app_picker_open")
-        await pilot.press("k")
-        await wait_for(pilot, lambda: len(app.composer.picker.row_texts) == 1)
-        await pilot.press("tab")
-        assert (
-            app.composer.draft
-            == "compare with " + mention("k8s-upgrade", "Kubernetes upgrade") + " "
-        )
-
-
-async def test_draft_with_two_mentions(runtime: Runtime, request: pytest.FixtureRequest) -> None:
-    app = make_app(runtime)
-    async with app.run_test(size=SIZE) as pilot:
-        await settle(app, pilot)
-        for letters in ("sea", "kub"):
-            await pilot.press("@", *letters)
-            await wait_for(pilot, lambda: len(app.composer.picker.row_texts) == 1)
-            await pilot.press("enter")
-        await pilot.press(*"what changed?")
-        assert app.composer.reference_count == 2
-        assert_snapshot(request, app, "app_draft_two_mentions")
-        # Backspace right after a mention removes it whole
-        app.composer.set_draft("see " + mention("scratch", "scratch"))
-        await pilot.press("backspace")
-        assert app.composer.draft == "see "
-
-
 # --------------------------------------------------------------------------- sending
-
-
-async def test_send_with_references_shows_card_message_and_reply(
-    runtime: Runtime, request: pytest.FixtureRequest
-) -> None:
-    app = make_app(runtime)
-    async with app.run_test(size=SIZE) as pilot:
-        await settle(app, pilot)
-        app.composer.set_draft(
-            "compare "
-            + mention("search-tuning", "Search relevance")
-            + " and "
-            + mention("scratch", "scratch")
-            + " please"
-        )
-        await pilot.press("enter")
-        await send_idle(app, pilot)
-        events = await runtime.store.read_events("checkout")
-        snapshot, direct = events[3], events[4]
-        assert snapshot.data["source"]["kind"] == "session-reference"
-        assert direct.data["content"][0]["text"] == "compare @Search relevance and @scratch please"
-        cards = list(app.transcript.query(ReferenceCard))
-        assert len(cards) == 1 and not cards[0].expanded
-        svg = screen_text(app)
-        assert "Referenced sessions · Search relevance, scratch" in svg
-        assert "3/3 messages kept" in svg or "4/4 messages kept" in svg
-        assert "- Search relevance: 2 messages received" in (app.transcript.last_reply_text() or "")
-        assert app.composer.draft == ""
-        assert app.composer.sent_history[-1].startswith("compare @[Search relevance]")
-        assert_snapshot(request, app, "app_card_collapsed")
-
-        card = cards[0]
-        card.expanded = True
-        await pilot.pause()
-        card.action_toggle_conversation()
-        await settle(app, pilot)
-        app.transcript.scroll_to_widget(card, animate=False, top=True)
-        await pilot.pause(0.2)
-        svg = screen_text(app)
-        for expected in [
-            "search-tuning",
-            "captured through",
-            "omitted",
-            "user: Why are exact matches ranked low?",
-        ]:
-            assert expected in svg, expected
-        assert_snapshot(request, app, "app_card_expanded")
 
 
 class GatedQuery(SessionQuery):
@@ -373,29 +215,6 @@ def gated_runtime(runtime: Runtime, gated: set[str]) -> tuple[Runtime, GatedQuer
     query = GatedQuery(runtime.store, gated)
     service = SessionReferenceService(query)
     return Runtime(runtime.config, runtime.store, query, service, runtime.provider), query
-
-
-async def test_preparing_status_and_esc_cancels(
-    runtime: Runtime, request: pytest.FixtureRequest
-) -> None:
-    rt, query = gated_runtime(runtime, {"search-tuning"})
-    app = make_app(rt)
-    async with app.run_test(size=SIZE) as pilot:
-        await settle(app, pilot)
-        draft = "look at " + mention("search-tuning", "Search relevance")
-        app.composer.set_draft(draft)
-        await pilot.press("enter")
-        await asyncio.wait_for(query.started.wait(), 5)
-        await pilot.pause()
-        assert app.preparing and not app.composer.send_enabled
-        svg = screen_text(app)
-        assert "Preparing 1 referenced session…" in svg
-        assert_snapshot(request, app, "app_preparing")
-        await pilot.press("escape")
-        await wait_for(pilot, lambda: not app.preparing)
-        assert app.composer.draft == draft, "the draft stays"
-        assert "SESSION_REFERENCE_CANCELLED" in app.notice.visible_text
-        assert len(await runtime.store.read_events("checkout")) == 3, "nothing appended"
 
 
 async def test_a_failed_draft_comes_back_above_what_was_typed_meanwhile(
@@ -462,28 +281,6 @@ async def test_error_notices_keep_the_draft(
         assert words in app.notice.visible_text and code in app.notice.visible_text
         assert app.composer.draft == draft
         assert len(await runtime.store.read_events("checkout")) == 3
-
-
-async def test_budget_error_notice_snapshot(
-    runtime: Runtime, request: pytest.FixtureRequest
-) -> None:
-    from core.references import SessionReferenceConfig
-
-    service = SessionReferenceService(
-        runtime.query, SessionReferenceConfig(max_reference_bytes=120)
-    )
-    rt = Runtime(runtime.config, runtime.store, runtime.query, service, runtime.provider)
-    app = make_app(rt)
-    async with app.run_test(size=SIZE) as pilot:
-        await settle(app, pilot)
-        app.composer.set_draft("see " + mention("k8s-upgrade", "Kubernetes upgrade"))
-        await pilot.press("enter")
-        await wait_for(pilot, lambda: bool(app.notice.visible_text))
-        assert (
-            "too large" in app.notice.visible_text
-            and "SESSION_REFERENCE_BUDGET_EXCEEDED" in app.notice.visible_text
-        )
-        assert_snapshot(request, app, "app_error_notice")
 
 
 class SlowProvider:
@@ -615,42 +412,6 @@ async def seed_hostile(store: Any) -> None:
         ),
     ]
     await store.append_batch("hostile-[b]x[/b]", events)
-
-
-async def test_hostile_session_is_shown_literally(
-    runtime: Runtime, request: pytest.FixtureRequest
-) -> None:
-    await seed_hostile(runtime.store)
-    app = make_app(runtime, initial_session="hostile-[b]x[/b]")
-    async with app.run_test(size=SIZE) as pilot:
-        await settle(app, pilot)
-        raw = svg_text(app)
-        assert "\x1b" not in raw and "\u202e" not in raw
-        svg = screen_text(app)
-        for literal in [
-            "[bold red]PWNED[/]",
-            "\\x1b[31mred",
-            "\\u202eevil",
-            "[bold]x[/bold]",
-            "[link=https://example.invalid]click[/link]",
-            "</referenced-sessions>",
-            "<script>",
-            "steer [i]this[/i]",
-        ]:
-            assert literal in svg, literal
-        assert_snapshot(request, app, "app_hostile_session")
-        # the picker shows the hostile title literally too
-        await app.open_session("checkout")
-        await pilot.press("@", *"pwn")
-        await wait_for(pilot, lambda: len(app.composer.picker.row_texts) == 1)
-        row = app.composer.picker.row_texts[0]
-        assert "[bold red]PWNED[/]" in row and "\x1b" not in row
-        await pilot.press("enter")
-        assert "dsh-session:" in app.composer.draft
-        await pilot.press("enter")
-        await send_idle(app, pilot)
-        sent = await runtime.store.read_events("checkout")
-        assert sent[3].data["source"]["references"][0]["sessionId"] == "hostile-[b]x[/b]"
 
 
 async def test_long_session_opens_windowed(tmp_path: Path) -> None:

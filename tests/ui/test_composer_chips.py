@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-import asyncio
 import html
 import itertools
 import re
 
-import pytest
 from rich.cells import cell_len
 
 from core.references import SessionReferenceCandidate, SessionReferenceInput
 from core.references import format_session_reference_mention as fmt
 from tests.ui.composer_harness import NOW_MS, ComposerHarness, Seed, make_world
 from tests.ui.conftest import make_app
-from tests.ui.snapshots import assert_snapshot, screen_text
+from tests.ui.snapshots import screen_text
 from tests.ui.test_composer import settle, type_text
 from tui.app.composer.picker import ROW_WIDTH, format_candidate_row
 from tui.shared.runtime import Runtime
@@ -223,23 +221,6 @@ async def test_wide_ids_in_the_picker_line_up() -> None:
         rows = app.composer.picker.row_texts
         assert len(rows) == 2
         assert len({cell_len(row) for row in rows}) == 1
-
-
-async def test_picker_at_80_columns_snapshot(
-    runtime: Runtime, request: pytest.FixtureRequest
-) -> None:
-    """The app's picker in an 80-column terminal: every age whole, rows aligned."""
-    app = make_app(runtime)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.pause()
-        await asyncio.wait_for(app.transcript.wait_until_settled(), 10)
-        await pilot.press(*"compare with @")
-        await app.workers.wait_for_complete()
-        await pilot.pause()
-        rows = app.composer.picker.row_texts
-        assert len(rows) == 3
-        assert all(row.rstrip().endswith("ago") for row in rows), rows
-        assert_snapshot(request, app, "app_picker_80_columns")
 
 
 async def test_text_after_a_picked_mention_keeps_its_space_when_sent(runtime: Runtime) -> None:

@@ -14,10 +14,9 @@ from textual.widgets import HelpPanel
 from core.log import user_message
 from core.references import SessionReferenceInput, format_session_reference_mention
 from tests.ui.conftest import SIZE, make_app
-from tests.ui.snapshots import assert_snapshot, screen_text
+from tests.ui.snapshots import screen_text
 from tests.ui.test_app import settle, wait_for
 from tui.app.app import DshApp
-from tui.app.screens.help import HelpScreen
 from tui.app.screens.modals import ConfirmScreen
 from tui.app.transcript.cards import CheckpointCard, ReferenceCard
 from tui.shared.runtime import Runtime
@@ -28,22 +27,6 @@ def screen_lines(app: DshApp) -> list[str]:
 
 
 # --------------------------------------------------------------------------- sidebar
-
-
-async def test_filter_text_is_visible_while_it_has_focus(
-    runtime: Runtime, request: pytest.FixtureRequest
-) -> None:
-    app = make_app(runtime)
-    async with app.run_test(size=SIZE) as pilot:
-        await settle(app, pilot)
-        await pilot.press("ctrl+l")
-        assert app.sidebar.filter_input.has_focus
-        await pilot.press(*"shop")
-        await pilot.pause()
-        assert app.sidebar.visible_ids == ["checkout", "search-tuning"]
-        assert app.sidebar.filter_input.content_region.height >= 1
-        assert "shop" in screen_lines(app)[2][:34], screen_lines(app)[2]
-        assert_snapshot(request, app, "app_sidebar_filter_text")
 
 
 async def test_palette_switch_puts_focus_in_the_composer(runtime: Runtime) -> None:
@@ -114,39 +97,6 @@ async def _with_card(app: DshApp, pilot: Pilot[int]) -> ReferenceCard:
     return app.transcript.query_one(ReferenceCard)
 
 
-async def test_focused_card_is_visible_keys_go_to_composer_and_esc_returns(
-    runtime: Runtime, request: pytest.FixtureRequest
-) -> None:
-    app = make_app(runtime)
-    async with app.run_test(size=SIZE) as pilot:
-        card = await _with_card(app, pilot)
-        before = app.export_screenshot()
-        card.focus()
-        await pilot.pause()
-        assert card.has_focus
-        assert app.export_screenshot() != before, "focus must change how the card looks"
-        assert_snapshot(request, app, "app_card_focused")
-        await pilot.press(*"ok")
-        assert app.composer.has_focus
-        assert app.composer.draft == "ok"
-        app.composer.set_draft("ok ")
-        card.focus()
-        await pilot.pause()
-        await pilot.press("space", "@")  # the card's own key, then one for the composer
-        assert card.expanded
-        await wait_for(pilot, lambda: app.composer.picker_open)
-        assert app.composer.draft == "ok @"
-        await pilot.press("escape")  # closes the picker
-        card.expanded = False
-        card.focus()
-        await pilot.pause()
-        await pilot.press("escape")
-        assert app.composer.has_focus
-        card.focus()
-        await pilot.press("enter")  # the card's own keys still work
-        assert card.expanded
-
-
 # --------------------------------------------------------------------------- compaction
 
 
@@ -177,32 +127,6 @@ async def test_f4_asks_first_and_the_summary_shows_without_tags(runtime: Runtime
 # --------------------------------------------------------------------------- help, footer
 
 
-async def test_help_screen_opens_with_f1_and_question_mark_and_closes_with_esc(
-    runtime: Runtime, request: pytest.FixtureRequest
-) -> None:
-    app = make_app(runtime)
-    async with app.run_test(size=SIZE) as pilot:
-        await settle(app, pilot)
-        await pilot.press("f1")
-        await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen))
-        text = screen_text(app)
-        for key in ("Ctrl+N", "F2", "F4", "F8", "Ctrl+B", "Ctrl+L", "Ctrl+P", "Esc", "Ctrl+Q"):
-            assert key in text, key
-        assert_snapshot(request, app, "app_help_screen")
-        await pilot.press("escape")
-        await wait_for(pilot, lambda: not isinstance(app.screen, HelpScreen))
-        assert app.composer.has_focus
-        # "?" in the composer is text; elsewhere it opens the help
-        await pilot.press("?")
-        assert app.composer.draft == "?"
-        app.transcript.focus()
-        await pilot.pause()
-        await pilot.press("?")
-        await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen))
-        await pilot.press("escape")
-        await wait_for(pilot, lambda: not isinstance(app.screen, HelpScreen))
-
-
 async def test_keys_panel_closes_with_esc(runtime: Runtime) -> None:
     app = make_app(runtime)
     async with app.run_test(size=SIZE) as pilot:
@@ -220,14 +144,6 @@ async def test_footer_shows_esc_ctrl_l_and_help(runtime: Runtime) -> None:
         footer = screen_lines(app)[-1]
         for shown in ("esc", "^l", "f1"):
             assert shown in footer.lower(), footer
-
-
-async def test_narrow_terminal(runtime: Runtime, request: pytest.FixtureRequest) -> None:
-    app = make_app(runtime)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(app, pilot)
-        assert not app.sidebar.has_class("-hidden")
-        assert_snapshot(request, app, "app_80_columns")
 
 
 # --------------------------------------------------------------------------- theme, screenshot

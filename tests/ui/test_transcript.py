@@ -491,7 +491,7 @@ async def test_send_and_stream_a_reply_with_the_engine() -> None:
         assert view is not None and view.finished
         assert not transcript.empty_state.display
         assert kinds(transcript.item_widgets) == ["UserMessage", "ReplyView"]
-        assert view.markdown.source == streamed
+        assert view.source == streamed
         assert "hello there" in shown_text(view)
         assert not view.query_one(".message-marker").display  # completed: no marker
         assert transcript.last_reply_text() == streamed
@@ -515,10 +515,10 @@ async def test_streaming_batches_text_and_shows_reasoning_and_markers() -> None:
         view.append("reasoning", "options.")
         for word in ["# Title\n\n", "Some ", "**bold** ", "text ", "<b>tag</b>"]:
             view.append("text", word)
-        assert view.markdown.source == ""  # nothing rendered synchronously: batched
+        assert view.source == ""  # nothing rendered synchronously: batched
         await settle(pilot)
-        assert view.markdown.source == "# Title\n\nSome **bold** text <b>tag</b>"
-        assert "Some bold text <b>tag</b>" in shown_text(view.markdown)
+        assert view.source == "# Title\n\nSome **bold** text <b>tag</b>"
+        assert "Some bold text <b>tag</b>" in plain(view.body)
         assert not view.query_one(".reply-thinking").display
         fold = view.query_one(CollapsedItem)
         assert "Thinking…" in plain(fold.query_one(".fold-header"))
@@ -527,7 +527,7 @@ async def test_streaming_batches_text_and_shows_reasoning_and_markers() -> None:
         assert plain(fold.query_one(".fold-text")) == "Consider the options."
         view.append("text", " and the end")
         await view.finish("interrupted")
-        assert view.markdown.source.endswith("and the end")
+        assert view.source.endswith("and the end")
         marker = view.query_one(".message-marker")
         assert marker.display and marker.has_class("-interrupted")
         assert "Interrupted" in plain(marker)
@@ -577,7 +577,7 @@ async def test_follow_the_tail_unless_the_user_scrolled_up() -> None:
         await view.finish("completed")
         await settle(pilot)
         assert transcript.scroll_y == transcript.max_scroll_y
-        assert "line 89" in view.markdown.source
+        assert "line 89" in view.source
 
 
 async def test_empty_state_guides_a_newcomer() -> None:

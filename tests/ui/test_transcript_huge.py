@@ -98,7 +98,7 @@ async def test_a_huge_streamed_reply_is_shown_cut_and_kept_whole() -> None:
                 await pilot.pause()
         await view.finish("completed")
         await settle(pilot)
-        source = view.markdown.source
+        source = view.source
         hidden = BIG - MAX_SHOWN_CHARS
         assert source.startswith("0123456789" * (MAX_SHOWN_CHARS // 10))
         assert source.endswith(

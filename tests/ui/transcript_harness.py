@@ -32,8 +32,8 @@ from core.log import (
 )
 from core.references import SessionReferenceConfig, SessionReferenceInput, SessionReferenceService
 from stores import MemorySessionStore, SessionQuery
-from tui.app.transcript.transcript import FLUSH_INTERVAL, TRANSCRIPT_CSS_PATH, ReplyView, Transcript
-from tui.shared.render import LiteralMarkdown
+from tui.app.transcript.transcript import FLUSH_INTERVAL, ReplyView, Transcript
+from tui.shared.render import GrowingMarkdown, LiteralMarkdown
 
 BASE_TIME = 1_700_000_000_000
 
@@ -50,7 +50,7 @@ def plain(widget: Widget) -> str:
     if isinstance(visual, (Text, Content)):
         return visual.plain
     visual = getattr(visual, "_renderable", visual)  # a Rich renderable wrapped by Textual
-    if isinstance(visual, LiteralMarkdown):  # history bodies: render them as the screen would
+    if isinstance(visual, (LiteralMarkdown, GrowingMarkdown)):  # reply bodies: as on screen
         console = Console(width=200, file=io.StringIO(), color_system=None, legacy_windows=False)
         with console.capture() as capture:
             console.print(visual)
@@ -81,8 +81,6 @@ async def settle(pilot: Pilot[None]) -> None:
 
 class TranscriptApp(App[None]):
     """Mounts one transcript; ``events`` are loaded on mount."""
-
-    CSS_PATH = TRANSCRIPT_CSS_PATH
 
     def __init__(self, events: Sequence[Event] = (), **options: Any) -> None:
         super().__init__()

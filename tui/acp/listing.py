@@ -14,7 +14,6 @@ import json
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 
 from acp.schema import SessionInfo
 
@@ -24,6 +23,7 @@ from core.query import SessionTitle
 from core.references import SessionReferenceCandidate
 from core.references.labels import mention_label, safe_mention
 from tui.acp.text import client_label, client_text, code_span
+from tui.shared.times import iso_time
 
 __all__ = [
     "NO_CWD",
@@ -81,15 +81,6 @@ def _after(activity: int, session_id: str, key: tuple[int, str]) -> bool:
     """Whether a session comes after ``key`` in list order (most recent first, then id)."""
     key_activity, key_id = key
     return activity < key_activity or (activity == key_activity and session_id > key_id)
-
-
-def iso_time(epoch_ms: int) -> str | None:
-    """``2026-11-30T23:19:20.123Z``; ``None`` for a time no calendar date can show."""
-    try:
-        moment = datetime.fromtimestamp(epoch_ms / 1000, tz=UTC)
-    except (OverflowError, OSError, ValueError):
-        return None
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def list_page(

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 
 from core.display import escape_control, single_line
+from tui.shared.fences import code_span
 
 __all__ = ["client_label", "client_text", "code_span"]
 
@@ -29,14 +30,3 @@ def client_text(text: str) -> str:
 def client_label(text: str, limit: int | None = None) -> str:
     """An untrusted label or title on one line: controls and newlines made visible."""
     return single_line(client_text(text), limit)
-
-
-def code_span(text: str) -> str:
-    """``text`` as one Markdown code span, whatever backticks it holds."""
-    longest = run = 0
-    for char in text:
-        run = run + 1 if char == "`" else 0
-        longest = max(longest, run)
-    fence = "`" * (longest + 1)
-    pad = " " if text.startswith("`") or text.endswith("`") else ""
-    return f"{fence}{pad}{text}{pad}{fence}"

@@ -66,7 +66,7 @@ from tui.app.sent_history import sent_messages
 from tui.app.sidebar.sidebar import Sidebar
 from tui.app.statusbar import KeyFooter, NoticeBar, StatusLine, TitleBar
 from tui.app.transcript.cards import Foldable
-from tui.app.transcript.transcript import TRANSCRIPT_CSS_PATH, Transcript, last_assistant_text
+from tui.app.transcript.transcript import Transcript, last_assistant_text
 from tui.app.uistate import UiState, default_state_path, load_ui_state, save_ui_state
 from tui.shared.errors import describe_error, fault_message, sentence
 from tui.shared.export import export_markdown
@@ -129,7 +129,7 @@ class DshApp(App[int]):
     """dsh in the terminal."""
 
     _chat_screen: ChatScreen | None = None  # set by get_default_screen (may run in App.__init__)
-    CSS_PATH: ClassVar[list[str | PurePath]] = ["app.tcss", TRANSCRIPT_CSS_PATH]
+    CSS_PATH: ClassVar[list[str | PurePath]] = ["app.tcss"]
     TITLE = "dsh"
     COMMANDS = App.COMMANDS | {SessionCommands}
     ENABLE_COMMAND_PALETTE = True

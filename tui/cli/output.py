@@ -13,14 +13,16 @@ from rich.text import Text
 from core.display import single_line
 from core.log import Event, SessionHeader
 from tui.shared.cells import cell_len, cut_cells
-from tui.shared.render import UNWRAPPED_WIDTH, plain_lines, render_transcript
+from tui.shared.render import THEME, UNWRAPPED_WIDTH, plain_lines, render_transcript
 
 __all__ = ["console", "print_session_table", "print_transcript", "session_table"]
 
 
 def console(stream: TextIO) -> Console:
     """A console that prints text as it is: no markup, highlighting or emoji codes."""
-    return Console(file=stream, highlight=False, markup=False, emoji=False, soft_wrap=False)
+    return Console(
+        file=stream, highlight=False, markup=False, emoji=False, soft_wrap=False, theme=THEME
+    )
 
 
 def session_table(

@@ -1,5 +1,6 @@
 """What the three front ends (app, CLI, ACP agent) share, with no Textual in it: error wording,
-transcript items, rendering for ``dsh show``, export, files, the runtime and signals.
+transcript items, rendering for ``dsh show`` and the literal Markdown of every reply, export,
+times (``times``), code fences (``fences``), files, the runtime and signals.
 
 Modules that draw with Rich (``render``) are imported only by the app and the CLI; the ACP
 agent uses the plain ones.

@@ -8,34 +8,19 @@ control, bidi or format character is written raw. (The lossless form is the JSON
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
 
 from core.cards import card_summary, card_title
 from core.display import escape_control, single_line
 from core.log import Event, SessionHeader, message_text
+from tui.shared.fences import code_fence
 from tui.shared.items import classify_surface
+from tui.shared.times import utc_minute as _stamp
 
 __all__ = ["export_markdown"]
 
 
-def _fence(text: str) -> str:
-    """A code fence longer than any backtick run inside ``text``."""
-    longest = run = 0
-    for char in text:
-        run = run + 1 if char == "`" else 0
-        longest = max(longest, run)
-    return "`" * max(3, longest + 1)
-
-
 def _quote(text: str) -> list[str]:
     return ["> " + line if line else ">" for line in text.split("\n")]
-
-
-def _stamp(ms: int) -> str:
-    try:
-        return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M UTC")
-    except (OverflowError, OSError, ValueError):
-        return "?"
 
 
 def export_markdown(header: SessionHeader, title: str | None, events: Sequence[Event]) -> list[str]:
@@ -80,7 +65,7 @@ def export_markdown(header: SessionHeader, title: str | None, events: Sequence[E
             continue
         if item.kind == "checkpoint":
             body = escape_control(message_text(event.data))
-            fence = _fence(body)
+            fence = code_fence(body)
             lines += ["## Compacted summary", "", fence, body, fence]
             continue
         if item.kind == "steering":

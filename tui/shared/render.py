@@ -6,8 +6,8 @@ nothing stored is ever parsed as markup.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping, Sequence
-from datetime import datetime
 from typing import Any, ClassVar
 
 from markdown_it import MarkdownIt
@@ -20,9 +20,11 @@ from rich.console import (
     RenderableType,
     RenderResult,
 )
-from rich.markdown import Heading, Markdown, MarkdownElement
+from rich.markdown import Heading, Markdown, MarkdownElement, UnknownElement
 from rich.segment import Segment
+from rich.style import Style
 from rich.text import Text
+from rich.theme import Theme
 
 from core.cards import ReferenceCard, card_summary, card_title
 from core.display import escape_control, single_line
@@ -31,10 +33,13 @@ from core.log import (
     message_text,
 )
 from tui.shared.items import TranscriptItem, classify_surface
+from tui.shared.times import local_minute
 
 __all__ = [
     "MARKDOWN_MAX_CHARS",
+    "THEME",
     "UNWRAPPED_WIDTH",
+    "GrowingMarkdown",
     "Indented",
     "LiteralMarkdown",
     "WrappedText",
@@ -43,6 +48,22 @@ __all__ = [
     "render_card",
     "render_transcript",
 ]
+
+
+THEME = Theme(
+    {
+        "dsh.mention": "bold cyan",
+        "dsh.user": "bold blue",
+        "dsh.assistant": "bold green",
+        "dsh.card": "bold magenta",
+        "dsh.checkpoint": "bold yellow",
+        "dsh.interrupted": "yellow",
+        "dsh.error": "red",
+    }
+)
+"""The colours of a transcript printed by ``dsh show`` (its console's theme): the
+renderables below name these styles, they never spell a colour. (The app styles its own
+widgets from its Textual theme.)"""
 
 
 class LiteralMarkdown(Markdown):
@@ -65,6 +86,163 @@ class LiteralMarkdown(Markdown):
         self.hyperlinks = False
         self.inline_code_lexer = None
         self.inline_code_theme = "monokai"
+
+
+_NOT_ELEMENTS = frozenset(("text", "hardbreak", "softbreak", "link_open", "link_close"))
+
+
+def _new_line_flags(markdown: LiteralMarkdown) -> tuple[bool | None, bool]:
+    """How Rich's ``Markdown.__rich_console__`` (rich is pinned) separates ``markdown``'s
+    blocks from what precedes them: it writes a blank line before a top-level element when
+    the element closed last asked for one (``MarkdownElement.new_line``; a rule does not).
+
+    Returns the flag in force when the first top-level element is drawn (``None``: the one
+    the text before left, its first element closes nothing nested) and the flag it leaves.
+    """
+    first: bool | None = None
+    decided = closed = False
+    flag = False
+    for token in markdown._flatten_tokens(markdown.parsed):
+        kind = token.type
+        if kind in _NOT_ELEMENTS or kind == "html_inline" or token.nesting == 1:
+            continue
+        if token.tag in markdown.inlines and kind not in ("fence", "code_block"):
+            continue
+        if not decided and token.level == 0:
+            first = flag if closed else None
+            decided = True
+        opening = kind.removesuffix("_close") + "_open" if token.nesting == -1 else kind
+        flag = markdown.elements.get(opening, UnknownElement).new_line
+        closed = True
+    return first, flag
+
+
+class _Block:
+    """Finished top-level blocks of a ``GrowingMarkdown``, rendered once per width."""
+
+    __slots__ = ("first", "lines", "markdown", "new_line", "width")
+
+    def __init__(self, source: str) -> None:
+        self.markdown = LiteralMarkdown(source)
+        self.first, self.new_line = _new_line_flags(self.markdown)
+        self.width = -1
+        self.lines: list[list[Segment]] = []
+
+    def render(self, console: Console, options: ConsoleOptions) -> list[list[Segment]]:
+        if options.max_width != self.width:
+            self.lines = list(Segment.split_lines(console.render(self.markdown, options)))
+            self.width = options.max_width
+        return self.lines
+
+
+_NOT_A_NEW_BLOCK = frozenset(" \t-+*>[0123456789")
+"""First characters of a line after a blank line that may still belong to the block before
+it (list items, quotes, indented continuations) or change it (reference definitions)."""
+
+
+def _block_starts(source: str, start: int) -> Iterator[int]:
+    """Offsets in ``source`` from ``start`` (a block boundary) where a new top-level block
+    starts that nothing after it can join to the blocks before it: a line after a blank
+    line, outside a code fence, whose first character cannot continue a list or a quote."""
+    fence = ""
+    blank = False
+    pos = start
+    end = len(source)
+    while pos < end:
+        nl = source.find("\n", pos)
+        line_end = end if nl == -1 else nl
+        line = source[pos:line_end]
+        if not fence and blank and line and line[0] not in _NOT_A_NEW_BLOCK:
+            yield pos
+        stripped = line.lstrip(" ")
+        indent = len(line) - len(stripped)
+        if fence:
+            if indent < 4 and stripped.startswith(fence) and not stripped.strip(fence[0]).strip():
+                fence = ""
+        elif indent < 4 and stripped[:3] in ("```", "~~~"):
+            run = len(stripped) - len(stripped.lstrip(stripped[0]))
+            if stripped[0] != "`" or "`" not in stripped[run:]:
+                fence = stripped[0] * run
+        blank = not line.strip()
+        if nl == -1:
+            break
+        pos = nl + 1
+
+
+_REFERENCE_DEFINITION = re.compile(r"^[ \t>*+\-0-9.)]*\[[^\]\n]*\]:", re.MULTILINE)
+"""What may be a link reference definition (``[name]: url``), in a container or not: it
+changes links anywhere in the text, before it too."""
+
+
+class GrowingMarkdown:
+    """``LiteralMarkdown`` of a text that only grows (a streaming reply), laid out line for
+    line as ``LiteralMarkdown`` of the whole text, at the cost of its newest blocks only.
+
+    Parsing and laying out a reply of 20,000 characters takes ~200 ms: doing it on every
+    flush of a stream froze the UI. Finished top-level blocks are parsed once and their
+    lines kept per width; only the text after the last safe boundary (``_block_starts``)
+    is parsed and laid out again. Rich renders top-level blocks independently (apart from
+    the blank lines ``_new_line_flags`` accounts for), so the joined lines are those of
+    the whole. A text that may define link references is parsed whole every time.
+    """
+
+    __slots__ = ("_blocks", "_source", "_stable", "_tail", "_tail_first", "_whole")
+
+    def __init__(self, source: str = "") -> None:
+        self._blocks: list[_Block] = []
+        self._stable = 0  # characters of the source held by self._blocks
+        self._source = ""
+        self._tail: LiteralMarkdown | None = None
+        self._tail_first: bool | None = None
+        self._whole = False  # parse the whole text every time (link references)
+        self.update(source)
+
+    @property
+    def source(self) -> str:
+        return self._source
+
+    @property
+    def settled_chars(self) -> int:
+        """Characters of the source in finished blocks (parsed and laid out once)."""
+        return self._stable
+
+    def update(self, source: str) -> None:
+        """Show ``source``, which starts with the previous source (a stream only grows)."""
+        if not source.startswith(self._source):
+            self._blocks.clear()
+            self._stable = 0
+            self._whole = False
+        self._source = source
+        if not self._whole and _REFERENCE_DEFINITION.search(source, self._stable):
+            self._whole = True
+            self._blocks.clear()
+            self._stable = 0
+        cut = self._stable
+        if not self._whole:
+            cut = max(_block_starts(source, self._stable), default=self._stable)
+        if cut > self._stable:
+            self._blocks.append(_Block(source[self._stable : cut]))
+            self._stable = cut
+        tail = source[self._stable :]
+        self._tail = LiteralMarkdown(tail) if tail.strip() else None
+        if self._tail is not None:
+            self._tail_first = _new_line_flags(self._tail)[0]
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        newline = Segment.line()
+        options = options.update(height=None)
+        new_line = False  # Rich's flag between blocks (see _new_line_flags)
+        for block in self._blocks:
+            if new_line and block.first is None:
+                yield newline
+            for line in block.render(console, options):
+                yield from line
+                yield newline
+            new_line = block.new_line
+        if self._tail is not None:
+            if new_line and self._tail_first is None:
+                yield newline
+            yield from console.render(self._tail, options)
 
 
 MARKDOWN_MAX_CHARS = 100_000
@@ -200,8 +378,11 @@ def _wrap_lines(text: Text, console: Console, width: int) -> Iterator[Text | str
             yield from Text(source).wrap(console, width)
 
 
-def highlight_mentions(text: str, labels: Sequence[str], style: str = "bold cyan") -> Text:
-    """``text`` (escaped) with each ``@label`` of ``labels`` styled."""
+def highlight_mentions(
+    text: str, labels: Sequence[str], style: str | Style = "dsh.mention"
+) -> Text:
+    """``text`` (escaped) with each ``@label`` of ``labels`` styled (by default with the
+    theme's ``dsh.mention``: ``THEME`` for ``dsh show``; the app passes its own)."""
     safe = escape_control(text)
     result = Text(safe)
     for label in sorted(set(labels), key=len, reverse=True):
@@ -215,18 +396,11 @@ def highlight_mentions(text: str, labels: Sequence[str], style: str = "bold cyan
     return result
 
 
-def _time(ms: int) -> str:
-    try:
-        return datetime.fromtimestamp(ms / 1000).strftime("%Y-%m-%d %H:%M")
-    except (OverflowError, OSError, ValueError):
-        return "?"
-
-
 def render_card(
     card: ReferenceCard, *, expand: bool = False, conversation: bool = False
 ) -> RenderableType:
-    head = Text("▸ " if not expand else "▾ ", style="bold magenta")
-    head.append(single_line(card_title(card)), style="bold magenta")
+    head = Text("▸ " if not expand else "▾ ", style="dsh.card")
+    head.append(single_line(card_title(card)), style="dsh.card")
     parts: list[RenderableType] = [head, WrappedText(Text(card_summary(card), style="dim"), 2)]
     if expand:
         for source in card.sources:
@@ -253,7 +427,7 @@ def render_card(
 
 def _header(label: str, event: Event, style: str, extra: str = "") -> Text:
     text = Text(label, style=style)
-    text.append(f" · {_time(event.time)} · #{event.seq}{extra}", style="dim")
+    text.append(f" · {local_minute(event.time)} · #{event.seq}{extra}", style="dim")
     return text
 
 
@@ -264,7 +438,7 @@ def _assistant(event: Event, *, wrap: bool = True) -> RenderableType:
     source = message.get("source")
     model = source.get("model") if isinstance(source, Mapping) else None
     extra = f" · {single_line(str(model))}" if model else ""
-    parts: list[RenderableType] = [_header("Assistant", event, "bold green", extra)]
+    parts: list[RenderableType] = [_header("Assistant", event, "dsh.assistant", extra)]
     body = message_text(message)
     width = 0 if wrap else _markdown_width(body)
     if len(body) > MARKDOWN_MAX_CHARS or width > _UNWRAPPED_MARKDOWN_MAX:
@@ -274,11 +448,11 @@ def _assistant(event: Event, *, wrap: bool = True) -> RenderableType:
         parts.append(Indented(markdown if wrap else _AtWidth(markdown, width), 2))
     finish = data.get("finish")
     if finish == "interrupted" or data.get("interrupted") is True:
-        parts.append(Text("  [interrupted: the reply was stopped]", style="yellow"))
+        parts.append(Text("  [interrupted: the reply was stopped]", style="dsh.interrupted"))
     error = data.get("error")
     if isinstance(error, Mapping):
         parts.append(
-            Text("  [error: " + single_line(str(error.get("message", ""))) + "]", style="red")
+            Text("  [error: " + single_line(str(error.get("message", ""))) + "]", style="dsh.error")
         )
     return Group(*parts)
 
@@ -293,19 +467,19 @@ def render_item(
         return render_card(item.card, expand=expand_cards, conversation=expand_cards)
     if item.kind == "user":
         body = highlight_mentions(message_text(data), item.labels)
-        return Group(_header("You", event, "bold blue"), WrappedText(body, 2))
+        return Group(_header("You", event, "dsh.user"), WrappedText(body, 2))
     if item.kind == "assistant":
         return _assistant(event, wrap=wrap)
     if item.kind == "checkpoint":
         return Group(
-            _header("▸ Compacted summary", event, "bold yellow"),
+            _header("▸ Compacted summary", event, "dsh.checkpoint"),
             WrappedText(Text(escape_control(message_text(data)), style="dim"), 2),
         )
     if item.kind == "steering":
         message = data.get("message")
         text = message_text(message) if isinstance(message, Mapping) else ""
         return Group(
-            _header("You (steering)", event, "bold blue"),
+            _header("You (steering)", event, "dsh.user"),
             WrappedText(Text(escape_control(text)), 2),
         )
     if item.kind == "tool":

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Awaitable, Callable, Sequence
-from pathlib import Path
 from typing import ClassVar
 
 from rich.cells import cell_len
@@ -80,10 +79,6 @@ def safe_mention(candidate: SessionReferenceCandidate) -> str:
     return labels.safe_mention(candidate.session_id, candidate.label)
 
 
-def _load_css() -> str:
-    return (Path(__file__).with_name("composer.tcss")).read_text(encoding="utf-8")
-
-
 class Composer(TextArea):
     """Multi-line message editor with history, ``@`` mentions and a session picker.
 
@@ -92,7 +87,35 @@ class Composer(TextArea):
     :meth:`add_to_history`. ``now_ms`` (the picker's clock) can be injected for tests.
     """
 
-    DEFAULT_CSS = _load_css()
+    DEFAULT_CSS = """
+    Composer {
+        width: 1fr;
+        height: auto;
+        min-height: 3;
+        max-height: 12;
+        border: tall $border-blurred;
+        padding: 0 1;
+
+        &:focus {
+            border: tall $border;
+        }
+
+        & .composer--mention-label {
+            color: $accent;
+            text-style: bold;
+        }
+
+        & .composer--mention-uri {
+            color: $foreground 45%;
+        }
+
+        & .composer--mention-chip {
+            color: $accent;
+            background: $accent 20%;
+            text-style: bold;
+        }
+    }
+    """
 
     COMPONENT_CLASSES: ClassVar[set[str]] = TextArea.COMPONENT_CLASSES | {
         "composer--mention-label",

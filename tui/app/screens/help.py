@@ -66,14 +66,7 @@ def help_table() -> Table:
 class HelpScreen(ModalScreen[None]):
     """A modal list of the keys; Esc (or F1, ``q``) closes it."""
 
-    DEFAULT_CSS = """
-    HelpScreen { align: center middle; background: $background 60%; }
-    HelpScreen > VerticalScroll {
-        width: 84; max-width: 95%; height: auto; max-height: 95%; padding: 1 2;
-        border: thick $primary 70%; background: $surface;
-        border-title-style: bold; border-subtitle-color: $text-muted;
-    }
-    """
+    CSS_PATH = "help.tcss"
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "close", "Close"),

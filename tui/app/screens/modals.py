@@ -16,16 +16,8 @@ from core.display import single_line
 
 __all__ = ["ConfirmScreen", "RenameScreen", "compact_question", "delete_question"]
 
-_MODAL_CSS = """
-{name} {{ align: center middle; background: $background 60%; }}
-{name} > Vertical {{
-    width: 64; max-width: 90%; height: auto; padding: 1 2;
-    border: thick $primary 70%; background: $surface;
-}}
-{name} Label {{ width: 100%; margin-bottom: 1; }}
-{name} Horizontal {{ height: auto; align-horizontal: right; margin-top: 1; }}
-{name} Button {{ margin-left: 1; }}
-"""
+_CSS_PATH = "modals.tcss"
+"""The modals' stylesheet, beside this module."""
 
 
 class RenameScreen(ModalScreen[str | None]):
@@ -37,7 +29,7 @@ class RenameScreen(ModalScreen[str | None]):
     ``Input`` is made safe by the app (``DshApp.on_event``).
     """
 
-    DEFAULT_CSS = _MODAL_CSS.format(name="RenameScreen")
+    CSS_PATH = _CSS_PATH
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
 
     def __init__(self, current: str) -> None:
@@ -80,7 +72,7 @@ class RenameScreen(ModalScreen[str | None]):
 class ConfirmScreen(ModalScreen[bool]):
     """A yes/no question; the question text is untrusted-safe (rendered as ``Text``)."""
 
-    DEFAULT_CSS = _MODAL_CSS.format(name="ConfirmScreen")
+    CSS_PATH = _CSS_PATH
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "no", "Cancel"),
         Binding("y", "yes", "Yes", show=False),

@@ -72,7 +72,10 @@ class Sidebar(Vertical):
     Sidebar Input:focus { background: $boost; }
     Sidebar SessionList { height: 1fr; }
     Sidebar.-hidden { display: none; }
+    Sidebar > .sidebar--current { color: $success; text-style: bold; }
     """
+    COMPONENT_CLASSES: ClassVar[set[str]] = {"sidebar--current"}
+    """``sidebar--current``: the marker before the open session."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("delete", "delete_session", "Delete", show=False)
@@ -162,7 +165,8 @@ class Sidebar(Vertical):
         width = max(12, (self.size.width or 34) - 2)
         current = entry.header.id == self.current_id
         label = Text(no_wrap=True, overflow="ellipsis")
-        label.append("● " if current else "  ", style="bold green")
+        marker = self.get_component_rich_style("sidebar--current", partial=True)
+        label.append("● " if current else "  ", style=marker)
         label.append(single_line(entry.label, max(8, width - 3)), style="bold" if current else "")
         age = relative_age(entry.active_at, self._now())
         cwd = single_line(entry.header.cwd) if entry.header.cwd is not None else "no cwd"

@@ -3,9 +3,10 @@
 Only the newest ``page_size`` items are mounted; a "Load earlier messages" button at the
 top mounts the previous page while keeping the view where it was (reading it from the store
 first when the transcript was loaded from a surface window). Assistant messages are Markdown
-with raw HTML disabled, so ``</referenced-sessions>`` stays visible text: a history message
-is one ``Static`` rendering Rich Markdown (a Textual ``Markdown`` widget tree per message is
-far too slow to mount by the dozen); only the streaming reply uses Textual's ``Markdown``.
+with raw HTML disabled, so ``</referenced-sessions>`` stays visible text: every reply body,
+stored or streaming, is one ``Static`` rendering ``reply_body`` (Rich Markdown through
+``LiteralMarkdown``), so a reply is laid out the same live and after a reload (a Textual
+``Markdown`` widget tree per message is far too slow to mount by the dozen).
 Every piece of stored text is untrusted: it is escaped with ``escape_control`` and shown as
 ``rich.text.Text`` (or parsed as Markdown without HTML), never as Textual/Rich markup.
 """
@@ -16,11 +17,9 @@ import asyncio
 import json
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
-from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
-from markdown_it import MarkdownIt
+from rich.style import Style
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.await_complete import AwaitComplete
@@ -28,7 +27,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.message import Message
 from textual.timer import Timer
 from textual.widget import Widget
-from textual.widgets import Button, Markdown, Static
+from textual.widgets import Button, Static
 
 from core.display import escape_control, single_line
 from core.errors import DshError
@@ -46,7 +45,8 @@ from tui.app.transcript.window import (
     prune_count,
 )
 from tui.shared.items import TranscriptItem, classify_surface
-from tui.shared.render import LiteralMarkdown, highlight_mentions
+from tui.shared.render import GrowingMarkdown, LiteralMarkdown, highlight_mentions
+from tui.shared.times import local_minute
 
 __all__ = [
     "EMPTY_STATE_TEXT",
@@ -54,7 +54,6 @@ __all__ = [
     "FLUSH_INTERVAL",
     "MAX_MOUNTED",
     "PAGE_SIZE",
-    "TRANSCRIPT_CSS_PATH",
     "AssistantMessage",
     "EmptyState",
     "FetchEvents",
@@ -66,13 +65,10 @@ __all__ = [
     "checkpoint_text",
     "format_time",
     "last_assistant_text",
-    "literal_markdown_parser",
     "reasoning_text",
+    "reply_body",
     "tool_result_text",
 ]
-
-TRANSCRIPT_CSS_PATH = Path(__file__).with_name("transcript.tcss")
-"""Styles of the transcript and its items; include it in the app's or screen's ``CSS_PATH``."""
 
 PAGE_SIZE = 24
 """Items mounted on open and by each "Load earlier messages"."""
@@ -80,7 +76,7 @@ MAX_MOUNTED = 200
 """While following the tail, older items beyond this many are unmounted (they can be
 loaded again); keeps a long live session as light as a freshly opened one."""
 FLUSH_INTERVAL = 0.05
-"""Streaming text is handed to the Markdown widget at most this often (seconds)."""
+"""Streaming text is rendered again at most this often (seconds)."""
 
 EMPTY_STATE_TITLE = "Start a conversation"
 EMPTY_STATE_TEXT = (
@@ -92,22 +88,11 @@ EMPTY_STATE_TEXT = (
 )
 
 TimeFormat = Callable[[int], str]
+format_time: TimeFormat = local_minute
+"""Epoch milliseconds as local ``YYYY-MM-DD HH:MM`` (``tui.shared.times``, the one place)."""
 FetchEvents = Callable[[Sequence[int]], Awaitable[Sequence[Event]]]
 """Reads the events with the given seqs (``SessionQuery.read_events_at`` for one session)."""
 Status = Literal["completed", "interrupted", "error"]
-
-
-def format_time(ms: int) -> str:
-    """Epoch milliseconds as local ``YYYY-MM-DD HH:MM`` (deterministic under a pinned TZ)."""
-    try:
-        return datetime.fromtimestamp(ms / 1000).strftime("%Y-%m-%d %H:%M")
-    except (OverflowError, OSError, ValueError):
-        return "?"
-
-
-def literal_markdown_parser() -> MarkdownIt:
-    """GFM-like Markdown with raw HTML disabled, so tags in a message stay visible text."""
-    return MarkdownIt("gfm-like", {"html": False})
 
 
 def reasoning_text(message: Mapping[str, Any]) -> str:
@@ -191,6 +176,19 @@ def _cut_note(hidden: int) -> str:
     return f"\n\n[… {hidden:,} more characters not shown here; export the session to read it all]"
 
 
+NO_TEXT = Text("(no text)", style="dim italic")
+"""What a reply without text shows in place of its body."""
+
+
+def reply_body(text: str) -> LiteralMarkdown | Text:
+    """The body of an assistant reply, live or replayed: ``text`` cut for display
+    (``_shown``), escaped and laid out as literal Markdown (raw HTML stays text, links are
+    never hyperlinks). Both views use it, so a reply looks the same after a reload."""
+    if not text:
+        return NO_TEXT
+    return LiteralMarkdown(escape_control(_shown(text)))
+
+
 def _header(label: str, detail: Iterable[str]) -> Text:
     text = Text(label, style="bold")
     for part in detail:
@@ -203,7 +201,10 @@ def _header(label: str, detail: Iterable[str]) -> Text:
 
 
 class UserMessage(Static):
-    """A direct user message (or steering message): readable text, ``@label`` mentions styled."""
+    """A direct user message (or steering message): readable text, ``@label`` mentions styled
+    by the component class ``user-message--mention`` (theme colours, in the stylesheet)."""
+
+    COMPONENT_CLASSES: ClassVar[set[str]] = {"user-message--mention"}
 
     def __init__(
         self,
@@ -215,10 +216,22 @@ class UserMessage(Static):
         classes: str | None = None,
     ) -> None:
         self.text = text
-        body = _header(title, [time])
-        body.append("\n")
-        body.append_text(highlight_mentions(_shown(text), labels))
-        super().__init__(body, markup=False, classes=classes)
+        self._labels = tuple(labels)
+        self._title = title
+        self._time = time
+        self._drawn: tuple[Style, Text] | None = None
+        super().__init__(markup=False, classes=classes)
+
+    def render(self) -> Text:
+        # The mention style comes from the theme (the component class's CSS), so the text
+        # is built when drawn, and again only when the theme changes the style.
+        style = self.get_component_rich_style("user-message--mention", partial=True)
+        if self._drawn is None or self._drawn[0] != style:
+            body = _header(self._title, [self._time])
+            body.append("\n")
+            body.append_text(highlight_mentions(_shown(self.text), self._labels, style))
+            self._drawn = (style, body)
+        return self._drawn[1]
 
 
 class EmptyState(Static):
@@ -265,12 +278,9 @@ class AssistantMessage(Vertical):
             classes="message-header",
             markup=False,
         )
-        self._source = escape_control(_shown(text))
-        self._body: Widget
-        if not text:
-            self._body = Static(Text("(no text)", style="dim italic"), classes="message-empty")
-        else:
-            self._body = Static(LiteralMarkdown(self._source), classes="message-body-static")
+        self._body = Static(
+            reply_body(text), classes="message-body-static" if text else "message-empty"
+        )
         marker = _marker(status, error)
         self._marker = (
             None
@@ -350,8 +360,9 @@ def _joined(parts: list[str]) -> str:
 class ReplyView(Vertical):
     """The streaming assistant reply.
 
-    ``append`` is cheap and synchronous; text reaches the Markdown widget in batches at most
-    every ``FLUSH_INTERVAL`` seconds. ``finish`` flushes and shows the interrupted/error marker.
+    ``append`` is cheap and synchronous; the body (``reply_body``, the one a stored reply gets)
+    is rendered again with the text so far at most every ``FLUSH_INTERVAL`` seconds.
+    ``finish`` flushes and shows the interrupted/error marker.
     """
 
     class Finished(Message):
@@ -368,8 +379,10 @@ class ReplyView(Vertical):
     def __init__(self, record: ReplyRecord | None = None, *, classes: str | None = None) -> None:
         super().__init__(classes=classes)
         self.record = record if record is not None else ReplyRecord()
-        self._pending_text: list[str] = []
-        self._shown_chars = 0  # of the text handed to the Markdown widget (MAX_SHOWN_CHARS)
+        self._text_dirty = False
+        self._shown_chars = 0  # of the text rendered so far (at most MAX_SHOWN_CHARS)
+        self._growing = GrowingMarkdown()  # the body while streaming
+        self._source = ""  # the escaped Markdown the body shows
         self._reasoning_dirty = False
         self._timer: Timer | None = None
         self._lock = asyncio.Lock()
@@ -377,9 +390,8 @@ class ReplyView(Vertical):
         self._header = Static(_header("Assistant", []), classes="message-header", markup=False)
         self._thinking = Static(Text("thinking…", style="dim italic"), classes="reply-thinking")
         self._reasoning: CollapsedItem | None = None
-        self._markdown = Markdown(
-            parser_factory=literal_markdown_parser, open_links=False, classes="message-body"
-        )
+        self._body = Static(classes="message-body-static")
+        self._body.display = False
         self._marker = Static(classes="message-marker", markup=False)
         self._marker.display = False
 
@@ -392,18 +404,24 @@ class ReplyView(Vertical):
         return self.record.status is not None
 
     @property
-    def markdown(self) -> Markdown:
-        return self._markdown
+    def body(self) -> Static:
+        """The Static showing the reply's Markdown."""
+        return self._body
+
+    @property
+    def source(self) -> str:
+        """The escaped Markdown the body shows (cut, with a note, past ``MAX_SHOWN_CHARS``)."""
+        return self._source
 
     def compose(self) -> ComposeResult:
         yield self._header
         yield self._thinking
-        yield self._markdown
+        yield self._body
         yield self._marker
 
     def on_mount(self) -> None:
         self._ready.set()
-        if self._pending_text or self._reasoning_dirty:
+        if self._text_dirty or self._reasoning_dirty:
             self._schedule()
 
     def on_unmount(self) -> None:
@@ -421,7 +439,7 @@ class ReplyView(Vertical):
             self._reasoning_dirty = True
         else:
             self.record.text_parts.append(text)
-            self._pending_text.append(text)
+            self._text_dirty = True
         self._schedule()
 
     def _schedule(self) -> None:
@@ -443,19 +461,21 @@ class ReplyView(Vertical):
                         "Thinking…", _shown(self.record.reasoning), classes="reasoning"
                     )
                     self._thinking.display = False  # the fold's "Thinking…" says it
-                    await self.mount(self._reasoning, before=self._markdown)
+                    await self.mount(self._reasoning, before=self._body)
                 else:
                     self._reasoning.set_body(_shown(self.record.reasoning))
-            if self._pending_text:
+            if self._text_dirty:
                 # Cut like a stored message: re-rendering a growing paragraph of megabytes
                 # on every flush froze the UI; the note comes with ``finish``.
-                room = MAX_SHOWN_CHARS - self._shown_chars
-                chunk = "".join(self._pending_text)[: max(0, room)]
-                self._pending_text.clear()
+                self._text_dirty = False
                 self._thinking.display = False
-                if chunk:
-                    self._shown_chars += len(chunk)
-                    await self._markdown.append(escape_control(chunk))
+                if self._shown_chars < MAX_SHOWN_CHARS:
+                    shown = self.record.text[:MAX_SHOWN_CHARS]
+                    self._shown_chars = len(shown)
+                    self._source = escape_control(shown)
+                    self._growing.update(self._source)
+                    self._body.update(self._growing)
+                    self._body.display = True
 
     def finish(
         self, status: Status | str, error_message: str | None = None, *, event: Event | None = None
@@ -486,9 +506,15 @@ class ReplyView(Vertical):
             if not self.is_attached:
                 return
             self._thinking.display = False
-            hidden = len(self.record.text) - self._shown_chars
-            if hidden > 0:
-                await self._markdown.append(_cut_note(hidden))
+            text = self.record.text
+            # Exactly what the stored reply will show (GrowingMarkdown lays it out the
+            # same, but only the whole text parsed at once is the reference).
+            body = reply_body(text)
+            self._source = body.markup if isinstance(body, LiteralMarkdown) else ""
+            self._body.update(body)
+            if not text:
+                self._body.set_classes("message-empty")
+            self._body.display = True
             if self._reasoning is not None:
                 self._reasoning.set_title("Reasoning")
             stored = self.record.event
@@ -512,9 +538,6 @@ class ReplyView(Vertical):
                 self._marker.set_class(normalized == "error", "-error")
                 self._marker.set_class(normalized == "interrupted", "-interrupted")
                 self._marker.display = True
-            elif not self.record.text:
-                self._marker.update(Text("(no text)", style="dim italic"))
-                self._marker.display = True
             self.post_message(self.Finished(self))
 
         return AwaitComplete(finishing())
@@ -527,6 +550,156 @@ Entry = TranscriptItem | ReplyRecord
 
 class Transcript(VerticalScroll):
     """The scrollable transcript of one session (see the module docstring)."""
+
+    # The transcript and its items (messages here, folds and cards in cards.py): a reusable
+    # widget's styles travel with it, whichever app or screen mounts it.
+    DEFAULT_CSS = """
+    Transcript {
+        height: 1fr;
+        padding: 0 1;
+        scrollbar-gutter: stable;
+    }
+
+    Transcript > #load-earlier {
+        width: 100%;
+        margin: 0 0 1 0;
+    }
+
+    Transcript > #transcript-empty {
+        width: 100%;
+        height: auto;
+        margin: 1 2;
+        padding: 1 2;
+        border: round $primary;
+        color: $text-muted;
+    }
+
+    /* -- messages ------------------------------------------------------------------------ */
+
+    UserMessage {
+        height: auto;
+        margin: 0 0 1 0;
+        padding: 0 1;
+        border-left: outer $primary;
+    }
+
+    UserMessage > .user-message--mention {
+        color: $accent;
+        text-style: bold;
+    }
+
+    UserMessage.steering {
+        border-left: outer $warning;
+    }
+
+    AssistantMessage, ReplyView {
+        height: auto;
+        margin: 0 0 1 0;
+        padding: 0 1;
+        border-left: outer $success;
+    }
+
+    AssistantMessage > .message-header, ReplyView > .message-header {
+        height: 1;
+    }
+
+    AssistantMessage > .message-empty, ReplyView > .message-empty, ReplyView > .reply-thinking {
+        color: $text-muted;
+    }
+
+    .message-marker {
+        height: auto;
+    }
+
+    .message-marker.-interrupted {
+        color: $text-warning;
+    }
+
+    .message-marker.-error {
+        color: $text-error;
+    }
+
+    /* -- collapsible items --------------------------------------------------------------- */
+
+    Foldable {
+        height: auto;
+        margin: 0 0 1 0;
+        padding: 0 1;
+        border-left: outer $panel-lighten-2;
+    }
+
+    AssistantMessage Foldable, ReplyView Foldable {
+        margin: 0;
+        padding: 0;
+        border-left: none;
+    }
+
+    /* The focused item must be obvious: an accent bar and a tinted header. */
+    Foldable:focus {
+        background: $boost;
+        border-left: outer $accent;
+    }
+
+    Foldable:focus > .fold-header {
+        background: $accent 25%;
+        text-style: bold;
+    }
+
+    Foldable > .fold-header {
+        height: auto;
+    }
+
+    Foldable > .fold-summary {
+        height: auto;
+        padding-left: 2;
+        color: $text-muted;
+    }
+
+    Foldable > .fold-body {
+        height: auto;
+        padding: 1 0 0 2;
+    }
+
+    Foldable.reasoning, Foldable.reasoning .fold-text {
+        color: $text-muted;
+    }
+
+    ReferenceCard {
+        border-left: outer $secondary;
+        background: $surface;
+    }
+
+    CheckpointCard {
+        border-left: outer $warning;
+    }
+
+    CheckpointCard.-expanded > .fold-summary {
+        display: none;
+    }
+
+    ReferenceCard .card-source {
+        height: auto;
+        margin: 0 0 1 0;
+    }
+
+    ReferenceCard .card-conversation-toggle {
+        margin: 0 0 1 0;
+    }
+
+    ReferenceCard .card-conversation-body {
+        height: auto;
+    }
+
+    ReferenceCard .card-conversation-heading {
+        height: auto;
+        color: $text-muted;
+    }
+
+    ReferenceCard .card-conversation {
+        height: auto;
+        margin: 0 0 1 0;
+    }
+    """
 
     class EarlierLoaded(Message):
         """A page of earlier items was mounted; ``remaining`` are still unmounted."""
