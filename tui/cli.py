@@ -97,7 +97,9 @@ def _parser() -> argparse.ArgumentParser:
         description="A terminal chat whose messages can reference other chat sessions.",
     )
     parser.add_argument(
-        "--db", metavar="PATH", help="the SQLite database (overrides DSH_DB and the config)"
+        "--db",
+        metavar="LOCATION",
+        help="the database: a SQLite file or a postgresql:// URL (overrides DSH_DB and the config)",
     )
     parser.add_argument(
         "--config", metavar="PATH", help="the config file (default: user config dir)"

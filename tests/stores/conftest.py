@@ -1,4 +1,4 @@
-"""Fixtures for the store tests: every shared test runs against both stores."""
+"""Fixtures for the store tests: every shared test runs against every store."""
 
 from __future__ import annotations
 
@@ -7,18 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from stores import MemorySessionStore, SessionStore, SqliteSessionStore
+from stores import SessionStore
+from tests.storekinds import STORE_KINDS, open_kind
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(params=STORE_KINDS)
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[SessionStore]:
-    """A fresh, empty store of each kind (SQLite on a real file in ``tmp_path``)."""
-    if request.param == "memory":
-        async with MemorySessionStore() as memory:
-            yield memory
-    else:
-        async with await SqliteSessionStore.open(tmp_path / "dsh.sqlite3") as sqlite:
-            yield sqlite
+    """A fresh, empty store of each kind (SQLite on a real file in ``tmp_path``, PostgreSQL
+    in a schema of its own on the suite's throwaway cluster)."""
+    async with open_kind(request, tmp_path) as opened:
+        yield opened
 
 
 @pytest.fixture
