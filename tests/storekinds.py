@@ -16,7 +16,7 @@ from core.store import SessionStore
 from stores import MemorySessionStore, open_store
 from tests.pgcluster import Cluster
 
-__all__ = ["STORE_KINDS", "open_kind", "pg_schema_url"]
+__all__ = ["DURABLE_KINDS", "STORE_KINDS", "durable_location", "open_kind", "pg_schema_url"]
 
 STORE_KINDS = ["memory", "sqlite", "postgres"]
 
@@ -50,3 +50,17 @@ async def open_kind(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIter
                 yield store
             finally:
                 await store.close()
+
+
+DURABLE_KINDS = ["sqlite", "postgres"]
+
+
+@contextlib.contextmanager
+def durable_location(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """Where a fresh store of the fixture's durable kind lives, as ``open_store`` takes it
+    (a SQLite file path, or a PostgreSQL URL to an empty schema): for child processes."""
+    if request.param == "sqlite":
+        yield str(tmp_path / "dsh.sqlite3")
+    else:
+        with pg_schema_url(request.getfixturevalue("pg_cluster")) as url:
+            yield url

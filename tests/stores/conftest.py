@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 
 from stores import SessionStore
-from tests.storekinds import STORE_KINDS, open_kind
+from tests.storekinds import DURABLE_KINDS, STORE_KINDS, durable_location, open_kind
 
 
 @pytest.fixture(params=STORE_KINDS)
@@ -22,3 +22,10 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
 @pytest.fixture
 def db_path(tmp_path: Path) -> Path:
     return tmp_path / "db" / "dsh.sqlite3"
+
+
+@pytest.fixture(params=DURABLE_KINDS)
+def location(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A fresh durable store's location (SQLite file, PostgreSQL URL) for child processes."""
+    with durable_location(request, tmp_path) as where:
+        yield where
