@@ -141,6 +141,10 @@ def _dec(raw: bytes) -> str:
     return raw.decode("utf-8", "surrogatepass")
 
 
+async def _no_reset(conn: asyncpg.Connection) -> None:
+    return None
+
+
 def _consume(task: asyncio.Future[Any]) -> None:
     if not task.cancelled():
         task.exception()
@@ -181,6 +185,9 @@ class PostgresSessionStore:
                 timeout=_CONNECT_TIMEOUT_S,
                 command_timeout=None,
                 server_settings={"application_name": "dsh"},
+                # Every operation is a whole transaction that leaves no session state, so
+                # the pool's reset query (a round trip per operation) is not needed.
+                reset=_no_reset,
             )
         except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError) as err:
             raise connect_error(location, err) from err
@@ -307,9 +314,10 @@ class PostgresSessionStore:
         *,
         write: bool,
         what: str | None = None,
-        isolation: str = "read_committed",
+        isolation: str | None = "read_committed",
     ) -> T:
-        """Run ``body`` in one transaction on a pooled connection.
+        """Run ``body`` in one transaction on a pooled connection (``isolation=None``: a
+        body of one statement, atomic on its own, that notifies by itself if it writes).
 
         Once started, the transaction runs to its end (commit or rollback) even if the
         caller is cancelled, so a batch is stored whole or not at all and no connection is
@@ -337,14 +345,17 @@ class PostgresSessionStore:
         body: Callable[[asyncpg.Connection], Awaitable[T]],
         write: bool,
         what: str | None,
-        isolation: str,
+        isolation: str | None,
     ) -> T:
         try:
-            async with pool.acquire() as conn, conn.transaction(isolation=isolation):
-                result = await body(conn)
-                if write:
-                    await conn.execute("SELECT pg_notify($1, $2)", CHANGES_CHANNEL, self._token)
-                return result
+            async with pool.acquire() as conn:
+                if isolation is None:
+                    return await body(conn)
+                async with conn.transaction(isolation=isolation):
+                    result = await body(conn)
+                    if write:
+                        await conn.execute("SELECT pg_notify($1, $2)", CHANGES_CHANNEL, self._token)
+                    return result
         except asyncpg.PostgresError as err:
             raise self._error(what or ("write failed" if write else "read failed"), err) from err
         except (OSError, asyncpg.InterfaceError, TimeoutError) as err:
@@ -444,6 +455,11 @@ class PostgresSessionStore:
         return await self._append(sid, validate_batch(events))
 
     async def _append(self, sid: str, batch: list[ValidatedEvent]) -> list[Event]:
+        if batch and all(
+            v.surface_op in (None, "append") and v.source_event_seqs is None for v in batch
+        ):
+            return await self._append_plain(sid, batch)
+
         async def body(conn: asyncpg.Connection) -> list[Event]:
             # Reserving the seqs locks the session row: appends to it queue here.
             row = await conn.fetchrow(
@@ -470,6 +486,35 @@ class PostgresSessionStore:
             return await _insert_events(conn, key, first, folder, batch)
 
         return await self._run(body, write=True)
+
+    async def _append_plain(self, sid: str, batch: list[ValidatedEvent]) -> list[Event]:
+        """Appends without replaces or provenance (nearly every append): no surface rule
+        can fail, so reserving the seqs, inserting and notifying is one statement, one round
+        trip, atomic on its own."""
+        kinds = [event_kind(v.type, v.data, v.surface_op is not None) for v in batch]
+
+        async def body(conn: asyncpg.Connection) -> int | None:
+            first: int | None = await conn.fetchval(
+                _APPEND_PLAIN_SQL,
+                _enc(sid),
+                len(batch),
+                [_enc(v.type) for v in batch],
+                [v.time for v in batch],
+                kinds,
+                [v.data_json for v in batch],
+                [None if v.surface_op is None else _APPEND_JSON for v in batch],
+                CHANGES_CHANNEL,
+                self._token,
+            )
+            return first
+
+        first = await self._run(body, write=True, isolation=None)
+        if first is None:
+            raise SessionNotFoundError(sid)
+        return [
+            Event(seq=first + i, type=v.type, time=v.time, data=v.data, surface_op=v.surface_op)
+            for i, v in enumerate(batch)
+        ]
 
     async def import_session(
         self, header: SessionHeader, events: Sequence[NewEvent]
@@ -704,6 +749,23 @@ class PostgresSessionStore:
             lambda: {_dec(sid): time for sid, time in rows if time is not None}
         )
 
+
+# Reserve the seqs (locking the session row), insert the events and notify, in one
+# statement; no row when the session does not exist (then nothing is written).
+_APPEND_PLAIN_SQL = f"""
+WITH s AS (
+    UPDATE dsh_sessions SET next_seq = next_seq + $2 WHERE {_BY_ID}
+    RETURNING key, next_seq - $2 AS first
+), ins AS (
+    INSERT INTO dsh_events (session_key, seq, type, time, kind, data, surface_op)
+    SELECT s.key, s.first + u.n - 1, u.type, u.time, u.kind, u.data, u.op
+    FROM s, unnest($3::bytea[], $4::bigint[], $5::smallint[], $6::text[], $7::text[])
+        WITH ORDINALITY AS u (type, time, kind, data, op, n)
+), notified AS (
+    SELECT pg_notify($8, $9)
+)
+SELECT s.first FROM s, notified
+"""
 
 # The latest title event of each session: one descending seek in ``dsh_events_title`` each.
 _TITLES_SQL = (
