@@ -325,10 +325,16 @@ class DshApp(App[int]):
     # ------------------------------------------------------------------ drafts
 
     @on(TextArea.Changed, "#composer")
-    def _draft_changed(self) -> None:
-        """The draft belongs to the open session; it is written out shortly after typing."""
+    def _draft_changed(self, event: TextArea.Changed) -> None:
+        """The draft belongs to the open session; it is written out shortly after typing.
+
+        The composer that changed is the event's own: a change still queued while the app
+        closes arrives after the composer has left the screen (and is then ignored)."""
         session_id = self.current_id
-        if session_id is not None and self._drafts.set(session_id, self.composer.draft):
+        composer = event.text_area
+        if not isinstance(composer, Composer) or not composer.is_attached:
+            return
+        if session_id is not None and self._drafts.set(session_id, composer.draft):
             self._schedule_drafts_flush()
 
     def _schedule_drafts_flush(self) -> None:
