@@ -132,6 +132,15 @@ _BY_ID = "sha256(id) = sha256($1::bytea) AND id = $1::bytea"
 
 _APPEND_JSON = '"append"'
 
+# The server closed the connection (terminated, restarted, failed over).
+_CONNECTION_LOST = (
+    asyncpg.ConnectionDoesNotExistError,
+    asyncpg.AdminShutdownError,
+    asyncpg.CannotConnectNowError,
+    ConnectionResetError,
+    BrokenPipeError,
+)
+
 
 def _enc(text: str) -> bytes:
     return text.encode("utf-8", "surrogatepass")
@@ -167,6 +176,7 @@ class PostgresSessionStore:
         self._listener: asyncpg.Connection | None = None
         self._listener_lost = False
         self._listen_lock = asyncio.Lock()
+        self._notice: tuple[str, bool] | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -263,16 +273,27 @@ class PostgresSessionStore:
     async def _listen(self) -> None:
         """(Re)open the LISTEN connection; a missed stretch counts as a change."""
         async with self._listen_lock:
-            if self._listener is not None and not self._listener.is_closed():
+            if self.listening:
                 return
+            old, self._listener = self._listener, None
+            if old is not None:
+                with contextlib.suppress(Exception):
+                    old.terminate()
             try:
                 conn = await asyncpg.connect(self._location.dsn, timeout=_CONNECT_TIMEOUT_S)
+                conn.add_termination_listener(self._listener_terminated)
+                await conn.add_listener(CHANGES_CHANNEL, self._notified)
             except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError) as err:
-                raise connect_error(self._location, err) from err
-            conn.add_termination_listener(self._listener_terminated)
-            await conn.add_listener(CHANGES_CHANNEL, self._notified)
-            if self._listener is not None or self._listener_lost:
+                error = connect_error(self._location, err, "lost the connection")
+                if self._listener_lost and self._notice is None:
+                    self._notice = (f"{error}; retrying", True)
+                raise error from err
+            if self._listener_lost:
                 self._others += 1  # commits may have been missed while it was down
+                self._notice = (
+                    f"Reconnected to {self.location} after the connection was lost.",
+                    False,
+                )
             self._listener = conn
             self._listener_lost = False
 
@@ -281,23 +302,34 @@ class PostgresSessionStore:
             self._others += 1
 
     def _listener_terminated(self, conn: object) -> None:
-        self._listener_lost = True
+        if conn is self._listener:
+            self._listener_lost = True
 
     @property
     def listening(self) -> bool:
-        """Whether other writers' commits are being heard right now (hosts may say so)."""
+        """Whether other writers' commits are being heard right now."""
         return (
             self._listener is not None
             and not self._listener.is_closed()
             and not self._listener_lost
         )
 
+    def take_notice(self) -> tuple[str, bool] | None:
+        """What a host should tell its user about the connection since it last asked, once:
+        ``(message, is_warning)`` (it was lost and is being retried; it is back), or
+        ``None`` when nothing happened."""
+        notice, self._notice = self._notice, None
+        return notice
+
     async def change_token(self) -> int:
         """The number of other stores' commits heard through LISTEN/NOTIFY (no query at
-        all while the listening connection is up; a lost one is reopened, and counts as a
-        change since commits may have been missed)."""
+        all while the listening connection is up). A lost connection is reopened here, and
+        counts as a change since commits may have been missed meanwhile; see
+        :meth:`take_notice` for what to tell the user."""
         self._live()
         if not self.listening:
+            if self._listener is not None and not self._listener_lost:
+                self._listener_lost = True  # closed under us without the callback
             await self._listen()
         return self._others
 
@@ -347,19 +379,30 @@ class PostgresSessionStore:
         what: str | None,
         isolation: str | None,
     ) -> T:
-        try:
-            async with pool.acquire() as conn:
-                if isolation is None:
-                    return await body(conn)
-                async with conn.transaction(isolation=isolation):
-                    result = await body(conn)
-                    if write:
-                        await conn.execute("SELECT pg_notify($1, $2)", CHANGES_CHANNEL, self._token)
-                    return result
-        except asyncpg.PostgresError as err:
-            raise self._error(what or ("write failed" if write else "read failed"), err) from err
-        except (OSError, asyncpg.InterfaceError, TimeoutError) as err:
-            raise connect_error(self._location, err, what or "the connection failed") from err
+        for attempt in (1, 2):
+            try:
+                async with pool.acquire() as conn:
+                    if isolation is None:
+                        return await body(conn)
+                    async with conn.transaction(isolation=isolation):
+                        result = await body(conn)
+                        if write:
+                            await conn.execute(
+                                "SELECT pg_notify($1, $2)", CHANGES_CHANNEL, self._token
+                            )
+                        return result
+            except _CONNECTION_LOST as err:
+                # A read on a connection the server dropped (a restart, a failover) is
+                # tried once more on a fresh one; a write is not (it may have committed).
+                if write or attempt == 2:
+                    raise connect_error(self._location, err, what or "lost the connection") from err
+            except asyncpg.PostgresError as err:
+                raise self._error(
+                    what or ("write failed" if write else "read failed"), err
+                ) from err
+            except (OSError, asyncpg.InterfaceError, TimeoutError) as err:
+                raise connect_error(self._location, err, what or "the connection failed") from err
+        raise AssertionError("unreachable")
 
     def _error(self, what: str, err: asyncpg.PostgresError) -> StoreError:
         """The one translation of a server error into the ``StoreError`` a user reads."""

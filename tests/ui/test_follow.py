@@ -21,7 +21,9 @@ from core.log import (
     user_message,
 )
 from stores import SessionStore, open_store
+from tests.pgcluster import Cluster
 from tests.storekinds import DURABLE_KINDS, durable_location
+from tests.stores.test_postgres import terminate_dsh_connections
 from tests.ui.conftest import FIXED_NOW, SIZE, make_app, title
 from tests.ui.snapshots import screen_text
 from tests.ui.test_app import settle
@@ -264,3 +266,21 @@ async def test_a_message_added_elsewhere_just_before_a_send_shows_in_log_order(
         assert [e.type for e in surface[-3:]] == [USER_MESSAGE, USER_MESSAGE, ASSISTANT_MESSAGE]
         assert app.transcript.known_seqs == {e.seq for e in surface}
         assert len(app.transcript.item_widgets) == len(surface)
+
+
+@pytest.mark.parametrize("location", ["postgres"], indirect=True)
+async def test_a_dropped_server_connection_reconnects_and_says_so(
+    runtime: Runtime, elsewhere: SessionStore, pg_cluster: Cluster
+) -> None:
+    app = make_app(runtime)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await terminate_dsh_connections(pg_cluster)
+        await wait_for(pilot, lambda: shown(app, "Reconnected to"))
+        assert "connection was lost" in screen_text(app)
+        assert "-warning" not in app.notice.classes
+        # Following goes on over the new connection.
+        await elsewhere.append(
+            "checkout", USER_MESSAGE, user_message("after the reconnect"), surface_op="append"
+        )
+        await wait_for(pilot, lambda: shown(app, "after the reconnect"))
