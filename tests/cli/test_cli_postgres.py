@@ -3,6 +3,7 @@ it works unchanged, and a server it cannot use is one clear line without the pas
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
@@ -11,6 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli.conftest import Run
+from tests.cli.test_cli import (
+    test_full_flow_new_send_show_prepare_compact_reference as full_flow,
+)
 from tests.pgcluster import SECRET_PASSWORD, Cluster
 from tests.storekinds import pg_schema_url
 
@@ -108,3 +113,8 @@ def test_a_newer_schema_is_a_clear_error(tmp_path: Path, pg_cluster: Cluster, pg
     pg_cluster.psql(f"UPDATE {schema}.dsh_schema SET version = 99")
     line = one_error_line(run_dsh(tmp_path, "--db", pg_url, "sessions"))
     assert "schema version 99, newer than this dsh understands (1); upgrade dsh" in line
+
+
+def test_the_whole_cli_flow_runs_unchanged_on_postgres(dsh: Run, pg_url: str) -> None:
+    """The SQLite flow test (new, send, show, prepare, compact, references), on a URL."""
+    full_flow(functools.partial(dsh, db=pg_url))
