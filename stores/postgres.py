@@ -177,6 +177,8 @@ class PostgresSessionStore:
         self._listener_lost = False
         self._listen_lock = asyncio.Lock()
         self._notice: tuple[str, bool] | None = None
+        # Whole listings keyed by the snapshot they were read in (see ``_listing``).
+        self._listings: dict[str, tuple[str, Any]] = {}
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -654,23 +656,40 @@ class PostgresSessionStore:
 
         return await self._run(body, write=False)
 
-    async def list_headers(self) -> list[SessionHeader]:
-        async def body(conn: asyncpg.Connection) -> list[Any]:
-            return list(
-                await conn.fetch(
-                    "SELECT id, created_at, cwd FROM dsh_sessions ORDER BY created_at DESC, id"
-                )
-            )
+    async def _listing(self, name: str, sql: str, build: Callable[[list[Any]], Any]) -> Any:
+        """A whole listing (every header, every title, …), reused while the database is
+        unchanged: the key is the transaction's snapshot, read in the same repeatable-read
+        transaction as the rows, so equal keys see exactly the same committed data (any
+        commit anywhere, ours included, changes it; reads never do). The ``@`` picker
+        lists every session on each keystroke: then that costs one small query."""
 
-        rows = await self._run(body, write=False)
-        return await asyncio.to_thread(
-            lambda: [
+        async def body(conn: asyncpg.Connection) -> tuple[str, Any, list[Any]]:
+            key = str(await conn.fetchval("SELECT pg_current_snapshot()::text"))
+            cached = self._listings.get(name)
+            if cached is not None and cached[0] == key:
+                return key, cached[1], []
+            return key, None, list(await conn.fetch(sql))
+
+        key, cached, rows = await self._run(body, write=False, isolation="repeatable_read")
+        if cached is not None:
+            return cached
+        # Building 100,000 entries takes a while: not on the event loop.
+        value = await asyncio.to_thread(build, rows)
+        self._listings[name] = (key, value)
+        return value
+
+    async def list_headers(self) -> list[SessionHeader]:
+        headers: tuple[SessionHeader, ...] = await self._listing(
+            "headers",
+            "SELECT id, created_at, cwd FROM dsh_sessions ORDER BY created_at DESC, id",
+            lambda rows: tuple(
                 SessionHeader(
                     id=_dec(sid), created_at=created_at, cwd=None if cwd is None else _dec(cwd)
                 )
                 for sid, created_at, cwd in rows
-            ]
+            ),
         )
+        return list(headers)
 
     async def read_header(self, session_id: str) -> SessionHeader:
         sid = check_session_id(session_id)
@@ -762,9 +781,13 @@ class PostgresSessionStore:
         if wanted is not None and not wanted:
             return {}
 
+        if wanted is None:
+            every: dict[str, SessionTitle] = await self._listing(
+                "titles", _TITLES_SQL.format(sessions="dsh_sessions"), self._build_titles
+            )
+            return dict(every)
+
         async def body(conn: asyncpg.Connection) -> list[Any]:
-            if wanted is None:
-                return list(await conn.fetch(_TITLES_SQL.format(sessions="dsh_sessions")))
             return list(
                 await conn.fetch(
                     _TITLES_SQL.format(sessions=_WANTED_SESSIONS), [_enc(s) for s in wanted]
@@ -784,13 +807,12 @@ class PostgresSessionStore:
         return out
 
     async def read_last_event_times(self) -> dict[str, int]:
-        async def body(conn: asyncpg.Connection) -> list[Any]:
-            return list(await conn.fetch(_LAST_EVENT_TIMES_SQL))
-
-        rows = await self._run(body, write=False)
-        return await asyncio.to_thread(
-            lambda: {_dec(sid): time for sid, time in rows if time is not None}
+        times: dict[str, int] = await self._listing(
+            "last_event_times",
+            _LAST_EVENT_TIMES_SQL,
+            lambda rows: {_dec(sid): time for sid, time in rows if time is not None},
         )
+        return dict(times)
 
 
 # Reserve the seqs (locking the session row), insert the events and notify, in one

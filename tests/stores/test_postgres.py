@@ -157,3 +157,22 @@ async def test_a_dropped_connection_reconnects_and_says_so(url: str, pg_cluster:
         assert [h.id for h in await mine.list_headers()] == ["s"]
         await other.append("s", "x", {})
         await until(lambda: changed(mine, after))
+
+
+async def test_cached_listings_see_other_clients_commits_at_once(url: str) -> None:
+    """Listings are reused while nothing was committed, and never once something was."""
+    async with await open_store(url) as mine, await open_store(url) as other:
+        await mine.create_session("a", created_at=1)
+        assert [h.id for h in await mine.list_headers()] == ["a"]
+        assert await mine.read_titles() == {} and await mine.read_last_event_times() == {}
+        first = await mine.list_headers()
+        assert await mine.list_headers() == first  # unchanged: served from the cache
+        await other.create_session("b", created_at=2)
+        await other.append("a", "session/title", {"title": "Named elsewhere"}, time=7)
+        # No waiting for a notification: the very next listing sees both commits.
+        assert [h.id for h in await mine.list_headers()] == ["b", "a"]
+        assert (await mine.read_titles())["a"].title == "Named elsewhere"
+        assert await mine.read_last_event_times() == {"a": 7}
+        await other.delete_session("a")
+        assert [h.id for h in await mine.list_headers()] == ["b"]
+        assert await mine.read_titles() == {} and await mine.read_last_event_times() == {}
