@@ -250,17 +250,20 @@ class PostgresSessionStore:
         return None
 
     async def _migrate(self) -> None:
+        """Create or upgrade dsh's tables. An up-to-date database is only read (so a
+        read-only server or a hot standby opens, for reading); a newer one is refused."""
+        what = "cannot prepare the database"
+        version = await self._run(_schema_version, write=False, what=what)
+        self._check_not_newer(version)
+        if version == SCHEMA_VERSION:
+            return
+
         async def body(conn: asyncpg.Connection) -> None:
             # One migrator at a time across every client of the database.
             await conn.execute("SELECT pg_advisory_xact_lock($1)", _MIGRATION_LOCK)
             await conn.execute("CREATE TABLE IF NOT EXISTS dsh_schema (version integer NOT NULL)")
-            version = await conn.fetchval("SELECT max(version) FROM dsh_schema")
-            version = 0 if version is None else int(version)
-            if version > SCHEMA_VERSION:
-                raise StoreError(
-                    f"{self.location}: the database has dsh schema version {version}, newer "
-                    f"than this dsh understands ({SCHEMA_VERSION}); upgrade dsh"
-                )
+            version = await _schema_version(conn) or 0  # another client may have migrated
+            self._check_not_newer(version)
             for step in range(version, SCHEMA_VERSION):
                 for statement in MIGRATIONS[step]:
                     await conn.execute(statement)
@@ -268,7 +271,14 @@ class PostgresSessionStore:
                 await conn.execute("DELETE FROM dsh_schema")
                 await conn.execute("INSERT INTO dsh_schema (version) VALUES ($1)", SCHEMA_VERSION)
 
-        await self._run(body, write=False, what="cannot prepare the database")
+        await self._run(body, write=False, what=what)
+
+    def _check_not_newer(self, version: int | None) -> None:
+        if version is not None and version > SCHEMA_VERSION:
+            raise StoreError(
+                f"{self.location}: the database has dsh schema version {version}, newer "
+                f"than this dsh understands ({SCHEMA_VERSION}); upgrade dsh"
+            )
 
     # ------------------------------------------------------------------ change tracking
 
@@ -847,6 +857,14 @@ _LAST_EVENT_TIMES_SQL = (
     "SELECT s.id, (SELECT e.time FROM dsh_events AS e WHERE e.session_key = s.key "
     "ORDER BY e.seq DESC LIMIT 1) FROM dsh_sessions AS s"
 )
+
+
+async def _schema_version(conn: asyncpg.Connection) -> int | None:
+    """dsh's schema version in the database (``None``: no dsh tables at all)."""
+    if await conn.fetchval("SELECT to_regclass('dsh_schema')") is None:
+        return None
+    version = await conn.fetchval("SELECT max(version) FROM dsh_schema")
+    return 0 if version is None else int(version)
 
 
 async def _insert_session(conn: asyncpg.Connection, header: SessionHeader, next_seq: int) -> int:

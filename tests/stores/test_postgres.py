@@ -176,3 +176,25 @@ async def test_cached_listings_see_other_clients_commits_at_once(url: str) -> No
         await other.delete_session("a")
         assert [h.id for h in await mine.list_headers()] == ["b"]
         assert await mine.read_titles() == {} and await mine.read_last_event_times() == {}
+
+
+async def test_a_read_only_server_opens_for_reading_and_refuses_writes(
+    url: str, pg_cluster: Cluster
+) -> None:
+    async with await open_store(url) as store:
+        await store.create_session("kept", created_at=1)
+    role = "reader_" + schema_of(url)
+    pg_cluster.psql(
+        f"CREATE ROLE {role} LOGIN; GRANT USAGE ON SCHEMA {schema_of(url)} TO {role}; "
+        f"GRANT SELECT ON ALL TABLES IN SCHEMA {schema_of(url)} TO {role}; "
+        f"ALTER ROLE {role} SET default_transaction_read_only = on"
+    )
+    try:
+        reader_url = url.replace("postgresql://dsh@", f"postgresql://{role}@")
+        async with await open_store(reader_url) as reader:
+            assert [h.id for h in await reader.list_headers()] == ["kept"]
+            with pytest.raises(StoreError, match="the database is read-only") as info:
+                await reader.create_session("new")
+            assert "\n" not in str(info.value)
+    finally:
+        pg_cluster.psql(f"DROP OWNED BY {role}; DROP ROLE {role}")
