@@ -22,12 +22,11 @@ STORE_KINDS = ["memory", "sqlite", "postgres"]
 
 
 @contextlib.contextmanager
-def pg_schema_url(cluster: Cluster) -> Iterator[str]:
-    name, url = cluster.fresh_schema_url()
-    try:
-        yield url
-    finally:
-        cluster.psql(f"DROP SCHEMA {name} CASCADE")
+def pg_schema_url(cluster: Cluster, *, migrated: bool = False) -> Iterator[str]:
+    """The URL of a new schema of its own (the cluster is thrown away at the end of the
+    run, so nothing is dropped)."""
+    _name, url = cluster.fresh_schema_url(migrated=migrated)
+    yield url
 
 
 @contextlib.asynccontextmanager
@@ -44,7 +43,7 @@ async def open_kind(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIter
             await store.close()
     else:
         cluster: Cluster = request.getfixturevalue("pg_cluster")
-        with pg_schema_url(cluster) as url:
+        with pg_schema_url(cluster, migrated=True) as url:
             store = await open_store(url)
             try:
                 yield store
@@ -62,5 +61,5 @@ def durable_location(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator
     if request.param == "sqlite":
         yield str(tmp_path / "dsh.sqlite3")
     else:
-        with pg_schema_url(request.getfixturevalue("pg_cluster")) as url:
+        with pg_schema_url(request.getfixturevalue("pg_cluster"), migrated=True) as url:
             yield url
