@@ -177,6 +177,7 @@ class PostgresSessionStore:
         self._listener_lost = False
         self._listen_lock = asyncio.Lock()
         self._notice: tuple[str, bool] | None = None
+        self._outage_told = False
         # Whole listings keyed by the snapshot they were read in (see ``_listing``).
         self._listings: dict[str, tuple[str, Any]] = {}
 
@@ -291,14 +292,25 @@ class PostgresSessionStore:
             if old is not None:
                 with contextlib.suppress(Exception):
                     old.terminate()
+            conn: asyncpg.Connection | None = None
             try:
-                conn = await asyncpg.connect(self._location.dsn, timeout=_CONNECT_TIMEOUT_S)
+                conn = await asyncpg.connect(
+                    self._location.dsn,
+                    timeout=_CONNECT_TIMEOUT_S,
+                    server_settings={"application_name": "dsh"},
+                )
                 conn.add_termination_listener(self._listener_terminated)
                 await conn.add_listener(CHANGES_CHANNEL, self._notified)
             except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError) as err:
-                error = connect_error(self._location, err, "lost the connection")
-                if self._listener_lost and self._notice is None:
+                if conn is not None:
+                    conn.terminate()
+                lost = self._listener_lost
+                error = connect_error(
+                    self._location, err, "lost the connection" if lost else "cannot connect"
+                )
+                if lost and not self._outage_told:  # once per outage
                     self._notice = (f"{error}; retrying", True)
+                    self._outage_told = True
                 raise error from err
             if self._listener_lost:
                 self._others += 1  # commits may have been missed while it was down
@@ -308,6 +320,7 @@ class PostgresSessionStore:
                 )
             self._listener = conn
             self._listener_lost = False
+            self._outage_told = False
 
     def _notified(self, conn: object, pid: int, channel: str, payload: str) -> None:
         if payload != self._token:

@@ -134,6 +134,7 @@ async def terminate_dsh_connections(cluster: Cluster) -> None:
         "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
         "WHERE application_name = 'dsh' OR (datname = 'dsh' AND pid <> pg_backend_pid() "
         "AND backend_type = 'client backend')",
+        "postgres",
     )
 
 
@@ -198,3 +199,31 @@ async def test_a_read_only_server_opens_for_reading_and_refuses_writes(
             assert "\n" not in str(info.value)
     finally:
         pg_cluster.psql(f"DROP OWNED BY {role}; DROP ROLE {role}")
+
+
+async def test_a_server_that_stays_away_is_reported_once_then_the_return(
+    url: str, pg_cluster: Cluster
+) -> None:
+    async with await open_store(url) as mine:
+        assert isinstance(mine, PostgresSessionStore)
+        pg_cluster.psql("ALTER DATABASE dsh ALLOW_CONNECTIONS false", database="postgres")
+        try:
+            await terminate_dsh_connections(pg_cluster)
+            await until(lambda: not_listening(mine))
+            for _ in range(3):
+                with pytest.raises(StoreError) as info:
+                    await mine.change_token()
+                assert "lost the connection" in str(info.value)
+            notice = mine.take_notice()
+            assert notice is not None and notice[1] is True
+            assert notice[0].startswith("postgresql://dsh@/dsh?host=")
+            assert notice[0].endswith("; retrying") and "\n" not in notice[0]
+            with pytest.raises(StoreError):
+                await mine.change_token()
+            assert mine.take_notice() is None  # said once per outage
+        finally:
+            pg_cluster.psql("ALTER DATABASE dsh ALLOW_CONNECTIONS true", database="postgres")
+        await mine.change_token()
+        back = mine.take_notice()
+        assert back is not None and back[0].startswith("Reconnected to ")
+        assert await mine.list_headers() == []
