@@ -41,9 +41,12 @@ __all__ = [
     "ConfigError",
     "DshConfig",
     "ReferenceLimits",
+    "database_location",
     "database_path",
     "default_config_path",
     "default_database_path",
+    "default_location",
+    "is_database_url",
     "load_config",
 ]
 
@@ -70,7 +73,8 @@ class DshConfig:
     model: str | None = None
     base_url: str = DEFAULT_BASE_URL
     api_key_env: str = "DEEPSEEK_API_KEY"
-    database: Path = field(default_factory=lambda: default_database_path())
+    # A SQLite file, or a ``postgresql://`` URL (kept as the ``str`` the user wrote).
+    database: Path | str = field(default_factory=lambda: default_database_path())
     references: ReferenceLimits = field(default_factory=ReferenceLimits)
     config_path: Path | None = None
     reply_timeout: float = 600.0
@@ -84,8 +88,9 @@ class DshConfig:
 
     def with_database(self, path: str | os.PathLike[str]) -> DshConfig:
         """The database given on the command line (``--db``): a relative path means the
-        file in the current directory, as the user typed it in their shell."""
-        return replace(self, database=database_path(os.fspath(path), "--db", relative_ok=True))
+        file in the current directory, as the user typed it in their shell; a
+        ``postgresql://`` URL is taken as it is."""
+        return replace(self, database=database_location(os.fspath(path), "--db", relative_ok=True))
 
 
 def default_config_path(env: Mapping[str, str] | None = None) -> Path:
@@ -95,16 +100,44 @@ def default_config_path(env: Mapping[str, str] | None = None) -> Path:
     return Path(platformdirs.user_config_dir("dsh")) / "config.toml"
 
 
-def default_database_path() -> Path:
-    """The session database file when no ``--db`` or config says otherwise: ``$DSH_DB`` when
-    set (``~`` and ``$VAR`` are expanded; a path still relative is a ``ConfigError``, as in
-    the config), otherwise ``dsh.sqlite3`` in the platform's user data directory (e.g.
-    ``~/.local/share/dsh``). Only computes the path; opening the store creates missing
-    parent directories."""
+def default_location() -> Path | str:
+    """Where the sessions are when no ``--db`` or config says otherwise: ``$DSH_DB`` when
+    set (a ``postgresql://`` URL as it is; a path with ``~`` and ``$VAR`` expanded, and a
+    path still relative is a ``ConfigError``, as in the config), otherwise ``dsh.sqlite3``
+    in the platform's user data directory (e.g. ``~/.local/share/dsh``). Only computes the
+    location; opening the store creates missing parent directories."""
     override = os.environ.get("DSH_DB")
     if override:
-        return database_path(override, "DSH_DB")
+        return database_location(override, "DSH_DB")
     return Path(platformdirs.user_data_dir("dsh")) / "dsh.sqlite3"
+
+
+def default_database_path() -> Path:
+    """The default SQLite file: :func:`default_location` when it is a path, else the
+    platform's (``$DSH_DB`` names a server)."""
+    location = default_location()
+    if isinstance(location, Path):
+        return location
+    return Path(platformdirs.user_data_dir("dsh")) / "dsh.sqlite3"
+
+
+DATABASE_URL_SCHEMES = ("postgresql://", "postgres://")
+
+
+def is_database_url(value: str | os.PathLike[str]) -> bool:
+    """Whether a ``database`` setting names a server (a ``postgresql://`` URL), not a file."""
+    return isinstance(value, str) and value[:13].lower().startswith(DATABASE_URL_SCHEMES)
+
+
+def database_location(
+    value: str, setting: str, env: Mapping[str, str] | None = None, *, relative_ok: bool = False
+) -> Path | str:
+    """A ``postgresql://`` URL as it is, else :func:`database_path` of ``value``."""
+    if is_database_url(value):
+        if "\0" in value:
+            raise ConfigError(f"{setting}: the database URL contains a NUL character")
+        return value
+    return database_path(value, setting, env, relative_ok=relative_ok)
 
 
 def _expand(path: str) -> Path:
@@ -291,7 +324,7 @@ def load_config(
 
     database_from = "DSH_DB" if env.get("DSH_DB") else f"{where}: database"
     database = (
-        database_path(values["database"], database_from, env)
+        database_location(values["database"], database_from, env)
         if "database" in values
         else default_database_path()
     )

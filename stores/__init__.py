@@ -3,6 +3,7 @@
 from core.config import default_database_path
 from core.query import SessionTitle, SurfaceSnapshot
 from stores.base import SessionStore
+from stores.location import default_location, display_location, open_store
 from stores.memory import MemorySessionStore
 from stores.query import SessionQuery
 from stores.sqlite import SqliteSessionStore
@@ -15,4 +16,7 @@ __all__ = [
     "SqliteSessionStore",
     "SurfaceSnapshot",
     "default_database_path",
+    "default_location",
+    "display_location",
+    "open_store",
 ]

@@ -9,14 +9,14 @@ from typing import Any
 from core.config import DshConfig
 from core.engine import ChatSession
 from core.log import SESSION_TITLE, Event
-from stores import SqliteSessionStore
+from stores import open_store
 from tui.shared.runtime import open_runtime
 
 __all__ = ["converse", "kinds", "read_log", "seed_session"]
 
 
 async def seed_session(
-    db: Path,
+    db: Path | str,
     *,
     cwd: str | None = None,
     title: str | None = None,
@@ -24,7 +24,7 @@ async def seed_session(
     created_at: int | None = None,
 ) -> str:
     """Create an empty session (optionally titled) straight in the store."""
-    async with await SqliteSessionStore.open(db) as store:
+    async with await open_store(db) as store:
         header = await store.create_session(session_id, cwd=cwd, created_at=created_at)
         if title is not None:
             await store.append(
@@ -33,7 +33,7 @@ async def seed_session(
         return header.id
 
 
-async def converse(db: Path, session_id: str, drafts: Sequence[str]) -> None:
+async def converse(db: Path | str, session_id: str, drafts: Sequence[str]) -> None:
     """Send ``drafts`` to a session through the engine (offline provider), as the TUI would."""
     async with open_runtime(DshConfig(database=db)) as runtime:
         chat: ChatSession = await runtime.chat(session_id)
@@ -42,8 +42,8 @@ async def converse(db: Path, session_id: str, drafts: Sequence[str]) -> None:
                 pass
 
 
-async def read_log(db: Path, session_id: str) -> list[Event]:
-    async with await SqliteSessionStore.open(db) as store:
+async def read_log(db: Path | str, session_id: str) -> list[Event]:
+    async with await open_store(db) as store:
         return await store.read_events(session_id)
 
 

@@ -25,7 +25,7 @@ from acp.schema import (
 from core.log import message_text
 from core.references import encode_session_reference_uri
 from core.references.labels import mention_label
-from stores import SqliteSessionStore
+from stores import open_store
 from tests.acp.harness import open_agent
 from tests.acp.seed import converse, kinds, read_log, seed_session
 
@@ -85,7 +85,7 @@ async def test_new_then_prompt_with_a_resource_link_stores_snapshot_then_message
     assert [e.type for e in events[2:]][-3:] == ["assistant/message", "turn/end", "session/title"]
     assistant = next(e for e in events if e.type == "assistant/message")
     assert message_text(assistant.data["message"]) == reply
-    async with await SqliteSessionStore.open(db) as store:
+    async with await open_store(db) as store:
         assert (await store.read_header(sid)).cwd == "/proj/sub"
 
 

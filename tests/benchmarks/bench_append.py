@@ -18,7 +18,7 @@ from core.engine import ChatSession, ReplyDelta, ReplyFinished
 from core.log import ASSISTANT_CHUNK, USER_MESSAGE, user_message
 from core.providers.base import Finish, ProviderMessage, StreamEvent, TextDelta, Usage
 from core.references import SessionReferenceService
-from stores import SessionQuery, SqliteSessionStore
+from stores import SessionQuery, open_store
 from tests.benchmarks._common import TICK, Row, Settings, loop_ticker, median
 
 
@@ -43,9 +43,10 @@ class ScriptedProvider:
         return None
 
 
-async def one_run(path: Path, count: int) -> tuple[float, float]:
-    """Seconds to stream ``count`` deltas to a stored reply, and the longest loop stall."""
-    async with await SqliteSessionStore.open(path) as store:
+async def one_run(path: Path | str, count: int) -> tuple[float, float]:
+    """Seconds to stream ``count`` deltas to a stored reply, and the longest loop stall
+    (``path``: any store location, a SQLite file or a PostgreSQL URL)."""
+    async with await open_store(path) as store:
         header = await store.create_session(cwd="/home/dev/bench")
         await store.append(
             header.id, USER_MESSAGE, user_message("Stream a lot."), surface_op="append"

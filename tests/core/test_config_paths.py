@@ -115,3 +115,23 @@ def test_a_home_holding_a_dollar_is_not_expanded_again() -> None:
     assert database_path("~/$D/x.db", "s", env) == Path("/home/a$b/d/x.db")
     assert database_path("~", "s", {"HOME": "/"}) == Path("/")
     assert database_path("~/x.db", "s", {"HOME": "/"}) == Path("/x.db")
+
+
+URL = "postgresql://alice@db.example:5433/team?sslmode=require"
+
+
+def test_a_postgres_url_is_taken_as_it_is(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``database``, ``DSH_DB`` and ``--db`` accept a server URL (issue 16): it is not a
+    relative path, and nothing in it is expanded."""
+    assert load_config({}, config_path=write(tmp_path, f'database = "{URL}"')).database == URL
+    socket_url = "postgres://bob@/dsh?host=/run/postgresql"
+    config = load_config({"DSH_DB": socket_url}, config_path=tmp_path / "none.toml")
+    assert config.database == socket_url
+    assert config.with_database(URL).database == URL
+    assert config.with_database("rel.db").database == Path.cwd() / "rel.db"
+    monkeypatch.setenv("DSH_DB", URL)
+    from stores import default_location, display_location
+
+    assert default_location() == URL
+    assert display_location("postgresql://alice:s3cret-pw@h/db") == "postgresql://alice@h/db"
+    assert display_location(tmp_path / "x.db") == str(tmp_path / "x.db")

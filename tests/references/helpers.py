@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -12,13 +13,13 @@ from core.log import (
     assistant_message,
     user_message,
 )
-from stores import MemorySessionStore
+from stores import SessionStore
 
 
 class Log:
     """Appends typed events to one session of a store."""
 
-    def __init__(self, store: MemorySessionStore, session_id: str) -> None:
+    def __init__(self, store: SessionStore, session_id: str) -> None:
         self.store = store
         self.session_id = session_id
         self.turn = 0
@@ -179,3 +180,21 @@ class ScriptedQuery:
             raise
         self.log.append(f"end:{session_id}")
         return result
+
+
+async def tasks_left_behind() -> list[asyncio.Task[Any]]:
+    """The other tasks still alive, once the store's own in-flight transactions have ended.
+
+    A durable store finishes a transaction it started even when its caller is cancelled
+    (so nothing is ever half written); that task ends on its own within moments. Anything
+    else still running was left behind by the code under test.
+    """
+    me = asyncio.current_task()
+    finishing = [
+        t
+        for t in asyncio.all_tasks()
+        if t is not me and t.get_coro().__qualname__.endswith("SessionStore._transaction")  # type: ignore[union-attr]
+    ]
+    if finishing:
+        await asyncio.wait(finishing, timeout=10)
+    return [t for t in asyncio.all_tasks() if t is not me]

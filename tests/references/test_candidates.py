@@ -19,13 +19,12 @@ from core.references import (
     SessionReferenceService,
     format_session_reference_mention,
 )
-from stores import MemorySessionStore, SessionQuery
-from tests.references.helpers import Log, ScriptedQuery
+from stores import SessionQuery, SessionStore
+from tests.references.helpers import Log, ScriptedQuery, tasks_left_behind
 
 
-async def seeded() -> tuple[MemorySessionStore, SessionHeader]:
+async def seeded(store: SessionStore) -> tuple[SessionStore, SessionHeader]:
     """Sessions, newest first: t(target,/w) a(/w) b(None) c(/other) d(/w) e(None) f(/W)."""
-    store = MemorySessionStore()
     target = await store.create_session("t", cwd="/w", created_at=100)
     for sid, cwd, created in [
         ("a", "/w", 90),
@@ -48,8 +47,8 @@ def ids(candidates: list[SessionReferenceCandidate]) -> list[str]:
     return [c.session_id for c in candidates]
 
 
-async def test_groups_and_order() -> None:
-    store, target = await seeded()
+async def test_groups_and_order(store: SessionStore) -> None:
+    store, target = await seeded(store)
     service = SessionReferenceService(SessionQuery(store))
     candidates = await service.list_candidates(target)
     # same cwd (a, d) → no cwd (b, e) → other cwd (c, f), list_sessions order inside each
@@ -65,8 +64,8 @@ async def test_groups_and_order() -> None:
     assert candidates[2].mention == "@[b](dsh-session:ImIi)"
 
 
-async def test_target_without_cwd_has_no_same_cwd_group() -> None:
-    store, _ = await seeded()
+async def test_target_without_cwd_has_no_same_cwd_group(store: SessionStore) -> None:
+    store, _ = await seeded(store)
     target = await store.create_session("u", cwd=None, created_at=1)
     service = SessionReferenceService(SessionQuery(store))
     assert ids(await service.list_candidates(target)) == ["b", "e", "t", "a", "c", "d", "f"]
@@ -85,14 +84,14 @@ async def test_target_without_cwd_has_no_same_cwd_group() -> None:
         ("/other", ["c"]),
     ],
 )
-async def test_query_filter(query: str, expected: list[str]) -> None:
-    store, target = await seeded()
+async def test_query_filter(store: SessionStore, query: str, expected: list[str]) -> None:
+    store, target = await seeded(store)
     service = SessionReferenceService(SessionQuery(store))
     assert ids(await service.list_candidates(target, query)) == expected
 
 
-async def test_limits() -> None:
-    store, target = await seeded()
+async def test_limits(store: SessionStore) -> None:
+    store, target = await seeded(store)
     service = SessionReferenceService(
         SessionQuery(store), SessionReferenceConfig(candidate_limit=2)
     )
@@ -102,16 +101,16 @@ async def test_limits() -> None:
 
 
 @pytest.mark.parametrize("limit", [0, -1, True, False, 1.5, "3"])
-async def test_invalid_limit(limit: object) -> None:
-    store, target = await seeded()
+async def test_invalid_limit(store: SessionStore, limit: object) -> None:
+    store, target = await seeded(store)
     service = SessionReferenceService(SessionQuery(store))
     with pytest.raises(SessionReferenceError) as info:
         await service.list_candidates(target, limit=limit)  # type: ignore[arg-type]
     assert info.value.code == SESSION_REFERENCE_INVALID_REFERENCE
 
 
-async def test_titles_come_from_one_query() -> None:
-    store, target = await seeded()
+async def test_titles_come_from_one_query(store: SessionStore) -> None:
+    store, target = await seeded(store)
     query = ScriptedQuery(SessionQuery(store))
     service = SessionReferenceService(query)
     await service.list_candidates(target, "x")
@@ -121,8 +120,8 @@ async def test_titles_come_from_one_query() -> None:
     assert query.calls["read_surface"] == 0
 
 
-async def test_read_failure_is_chained() -> None:
-    store, target = await seeded()
+async def test_read_failure_is_chained(store: SessionStore) -> None:
+    store, target = await seeded(store)
     cause = SessionNotFoundError("gone")
     query = ScriptedQuery(SessionQuery(store), fail={"list_sessions": cause})
     with pytest.raises(SessionReferenceError) as info:
@@ -131,8 +130,8 @@ async def test_read_failure_is_chained() -> None:
     assert info.value.__cause__ is cause
 
 
-async def test_cancel_before_and_during() -> None:
-    store, target = await seeded()
+async def test_cancel_before_and_during(store: SessionStore) -> None:
+    store, target = await seeded(store)
     query = ScriptedQuery(SessionQuery(store))
     service = SessionReferenceService(query)
     cancel = asyncio.Event()
@@ -150,4 +149,4 @@ async def test_cancel_before_and_during() -> None:
     with pytest.raises(SessionReferenceError) as info:
         await asyncio.wait_for(task, 5)
     assert info.value.code == SESSION_REFERENCE_CANCELLED
-    assert [t for t in asyncio.all_tasks() if t is not asyncio.current_task()] == []
+    assert await tasks_left_behind() == []

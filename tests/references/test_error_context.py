@@ -15,11 +15,10 @@ from core.references import (
     SessionReferenceInput,
     SessionReferenceService,
 )
-from stores import MemorySessionStore, SessionQuery
+from stores import SessionQuery, SessionStore
 
 
-async def test_read_failed_and_budget_errors_name_the_source() -> None:
-    store = MemorySessionStore()
+async def test_read_failed_and_budget_errors_name_the_source(store: SessionStore) -> None:
     target = await store.create_session("t")
     await store.create_session("big")
     await store.append("big", USER_MESSAGE, user_message("x" * 500), surface_op="append")

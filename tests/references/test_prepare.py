@@ -28,14 +28,13 @@ from core.references import (
     parse_reference_prompt,
     stringify_tag_safe_json,
 )
-from stores import MemorySessionStore, SessionQuery, SqliteSessionStore
-from tests.references.helpers import Log, ScriptedQuery
+from stores import MemorySessionStore, SessionQuery, SessionStore
+from tests.references.helpers import Log, ScriptedQuery, tasks_left_behind
 
 R = SessionReferenceInput
 
 
-async def seeded() -> tuple[MemorySessionStore, SessionHeader]:
-    store = MemorySessionStore()
+async def seeded(store: SessionStore) -> tuple[SessionStore, SessionHeader]:
     target = await store.create_session("t", cwd="/w", created_at=100)
     for sid in ("a", "b", "c", "d"):
         await store.create_session(sid, cwd=f"/{sid}", created_at=50)
@@ -79,16 +78,16 @@ async def expect(code: str, coro: Any) -> SessionReferenceError:
         ([R("nope")], SESSION_REFERENCE_READ_FAILED),
     ],
 )
-async def test_validation_order(refs: Any, code: str) -> None:
-    store, target = await seeded()
+async def test_validation_order(store: SessionStore, refs: Any, code: str) -> None:
+    store, target = await seeded(store)
     query = ScriptedQuery(SessionQuery(store))
     await expect(code, SessionReferenceService(query).prepare(target, "hi", refs))
     if code != SESSION_REFERENCE_READ_FAILED:
         assert query.calls["read_surface"] == 0
 
 
-async def test_too_many_counts_distinct_ids_against_the_config() -> None:
-    store, target = await seeded()
+async def test_too_many_counts_distinct_ids_against_the_config(store: SessionStore) -> None:
+    store, target = await seeded(store)
     query = SessionQuery(store)
     many_dups = [R("a"), R("a", "x"), R("b"), R("a"), R("c"), R("b")]
     prepared = await SessionReferenceService(query).prepare(target, "hi", many_dups)
@@ -98,8 +97,8 @@ async def test_too_many_counts_distinct_ids_against_the_config() -> None:
     await small.prepare(target, "hi", [R("a"), R("b"), R("a")])
 
 
-async def test_dedupe_keeps_first_and_its_label() -> None:
-    store, target = await seeded()
+async def test_dedupe_keeps_first_and_its_label(store: SessionStore) -> None:
+    store, target = await seeded(store)
     service = SessionReferenceService(SessionQuery(store))
     prepared = await service.prepare(
         target, "hi", [R("b", ""), R("a"), R("b", "later"), R("a", "A"), R("c", "C")]
@@ -119,8 +118,8 @@ async def test_dedupe_keeps_first_and_its_label() -> None:
     ]
 
 
-async def test_no_references_reads_nothing_and_copies_content() -> None:
-    store, target = await seeded()
+async def test_no_references_reads_nothing_and_copies_content(store: SessionStore) -> None:
+    store, target = await seeded(store)
     query = ScriptedQuery(SessionQuery(store))
     content: list[dict[str, Any]] = [{"type": "text", "text": "hello", "meta": {"x": [1]}}]
     prepared = await SessionReferenceService(query).prepare(target, content, [])
@@ -131,9 +130,11 @@ async def test_no_references_reads_nothing_and_copies_content() -> None:
     assert query.calls == {}
 
 
-async def test_no_references_returns_the_content_even_when_already_cancelled() -> None:
+async def test_no_references_returns_the_content_even_when_already_cancelled(
+    store: SessionStore,
+) -> None:
     # SPEC §4.5 step 3: with nothing to read there is nothing to cancel.
-    store, target = await seeded()
+    store, target = await seeded(store)
     query = ScriptedQuery(SessionQuery(store))
     cancel = asyncio.Event()
     cancel.set()
@@ -151,8 +152,8 @@ async def test_no_references_returns_the_content_even_when_already_cancelled() -
     assert query.calls == {}
 
 
-async def test_content_is_deep_copied_with_references_too() -> None:
-    store, target = await seeded()
+async def test_content_is_deep_copied_with_references_too(store: SessionStore) -> None:
+    store, target = await seeded(store)
     content = {"blocks": [{"text": "hi"}]}
     prepared = await SessionReferenceService(SessionQuery(store)).prepare(target, content, [R("a")])
     content["blocks"][0]["text"] = "changed"
@@ -162,8 +163,8 @@ async def test_content_is_deep_copied_with_references_too() -> None:
 # --------------------------------------------------------------------------- reads
 
 
-async def test_reads_are_concurrent_one_per_source() -> None:
-    store, target = await seeded()
+async def test_reads_are_concurrent_one_per_source(store: SessionStore) -> None:
+    store, target = await seeded(store)
     # Each read waits until all three have started: a sequential prepare would deadlock.
     query = ScriptedQuery(SessionQuery(store), barrier=asyncio.Barrier(3))
     service = SessionReferenceService(query)
@@ -177,8 +178,8 @@ async def test_reads_are_concurrent_one_per_source() -> None:
     assert others() == []
 
 
-async def test_unknown_session_is_read_failed_chained() -> None:
-    store, target = await seeded()
+async def test_unknown_session_is_read_failed_chained(store: SessionStore) -> None:
+    store, target = await seeded(store)
     err = await expect(
         SESSION_REFERENCE_READ_FAILED,
         SessionReferenceService(SessionQuery(store)).prepare(target, "hi", [R("a"), R("zz")]),
@@ -186,8 +187,8 @@ async def test_unknown_session_is_read_failed_chained() -> None:
     assert isinstance(err.__cause__, SessionNotFoundError)
 
 
-async def test_a_failure_cancels_the_other_reads() -> None:
-    store, target = await seeded()
+async def test_a_failure_cancels_the_other_reads(store: SessionStore) -> None:
+    store, target = await seeded(store)
     boom = RuntimeError("disk on fire")
     query = ScriptedQuery(SessionQuery(store), hang=["a", "c"], fail={"b": boom})
     service = SessionReferenceService(query)
@@ -201,8 +202,8 @@ async def test_a_failure_cancels_the_other_reads() -> None:
     assert gc.isenabled()  # the collector's pause ended with the failure
 
 
-async def test_simultaneous_failures_leave_no_unretrieved_exception() -> None:
-    store, target = await seeded()
+async def test_simultaneous_failures_leave_no_unretrieved_exception(store: SessionStore) -> None:
+    store, target = await seeded(store)
     loop = asyncio.get_running_loop()
     reported: list[dict[str, Any]] = []
     loop.set_exception_handler(lambda _loop, context: reported.append(context))
@@ -225,8 +226,8 @@ async def test_simultaneous_failures_leave_no_unretrieved_exception() -> None:
 
 
 @pytest.mark.parametrize("when", ["before", "during"])
-async def test_cancel_event_with_a_read_that_never_returns(when: str) -> None:
-    store, target = await seeded()
+async def test_cancel_event_with_a_read_that_never_returns(store: SessionStore, when: str) -> None:
+    store, target = await seeded(store)
     query = ScriptedQuery(SessionQuery(store), hang=["a"])
     service = SessionReferenceService(query)
     cancel = asyncio.Event()
@@ -241,7 +242,7 @@ async def test_cancel_event_with_a_read_that_never_returns(when: str) -> None:
     started = time.perf_counter()
     with pytest.raises(SessionReferenceError) as info:
         await service.prepare(target, "x", [R("a"), R("b")], cancel=cancel)
-    assert [t for t in others() if t is not setter] == []
+    assert [t for t in await tasks_left_behind() if t is not setter] == []
     assert info.value.code == SESSION_REFERENCE_CANCELLED
     assert time.perf_counter() - started < 1
     if when == "before":
@@ -253,8 +254,8 @@ async def test_cancel_event_with_a_read_that_never_returns(when: str) -> None:
     await asyncio.gather(setter, return_exceptions=True)
 
 
-async def test_cancelling_the_awaiting_task_leaves_nothing_behind() -> None:
-    store, target = await seeded()
+async def test_cancelling_the_awaiting_task_leaves_nothing_behind(store: SessionStore) -> None:
+    store, target = await seeded(store)
     query = ScriptedQuery(SessionQuery(store), hang=["a", "b"])
     service = SessionReferenceService(query)
     leftovers: list[asyncio.Task[Any]] = []
@@ -284,8 +285,7 @@ async def test_cancelling_the_awaiting_task_leaves_nothing_behind() -> None:
 # --------------------------------------------------------------------------- the result
 
 
-async def test_exact_prompt_and_source() -> None:
-    store = MemorySessionStore()
+async def test_exact_prompt_and_source(store: SessionStore) -> None:
     target = await store.create_session("t", cwd="/w", created_at=2)
     await store.create_session("src", cwd="/proj <x>", created_at=1)
     log = Log(store, "src")
@@ -338,8 +338,7 @@ async def test_exact_prompt_and_source() -> None:
     assert again.additional_context["id"] != message["id"]
 
 
-async def test_each_source_is_bounded_independently() -> None:
-    store = MemorySessionStore()
+async def test_each_source_is_bounded_independently(store: SessionStore) -> None:
     target = await store.create_session("t", created_at=2)
     for sid in ("x", "y"):
         await store.create_session(sid, created_at=1)
@@ -363,8 +362,8 @@ async def test_each_source_is_bounded_independently() -> None:
         assert source["conversation"][-1]["text"].startswith(f"{source['sessionId']} message 39 ")
 
 
-async def test_budget_exceeded_is_all_or_nothing() -> None:
-    store, target = await seeded()
+async def test_budget_exceeded_is_all_or_nothing(store: SessionStore) -> None:
+    store, target = await seeded(store)
     await store.create_session("long-" + "x" * 300, created_at=1)
     service = SessionReferenceService(
         SessionQuery(store), SessionReferenceConfig(max_reference_bytes=200)
@@ -376,10 +375,12 @@ async def test_budget_exceeded_is_all_or_nothing() -> None:
     assert gc.isenabled()
 
 
-async def test_reads_and_retention_run_with_the_cyclic_collector_paused() -> None:
+async def test_reads_and_retention_run_with_the_cyclic_collector_paused(
+    store: SessionStore,
+) -> None:
     """Everything a prepare builds is acyclic and freed by reference counting, so the
     collector is paused for the reads, projection and retention, and back afterwards."""
-    store, target = await seeded()
+    store, target = await seeded(store)
     seen: list[bool] = []
 
     class Watching(SessionQuery):
@@ -398,8 +399,8 @@ async def test_reads_and_retention_run_with_the_cyclic_collector_paused() -> Non
     assert gc.isenabled()
 
 
-async def test_prepared_message_is_detached_from_the_source() -> None:
-    store, target = await seeded()
+async def test_prepared_message_is_detached_from_the_source(store: SessionStore) -> None:
+    store, target = await seeded(store)
     service = SessionReferenceService(SessionQuery(store))
     prepared = await service.prepare(target, "hi", [R("a")])
     frozen = copy.deepcopy(prepared)
@@ -414,8 +415,8 @@ async def test_prepared_message_is_detached_from_the_source() -> None:
     await expect(SESSION_REFERENCE_READ_FAILED, service.prepare(target, "hi", [R("a")]))
 
 
-async def test_compacted_source_reports_it() -> None:
-    store, target = await seeded()
+async def test_compacted_source_reports_it(store: SessionStore) -> None:
+    store, target = await seeded(store)
     log = Log(store, "a")
     await log.checkpoint("summary", replace=Replace(0, 1), seqs=[0, 1])
     await log.user("after compaction")
@@ -431,8 +432,8 @@ async def test_compacted_source_reports_it() -> None:
     ]
 
 
-async def test_earlier_snapshots_are_not_nested() -> None:
-    store, target = await seeded()
+async def test_earlier_snapshots_are_not_nested(store: SessionStore) -> None:
+    store, target = await seeded(store)
     service = SessionReferenceService(SessionQuery(store))
     first = await service.prepare(store_target := await store.read_header("b"), "see a", [R("a")])
     assert first.additional_context is not None
@@ -482,22 +483,18 @@ async def test_hundred_thousand_message_source() -> None:
     assert source["conversation"][-1]["text"] == "a49999 " * 5
 
 
-async def test_works_over_sqlite_too(tmp_path: Any) -> None:
-    async with await SqliteSessionStore.open(tmp_path / "dsh.sqlite3") as store:
-        target = await store.create_session("t", cwd="/w", created_at=2)
-        await store.create_session("s\ud800", cwd="/w", created_at=1)
-        await store.append(
-            "s\ud800", "user/message", user_message("hi \udfff"), surface_op="append"
-        )
-        await store.append(
-            "s\ud800", "session/title", {"title": "Title", "source": {"kind": "user"}}
-        )
-        service = SessionReferenceService(SessionQuery(store))
-        [candidate] = await service.list_candidates(target, "TITLE")
-        assert (candidate.session_id, candidate.label) == ("s\ud800", "Title")
-        prepared = await service.prepare(target, "x", [R("s\ud800")])
-        assert prepared.additional_context is not None
-        [source] = parse_reference_prompt(prepared.additional_context["content"][0]["text"]) or []
-        assert source["sessionId"] == "s\ud800"
-        assert source["conversation"] == [{"role": "user", "text": "hi \udfff"}]
-        assert source["capturedThroughSeq"] == 1
+async def test_works_over_every_store(store: SessionStore) -> None:
+    """Hostile ids and text through a real store of each kind, end to end."""
+    target = await store.create_session("t", cwd="/w", created_at=2)
+    await store.create_session("s\ud800", cwd="/w", created_at=1)
+    await store.append("s\ud800", "user/message", user_message("hi \udfff"), surface_op="append")
+    await store.append("s\ud800", "session/title", {"title": "Title", "source": {"kind": "user"}})
+    service = SessionReferenceService(SessionQuery(store))
+    [candidate] = await service.list_candidates(target, "TITLE")
+    assert (candidate.session_id, candidate.label) == ("s\ud800", "Title")
+    prepared = await service.prepare(target, "x", [R("s\ud800")])
+    assert prepared.additional_context is not None
+    [source] = parse_reference_prompt(prepared.additional_context["content"][0]["text"]) or []
+    assert source["sessionId"] == "s\ud800"
+    assert source["conversation"] == [{"role": "user", "text": "hi \udfff"}]
+    assert source["capturedThroughSeq"] == 1

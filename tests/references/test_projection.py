@@ -24,25 +24,24 @@ from core.log import (
     tool_call_block,
 )
 from core.references import ProjectedMessage, project_surface
-from stores import MemorySessionStore, SessionQuery
+from stores import SessionQuery, SessionStore
 from tests.references.helpers import Log
 
 P = ProjectedMessage
 
 
-async def project(store: MemorySessionStore, session_id: str = "src") -> list[ProjectedMessage]:
+async def project(store: SessionStore, session_id: str = "src") -> list[ProjectedMessage]:
     snapshot = await SessionQuery(store).read_surface(session_id)
     return project_surface(snapshot.events)
 
 
-async def make() -> tuple[MemorySessionStore, Log]:
-    store = MemorySessionStore()
+async def make(store: SessionStore) -> tuple[SessionStore, Log]:
     await store.create_session("src", cwd="/w", created_at=1)
     return store, Log(store, "src")
 
 
-async def test_inclusion_and_exclusion_rules() -> None:
-    store, log = await make()
+async def test_inclusion_and_exclusion_rules(store: SessionStore) -> None:
+    store, log = await make(store)
     await log.user("hello")
     await log.user([reasoning_block("secret thoughts"), text_block("a"), text_block("b")])
     await log.user("plugin context", source={"kind": "plugin", "plugin": "memory"})
@@ -79,8 +78,8 @@ async def test_inclusion_and_exclusion_rules() -> None:
     ]
 
 
-async def test_checkpoint_is_kept_and_flagged() -> None:
-    store, log = await make()
+async def test_checkpoint_is_kept_and_flagged(store: SessionStore) -> None:
+    store, log = await make(store)
     a = await log.user("first question")
     b = await log.assistant("first answer")
     await log.checkpoint(
@@ -97,8 +96,8 @@ async def test_checkpoint_is_kept_and_flagged() -> None:
     ]
 
 
-async def test_shadowed_events_never_appear_and_surface_order_is_kept() -> None:
-    store, log = await make()
+async def test_shadowed_events_never_appear_and_surface_order_is_kept(store: SessionStore) -> None:
+    store, log = await make(store)
     s0 = await log.user("zero")
     s1 = await log.assistant("one")
     await log.user("two")
@@ -111,14 +110,14 @@ async def test_shadowed_events_never_appear_and_surface_order_is_kept() -> None:
     ]
 
 
-async def test_empty_session_projects_nothing() -> None:
-    store, log = await make()
+async def test_empty_session_projects_nothing(store: SessionStore) -> None:
+    store, log = await make(store)
     await log.title("only a title")
     assert await project(store) == []
 
 
-async def test_malformed_data_is_skipped_not_fatal() -> None:
-    store, log = await make()
+async def test_malformed_data_is_skipped_not_fatal(store: SessionStore) -> None:
+    store, log = await make(store)
     await store.append(
         "src", "assistant/message", {"turn": 0, "message": "not an object"}, surface_op="append"
     )

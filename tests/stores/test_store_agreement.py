@@ -1,4 +1,5 @@
-"""Property test: the memory and SQLite stores agree on random operation sequences."""
+"""Property test: the memory store and each durable store (SQLite, PostgreSQL) agree on
+random operation sequences."""
 
 from __future__ import annotations
 
@@ -10,13 +11,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, currently_in_test_context, event, given, settings
 from hypothesis import strategies as st
 
 from core.errors import SessionNotFoundError
 from core.log import NewEvent, Replace, SurfaceOp
 from core.surface import fold_surface
-from stores import MemorySessionStore, SessionQuery, SessionStore, SqliteSessionStore
+from stores import MemorySessionStore, SessionQuery, SessionStore, open_store
+from tests.pgcluster import Cluster
+from tests.storekinds import pg_schema_url
 
 IDS = ["a", "\ud83d\ude00", "😀", ""]
 SURFACE_TYPES = ["user/message", "assistant/message", "tool/result", "steering/message"]
@@ -211,12 +215,12 @@ async def resolve(memory: MemorySessionStore, op: Op) -> Op:
     return Op(op.name, op.session_id, ([concrete(item) for item in op.args[0]],))
 
 
-async def run(ops: list[Op], db: Path) -> None:
-    async with MemorySessionStore() as memory, await SqliteSessionStore.open(db) as sqlite:
+async def run(ops: list[Op], db: Path | str) -> None:
+    async with MemorySessionStore() as memory, await open_store(db) as durable:
         for index, original in enumerate(ops):
             op = await resolve(memory, original)
             expected = await outcome(call(memory, op))
-            got = await outcome(call(sqlite, op))
+            got = await outcome(call(durable, op))
             assert got == expected, f"step {index}: {op}"
             if op.name == "window" and expected[0] == "ok":
                 # The window is the newest part of exactly what a whole read folds to.
@@ -232,9 +236,9 @@ async def run(ops: list[Op], db: Path) -> None:
                     label += " with a replace"
             if currently_in_test_context():
                 event(label)
-        assert await final_state(sqlite) == await final_state(memory)
-    # And the SQLite file holds the same after a reopen.
-    async with await SqliteSessionStore.open(db) as reopened:
+        assert await final_state(durable) == await final_state(memory)
+    # And the database holds the same after a reopen.
+    async with await open_store(db) as reopened:
         memory_again = MemorySessionStore()
         for op in ops:
             await outcome(call(memory_again, await resolve(memory_again, op)))
@@ -252,7 +256,19 @@ def test_memory_and_sqlite_stores_agree(ops: list[Op]) -> None:
         asyncio.run(run(ops, Path(tmp) / "dsh.sqlite3"))
 
 
-def test_agreement_covers_valid_replaces() -> None:
+@settings(
+    max_examples=10,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(operations)
+def test_memory_and_postgres_stores_agree(pg_cluster: Cluster, ops: list[Op]) -> None:
+    with pg_schema_url(pg_cluster, migrated=True) as url:
+        asyncio.run(run(ops, url))
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_agreement_covers_valid_replaces(kind: str, request: pytest.FixtureRequest) -> None:
     """A fixed sequence that is valid throughout, so the property test is not vacuous."""
     ops = [
         Op("create", "a", (None, 1)),
@@ -267,5 +283,9 @@ def test_agreement_covers_valid_replaces() -> None:
         Op("titles", ""),
         Op("last_times", ""),
     ]
+    if kind == "postgres":
+        with pg_schema_url(request.getfixturevalue("pg_cluster")) as url:
+            asyncio.run(run(ops, url))
+        return
     with tempfile.TemporaryDirectory() as tmp:
         asyncio.run(run(ops, Path(tmp) / "dsh.sqlite3"))

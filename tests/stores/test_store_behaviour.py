@@ -36,9 +36,12 @@ def seqs(events: list[Event]) -> list[int]:
 # --------------------------------------------------------------------------- sessions
 
 
-def test_both_stores_satisfy_the_protocol() -> None:
+def test_every_store_satisfies_the_protocol() -> None:
+    from stores.postgres import PostgresSessionStore
+
     assert isinstance(MemorySessionStore(), SessionStore)
     assert issubclass(SqliteSessionStore, SessionStore)
+    assert issubclass(PostgresSessionStore, SessionStore)
 
 
 async def test_create_session_defaults(store: SessionStore) -> None:
@@ -661,9 +664,7 @@ async def test_cancelled_append_leaves_the_store_usable(store: SessionStore) -> 
 # --------------------------------------------------------------------------- import
 
 
-async def test_import_session_all_or_nothing(
-    store: MemorySessionStore | SqliteSessionStore,
-) -> None:
+async def test_import_session_all_or_nothing(store: SessionStore) -> None:
     header = SessionHeader("imported\ud800", created_at=5, cwd="/c")
     log = [
         NewEvent(MSG, {"i": 0}, "append", None, 1),

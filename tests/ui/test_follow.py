@@ -1,11 +1,13 @@
 """Several windows, one database: what another connection writes shows up in the TUI — new,
 renamed and deleted sessions in the sidebar, new events of the open session in its
-transcript — and a session busy elsewhere refuses a send with the draft kept."""
+transcript — and a session busy elsewhere refuses a send with the draft kept.
+
+Each test runs on SQLite (``PRAGMA data_version``) and on PostgreSQL (LISTEN/NOTIFY)."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -18,7 +20,10 @@ from core.log import (
     assistant_message,
     user_message,
 )
-from stores import SqliteSessionStore
+from stores import SessionStore, open_store
+from tests.pgcluster import Cluster
+from tests.storekinds import DURABLE_KINDS, durable_location
+from tests.stores.test_postgres import terminate_dsh_connections
 from tests.ui.conftest import FIXED_NOW, SIZE, make_app, title
 from tests.ui.snapshots import screen_text
 from tests.ui.test_app import settle
@@ -29,14 +34,30 @@ from tui.shared.runtime import Runtime
 pytestmark = pytest.mark.timeout(60)
 
 
+@pytest.fixture(params=DURABLE_KINDS)
+def location(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    with durable_location(request, tmp_path) as where:
+        yield where
+
+
 @pytest.fixture
-async def elsewhere(runtime: Runtime, tmp_path: Path) -> AsyncIterator[SqliteSessionStore]:
-    """A second connection to the app's database: another window or process."""
-    store = await SqliteSessionStore.open(tmp_path / "ui.sqlite3")
+async def store(location: str) -> AsyncIterator[SessionStore]:
+    """The app's database, of each durable kind (overrides the UI's SQLite-only one)."""
+    opened = await open_store(location)
     try:
-        yield store
+        yield opened
     finally:
-        await store.close()
+        await opened.close()
+
+
+@pytest.fixture
+async def elsewhere(runtime: Runtime, location: str) -> AsyncIterator[SessionStore]:
+    """A second connection to the app's database: another window or process."""
+    opened = await open_store(location)
+    try:
+        yield opened
+    finally:
+        await opened.close()
 
 
 async def wait_for(pilot: Pilot[int], condition: Callable[[], bool], limit: float = 15.0) -> None:
@@ -51,7 +72,7 @@ def shown(app: DshApp, text: str) -> bool:
 
 
 async def test_sidebar_follows_sessions_created_renamed_and_deleted_elsewhere(
-    runtime: Runtime, elsewhere: SqliteSessionStore
+    runtime: Runtime, elsewhere: SessionStore
 ) -> None:
     app = make_app(runtime)
     async with app.run_test(size=SIZE) as pilot:
@@ -84,7 +105,7 @@ async def test_sidebar_follows_sessions_created_renamed_and_deleted_elsewhere(
 
 
 async def test_sidebar_follows_with_a_filter_kept(
-    runtime: Runtime, elsewhere: SqliteSessionStore
+    runtime: Runtime, elsewhere: SessionStore
 ) -> None:
     app = make_app(runtime)
     async with app.run_test(size=SIZE) as pilot:
@@ -101,7 +122,7 @@ async def test_sidebar_follows_with_a_filter_kept(
 
 
 async def test_transcript_follows_events_appended_elsewhere(
-    runtime: Runtime, elsewhere: SqliteSessionStore
+    runtime: Runtime, elsewhere: SessionStore
 ) -> None:
     app = make_app(runtime)
     async with app.run_test(size=SIZE) as pilot:
@@ -153,7 +174,7 @@ async def test_transcript_follows_events_appended_elsewhere(
 
 
 async def test_transcript_reloads_after_a_compaction_elsewhere(
-    runtime: Runtime, elsewhere: SqliteSessionStore
+    runtime: Runtime, elsewhere: SessionStore
 ) -> None:
     app = make_app(runtime)
     async with app.run_test(size=SIZE) as pilot:
@@ -176,7 +197,7 @@ async def test_transcript_reloads_after_a_compaction_elsewhere(
 
 
 async def test_open_session_deleted_elsewhere_opens_another_and_keeps_the_draft(
-    runtime: Runtime, elsewhere: SqliteSessionStore
+    runtime: Runtime, elsewhere: SessionStore
 ) -> None:
     app = make_app(runtime)
     async with app.run_test(size=SIZE) as pilot:
@@ -190,7 +211,7 @@ async def test_open_session_deleted_elsewhere_opens_another_and_keeps_the_draft(
 
 
 async def test_send_on_a_session_busy_elsewhere_keeps_the_draft(
-    runtime: Runtime, elsewhere: SqliteSessionStore
+    runtime: Runtime, elsewhere: SessionStore
 ) -> None:
     app = make_app(runtime)
     async with app.run_test(size=SIZE) as pilot:
@@ -224,7 +245,7 @@ def test_appended_tail_tells_appends_from_other_changes() -> None:
 
 
 async def test_a_message_added_elsewhere_just_before_a_send_shows_in_log_order(
-    runtime: Runtime, elsewhere: SqliteSessionStore
+    runtime: Runtime, elsewhere: SessionStore
 ) -> None:
     """The report: another process appended a message, then this window sent; the model's
     answer (to both) showed under this window's message, the other one never shown."""
@@ -245,3 +266,21 @@ async def test_a_message_added_elsewhere_just_before_a_send_shows_in_log_order(
         assert [e.type for e in surface[-3:]] == [USER_MESSAGE, USER_MESSAGE, ASSISTANT_MESSAGE]
         assert app.transcript.known_seqs == {e.seq for e in surface}
         assert len(app.transcript.item_widgets) == len(surface)
+
+
+@pytest.mark.parametrize("location", ["postgres"], indirect=True)
+async def test_a_dropped_server_connection_reconnects_and_says_so(
+    runtime: Runtime, elsewhere: SessionStore, pg_cluster: Cluster
+) -> None:
+    app = make_app(runtime)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await terminate_dsh_connections(pg_cluster)
+        await wait_for(pilot, lambda: shown(app, "Reconnected to"))
+        assert "connection was lost" in screen_text(app)
+        assert "-warning" not in app.notice.classes
+        # Following goes on over the new connection.
+        await elsewhere.append(
+            "checkout", USER_MESSAGE, user_message("after the reconnect"), surface_op="append"
+        )
+        await wait_for(pilot, lambda: shown(app, "after the reconnect"))

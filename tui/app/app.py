@@ -314,6 +314,7 @@ class DshApp(App[int]):
     @on(TextArea.Changed, "#composer")
     def _draft_changed(self, event: TextArea.Changed) -> None:
         """The draft belongs to the open session; it is written out shortly after typing.
+
         (The composer is the message's own: when the app quits, the screen may already
         have lost its widgets by the time the last change arrives.)"""
         composer, session_id = event.text_area, self.current_id

@@ -1,11 +1,12 @@
 """Following the database: what other windows and processes write shows up in this one.
 
 Twice a second the app asks the store for its change token (``PRAGMA data_version`` for
-SQLite: one cheap query, off the event loop). When it moved, the session list is read again
+SQLite: one cheap query, off the event loop; for PostgreSQL a count of the other clients'
+commits heard through LISTEN/NOTIFY, no query at all, and a lost connection reopened there,
+which the notice line reports). When it moved, the session list is read again
 (the filter and the highlighted row are kept) and, unless this window is itself busy
-(preparing or streaming a reply, compacting), the open session's transcript takes the new
-events: appended ones are added at the end, anything else (a compaction elsewhere) reloads
-its newest page.
+(preparing or streaming a reply, compacting), the open session's transcript takes the new events: appended ones
+are added at the end, anything else (a compaction elsewhere) reloads its newest page.
 """
 
 from __future__ import annotations
@@ -62,7 +63,9 @@ class StoreFollower:
         if self._checking:
             return  # the last check is still reading: never queue behind it
         self._checking = True
-        self._app.run_worker(self._check_quietly(), group="follow-store")
+        # A look that ends while the app closes (its widgets already gone) must not take
+        # the app down with it: it is only a look, and the next tick looks again.
+        self._app.run_worker(self._check_quietly(), group="follow-store", exit_on_error=False)
 
     async def _check_quietly(self) -> None:
         try:
@@ -71,6 +74,17 @@ class StoreFollower:
             pass  # a busy or failing store: the next tick looks again
         finally:
             self._checking = False
+            self._tell_connection_news()
+
+    def _tell_connection_news(self) -> None:
+        """A store on a server says when its connection was lost and when it is back
+        (``take_notice``); the user reads it in the notice line."""
+        app = self._app
+        take = getattr(app.runtime.store, "take_notice", None) if app._runtime else None
+        news = take() if callable(take) else None
+        if news is not None:
+            message, warning = news
+            app.notice.show_notice(message, warning=warning)
 
     async def check(self) -> bool:
         """One look at the store; ``True`` when it had changed and the app was updated."""

@@ -22,7 +22,13 @@ from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from core.config import ConfigError, DshConfig, load_config
+from core.config import (
+    ConfigError,
+    DshConfig,
+    database_location,
+    is_database_url,
+    load_config,
+)
 from core.display import (
     escape_control,
     escape_json_text,
@@ -96,7 +102,9 @@ def _parser() -> argparse.ArgumentParser:
         description="A terminal chat whose messages can reference other chat sessions.",
     )
     parser.add_argument(
-        "--db", metavar="PATH", help="the SQLite database (overrides DSH_DB and the config)"
+        "--db",
+        metavar="LOCATION",
+        help="the database: a SQLite file or a postgresql:// URL (overrides DSH_DB and the config)",
     )
     parser.add_argument(
         "--config", metavar="PATH", help="the config file (default: user config dir)"
@@ -210,6 +218,23 @@ def _parser() -> argparse.ArgumentParser:
         "Logs go to stderr, or to --log FILE.",
     )
     p.add_argument("--log", metavar="FILE", help="append the agent's log to FILE")
+
+    p = sub.add_parser(
+        "migrate",
+        help="copy every session to another database (SQLite file or postgresql:// URL)",
+        description="Copy every session from --from (default: the configured database) to "
+        "--to, losslessly: same ids, seqs, times and data. Sessions already there are "
+        "skipped, or completed when the source has more, so it can be run again after an "
+        "interruption or more work. A session that differs in the target is reported and "
+        "left alone (exit status 1).",
+    )
+    p.add_argument("--to", required=True, metavar="LOCATION", help="the database to copy into")
+    p.add_argument(
+        "--from",
+        dest="source",
+        metavar="LOCATION",
+        help="the database to copy from (default: --db, DSH_DB or the config)",
+    )
     sub.add_parser("tui", help="open the terminal UI (the default)")
     return parser
 
@@ -738,6 +763,58 @@ async def _replay_text(runtime: Runtime, args: argparse.Namespace) -> int:
     return 0
 
 
+_MIGRATE_WORDS = {
+    "copied": "copied",
+    "extended": "completed",
+    "present": "already there",
+    "conflict": "CONFLICT (differs in the target; left alone)",
+}
+
+
+async def migrate(config: DshConfig, args: argparse.Namespace) -> int:
+    """``dsh migrate``: progress on stderr, one session a line; the summary on stdout."""
+    from stores import display_location, open_store
+    from stores.migrate import SessionOutcome, migrate_sessions
+
+    source_at = (
+        config.database
+        if args.source is None
+        else database_location(args.source, "--from", relative_ok=True)
+    )
+    target_at = database_location(args.to, "--to", relative_ok=True)
+    source_name, target_name = display_location(source_at), display_location(target_at)
+    if str(source_at) == str(target_at):
+        raise CliError(f"--from and --to are the same database ({source_name})")
+    if not is_database_url(str(source_at)) and not await asyncio.to_thread(Path(source_at).is_file):
+        raise CliError(f"there is no database at {source_name} to copy from")
+
+    def progress(position: int, total: int, outcome: SessionOutcome) -> None:
+        events = f" ({outcome.events} events)" if outcome.events else ""
+        print(
+            f"[{position}/{total}] {_MIGRATE_WORDS[outcome.outcome]}: "
+            f"{single_line(outcome.session_id, 60)}{events}",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    source = await open_store(source_at)
+    try:
+        target = await open_store(target_at)
+        try:
+            report = await migrate_sessions(source, target, progress=progress)
+        finally:
+            await target.close()
+    finally:
+        await source.close()
+    print(
+        f"{report.total} sessions in {single_line(source_name)}: {report.copied} copied, "
+        f"{report.extended} completed, {report.present} already there, "
+        f"{len(report.conflicts)} conflicts; {report.events} events written to "
+        f"{single_line(target_name)}"
+    )
+    return 1 if report.conflicts else 0
+
+
 def _configure(args: argparse.Namespace) -> DshConfig:
     config = load_config(config_path=Path(args.config).expanduser() if args.config else None)
     if args.db:
@@ -762,6 +839,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_app(config)
         if command == "replay":  # one file, read-only: no database is opened
             return _replay(config, args)
+
+        if command == "migrate":  # two stores, none of them the runtime's
+            return asyncio.run(migrate(config, args))
         if command == "acp":  # speaks JSON-RPC on stdout: never the Rich output path
             from tui.acp import run_acp
 

@@ -25,6 +25,7 @@ from core.log import (
 )
 from core.providers.offline import OfflineProvider
 from core.references import SessionReferenceInput, format_session_reference_mention
+from stores import display_location
 from tui.shared.runtime import Runtime
 
 __all__ = ["DEMO_SESSION_IDS", "create_demo", "existing_demo_sessions"]
@@ -228,7 +229,7 @@ async def create_demo(rt: Runtime, *, reset: bool = False) -> str:
         await build(rt)
         created += 1
     kept = len(DEMO_SESSION_IDS) - created
-    db = rt.config.database
+    db = display_location(rt.config.database)
     if kept == 0:
         first = (
             f"Demo data ready in {db}: {len(DEMO_SESSION_IDS)} sessions across two working "

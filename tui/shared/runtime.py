@@ -13,7 +13,7 @@ from core.providers.base import ModelProvider
 from core.providers.offline import OfflineProvider
 from core.references import SessionReferenceConfig, SessionReferenceService
 from core.store import SessionStore
-from stores import SessionQuery, SqliteSessionStore
+from stores import SessionQuery, open_store
 
 __all__ = [
     "OFFLINE_DELAY_ENV",
@@ -84,7 +84,7 @@ async def open_runtime(
 ) -> AsyncIterator[Runtime]:
     own_store = store is None
     if store is None:
-        store = await SqliteSessionStore.open(config.database)
+        store = await open_store(config.database)
     try:
         query = SessionQuery(store)
         limits = config.references

@@ -1,0 +1,961 @@
+"""``PostgresSessionStore``: the ``SessionStore`` on a PostgreSQL server (asyncpg), for teams.
+
+The same rules as the SQLite store, kept the same way: text the user controls (ids, cwds,
+event types) is stored as ``bytea`` of its ``surrogatepass`` UTF-8 (every Python ``str``
+round-trips, NUL and lone surrogates included, and byte order is code-point order); event
+data is the JavaScript-identical JSON text of ``core.jsoncodec`` in a ``text`` column (not
+``jsonb``, which would reorder keys and refuses ``\\u0000``).
+
+Sessions have an integer key; events are keyed ``(session_key, seq)``. Seqs come from the
+session row's ``next_seq``: the ``UPDATE`` that reserves them locks that row, so concurrent
+appends to one session (any process, any host) queue there and seqs stay contiguous; the
+primary key is only the last line of defence. Every operation is one transaction.
+
+asyncpg was chosen over psycopg 3 by measuring both on dsh's append and read shapes
+(see the commit that added this file): about 1.5x faster appends and 1.2x faster reads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from types import TracebackType
+from typing import Any, TypeVar
+
+import asyncpg
+
+from core.errors import (
+    DiskFullError,
+    InvalidEventError,
+    SessionExistsError,
+    SessionNotFoundError,
+    StoreError,
+)
+from core.jsoncodec import loads_exact
+from core.log import (
+    Event,
+    NewEvent,
+    SessionHeader,
+    SurfaceOp,
+    SurfaceRow,
+    ValidatedEvent,
+    build_event,
+    now_ms,
+    surface_op_from_json,
+    surface_op_to_json,
+)
+from core.query import SessionTitle
+from core.surface import SurfaceFolder
+from stores.pglocation import PgLocation, connect_error
+from stores.validation import (
+    KIND_SURFACE,
+    KIND_TITLE,
+    batch_has_replace,
+    check_batch,
+    check_seqs,
+    check_session_id,
+    check_session_ids,
+    event_kind,
+    import_header,
+    missing_seq_error,
+    new_header,
+    title_of,
+    validate_batch,
+    validate_event,
+)
+
+__all__ = ["CHANGES_CHANNEL", "MIGRATIONS", "SCHEMA_VERSION", "PostgresSessionStore"]
+
+T = TypeVar("T")
+
+# Forward migrations: MIGRATIONS[i] takes schema version i to i + 1, in one transaction.
+# To change the schema, append a step; never edit a released one.
+MIGRATIONS: tuple[tuple[str, ...], ...] = (
+    (
+        """
+        CREATE TABLE dsh_sessions (
+            key         bigint  GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            id          bytea   NOT NULL,  -- surrogatepass UTF-8
+            created_at  bigint  NOT NULL,  -- epoch milliseconds
+            cwd         bytea,             -- surrogatepass UTF-8 or NULL
+            next_seq    bigint  NOT NULL DEFAULT 0 CHECK (next_seq >= 0)
+        )
+        """,
+        # Ids may be megabytes (beyond a btree entry): the index holds their digest, and
+        # every lookup compares the id itself too.
+        "CREATE UNIQUE INDEX dsh_sessions_id ON dsh_sessions (sha256(id))",
+        "CREATE INDEX dsh_sessions_by_created ON dsh_sessions (created_at DESC)",
+        """
+        CREATE TABLE dsh_events (
+            session_key       bigint   NOT NULL REFERENCES dsh_sessions (key) ON DELETE CASCADE,
+            seq               bigint   NOT NULL CHECK (seq >= 0),
+            type              bytea    NOT NULL,  -- surrogatepass UTF-8
+            time              bigint   NOT NULL,  -- epoch milliseconds
+            kind              smallint NOT NULL CHECK (kind IN (0, 1, 2)),  -- log, surface, title
+            data              text     NOT NULL,  -- JSON object (core.jsoncodec.dumps_js)
+            surface_op        text,               -- JSON: "append" | {"op":"replace",...} | NULL
+            source_event_seqs text,               -- JSON array of seqs or NULL
+            PRIMARY KEY (session_key, seq),
+            CHECK ((kind = 1) = (surface_op IS NOT NULL))
+        )
+        """,
+        "CREATE INDEX dsh_events_surface ON dsh_events (session_key, seq) WHERE kind = 1",
+        "CREATE INDEX dsh_events_title ON dsh_events (session_key, seq) WHERE kind = 2",
+        """
+        CREATE TABLE dsh_reply_leases (
+            session_key bigint NOT NULL PRIMARY KEY
+                               REFERENCES dsh_sessions (key) ON DELETE CASCADE,
+            owner       bytea  NOT NULL,  -- surrogatepass UTF-8
+            expires_at  bigint NOT NULL   -- epoch milliseconds
+        )
+        """,
+    ),
+)
+SCHEMA_VERSION = len(MIGRATIONS)
+
+CHANGES_CHANNEL = "dsh_changes"
+"""Every write transaction notifies this channel (delivered on commit) with the writing
+store's own token, so each store counts the commits of the others without polling."""
+
+# An arbitrary constant: the advisory lock that serialises migrations across clients.
+_MIGRATION_LOCK = 0x64736873  # "dshs"
+
+_CONNECT_TIMEOUT_S = 10.0
+_POOL_MAX = 2  # operations are serialised; a spare connection covers a broken one
+
+_EVENT_COLUMNS = "seq, type, time, data, surface_op, source_event_seqs"
+# The session row of ``$1`` (an id): the digest finds it in the index, the id confirms it.
+_BY_ID = "sha256(id) = sha256($1::bytea) AND id = $1::bytea"
+
+_APPEND_JSON = '"append"'
+
+# The server closed the connection (terminated, restarted, failed over).
+_CONNECTION_LOST = (
+    asyncpg.ConnectionDoesNotExistError,
+    asyncpg.AdminShutdownError,
+    asyncpg.CannotConnectNowError,
+    ConnectionResetError,
+    BrokenPipeError,
+)
+
+
+def _enc(text: str) -> bytes:
+    return text.encode("utf-8", "surrogatepass")
+
+
+def _dec(raw: bytes) -> str:
+    return raw.decode("utf-8", "surrogatepass")
+
+
+async def _no_reset(conn: asyncpg.Connection) -> None:
+    return None
+
+
+def _consume(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()
+
+
+class PostgresSessionStore:
+    """A ``SessionStore`` on PostgreSQL; create it with ``await PostgresSessionStore.open(url)``."""
+
+    def __init__(self, pool: asyncpg.Pool, location: PgLocation) -> None:
+        """Internal: use :meth:`open`, which connects and migrates."""
+        self._pool: asyncpg.Pool | None = pool
+        self._location = location
+        # One operation at a time, in call order (as the SQLite store): a read issued after
+        # a write sees it, even when the writer's caller was cancelled meanwhile.
+        self._lock = asyncio.Lock()
+        self._running: set[asyncio.Future[Any]] = set()
+        # Change tracking: a LISTEN connection counts other stores' commits.
+        self._token = uuid.uuid4().hex
+        self._others = 0
+        self._listener: asyncpg.Connection | None = None
+        self._listener_lost = False
+        self._listen_lock = asyncio.Lock()
+        self._notice: tuple[str, bool] | None = None
+        self._outage_told = False
+        # Whole listings keyed by the snapshot they were read in (see ``_listing``).
+        self._listings: dict[str, tuple[str, Any]] = {}
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @classmethod
+    async def open(cls, url: str) -> PostgresSessionStore:
+        """Connect to the server named by ``url`` (``postgresql://user@host:port/db``, libpq
+        query options such as ``host=/run/postgresql`` for a socket) and create or migrate
+        dsh's tables. A server that is down, refuses the login, or holds a newer schema
+        raises one ``StoreError`` line naming host and database, never the password."""
+        location = PgLocation.parse(url)
+        try:
+            pool = await asyncpg.create_pool(
+                location.dsn,
+                min_size=1,
+                max_size=_POOL_MAX,
+                timeout=_CONNECT_TIMEOUT_S,
+                command_timeout=None,
+                server_settings={"application_name": "dsh"},
+                # Every operation is a whole transaction that leaves no session state, so
+                # the pool's reset query (a round trip per operation) is not needed.
+                reset=_no_reset,
+            )
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError) as err:
+            raise connect_error(location, err) from err
+        store = cls(pool, location)
+        try:
+            await store._migrate()
+            await store._listen()
+        except BaseException:
+            await store.close()
+            raise
+        return store
+
+    async def __aenter__(self) -> PostgresSessionStore:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Close once running operations finish (idempotent)."""
+        pool, self._pool = self._pool, None
+        if self._running:
+            await asyncio.gather(*self._running, return_exceptions=True)
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            with contextlib.suppress(Exception):
+                await listener.close(timeout=5)
+        if pool is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(pool.close(), 10)
+
+    @property
+    def location(self) -> str:
+        """The server and database, without the password (for messages)."""
+        return self._location.display
+
+    @property
+    def read_only(self) -> bool:
+        return False
+
+    @property
+    def read_only_reason(self) -> str | None:
+        return None
+
+    async def _migrate(self) -> None:
+        """Create or upgrade dsh's tables. An up-to-date database is only read (so a
+        read-only server or a hot standby opens, for reading); a newer one is refused."""
+        what = "cannot prepare the database"
+        version = await self._run(_schema_version, write=False, what=what)
+        self._check_not_newer(version)
+        if version == SCHEMA_VERSION:
+            return
+
+        async def body(conn: asyncpg.Connection) -> None:
+            # One migrator at a time across every client of the database.
+            await conn.execute("SELECT pg_advisory_xact_lock($1)", _MIGRATION_LOCK)
+            await conn.execute("CREATE TABLE IF NOT EXISTS dsh_schema (version integer NOT NULL)")
+            version = await _schema_version(conn) or 0  # another client may have migrated
+            self._check_not_newer(version)
+            for step in range(version, SCHEMA_VERSION):
+                for statement in MIGRATIONS[step]:
+                    await conn.execute(statement)
+            if version < SCHEMA_VERSION:
+                await conn.execute("DELETE FROM dsh_schema")
+                await conn.execute("INSERT INTO dsh_schema (version) VALUES ($1)", SCHEMA_VERSION)
+
+        await self._run(body, write=False, what=what)
+
+    def _check_not_newer(self, version: int | None) -> None:
+        if version is not None and version > SCHEMA_VERSION:
+            raise StoreError(
+                f"{self.location}: the database has dsh schema version {version}, newer "
+                f"than this dsh understands ({SCHEMA_VERSION}); upgrade dsh"
+            )
+
+    # ------------------------------------------------------------------ change tracking
+
+    async def _listen(self) -> None:
+        """(Re)open the LISTEN connection; a missed stretch counts as a change."""
+        async with self._listen_lock:
+            if self.listening:
+                return
+            old, self._listener = self._listener, None
+            if old is not None:
+                with contextlib.suppress(Exception):
+                    old.terminate()
+            conn: asyncpg.Connection | None = None
+            try:
+                conn = await asyncpg.connect(
+                    self._location.dsn,
+                    timeout=_CONNECT_TIMEOUT_S,
+                    server_settings={"application_name": "dsh"},
+                )
+                conn.add_termination_listener(self._listener_terminated)
+                await conn.add_listener(CHANGES_CHANNEL, self._notified)
+            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError) as err:
+                if conn is not None:
+                    conn.terminate()
+                lost = self._listener_lost
+                error = connect_error(
+                    self._location, err, "lost the connection" if lost else "cannot connect"
+                )
+                if lost and not self._outage_told:  # once per outage
+                    self._notice = (f"{error}; retrying", True)
+                    self._outage_told = True
+                raise error from err
+            if self._listener_lost:
+                self._others += 1  # commits may have been missed while it was down
+                self._notice = (
+                    f"Reconnected to {self.location} after the connection was lost.",
+                    False,
+                )
+            self._listener = conn
+            self._listener_lost = False
+            self._outage_told = False
+
+    def _notified(self, conn: object, pid: int, channel: str, payload: str) -> None:
+        if payload != self._token:
+            self._others += 1
+
+    def _listener_terminated(self, conn: object) -> None:
+        if conn is self._listener:
+            self._listener_lost = True
+
+    @property
+    def listening(self) -> bool:
+        """Whether other writers' commits are being heard right now."""
+        return (
+            self._listener is not None
+            and not self._listener.is_closed()
+            and not self._listener_lost
+        )
+
+    def take_notice(self) -> tuple[str, bool] | None:
+        """What a host should tell its user about the connection since it last asked, once:
+        ``(message, is_warning)`` (it was lost and is being retried; it is back), or
+        ``None`` when nothing happened."""
+        notice, self._notice = self._notice, None
+        return notice
+
+    async def change_token(self) -> int:
+        """The number of other stores' commits heard through LISTEN/NOTIFY (no query at
+        all while the listening connection is up). A lost connection is reopened here, and
+        counts as a change since commits may have been missed meanwhile; see
+        :meth:`take_notice` for what to tell the user."""
+        self._live()
+        if not self.listening:
+            if self._listener is not None and not self._listener_lost:
+                self._listener_lost = True  # closed under us without the callback
+            await self._listen()
+        return self._others
+
+    # ------------------------------------------------------------------ plumbing
+
+    def _live(self) -> asyncpg.Pool:
+        if self._pool is None:
+            raise StoreError(f"{self.location}: the store is closed")
+        return self._pool
+
+    async def _run(
+        self,
+        body: Callable[[asyncpg.Connection], Awaitable[T]],
+        *,
+        write: bool,
+        what: str | None = None,
+        isolation: str | None = "read_committed",
+    ) -> T:
+        """Run ``body`` in one transaction on a pooled connection (``isolation=None``: a
+        body of one statement, atomic on its own, that notifies by itself if it writes).
+
+        Once started, the transaction runs to its end (commit or rollback) even if the
+        caller is cancelled, so a batch is stored whole or not at all and no connection is
+        left inside a transaction.
+        """
+        pool = self._live()
+        await self._lock.acquire()
+        try:
+            task = asyncio.ensure_future(self._transaction(pool, body, write, what, isolation))
+        except BaseException:
+            self._lock.release()
+            raise
+        self._running.add(task)
+        task.add_done_callback(self._finished)
+        return await asyncio.shield(task)
+
+    def _finished(self, task: asyncio.Future[Any]) -> None:
+        self._running.discard(task)
+        self._lock.release()
+        _consume(task)
+
+    async def _transaction(
+        self,
+        pool: asyncpg.Pool,
+        body: Callable[[asyncpg.Connection], Awaitable[T]],
+        write: bool,
+        what: str | None,
+        isolation: str | None,
+    ) -> T:
+        for attempt in (1, 2):
+            try:
+                async with pool.acquire() as conn:
+                    if isolation is None:
+                        return await body(conn)
+                    async with conn.transaction(isolation=isolation):
+                        result = await body(conn)
+                        if write:
+                            await conn.execute(
+                                "SELECT pg_notify($1, $2)", CHANGES_CHANNEL, self._token
+                            )
+                        return result
+            except _CONNECTION_LOST as err:
+                # A read on a connection the server dropped (a restart, a failover) is
+                # tried once more on a fresh one; a write is not (it may have committed).
+                if write or attempt == 2:
+                    raise connect_error(self._location, err, what or "lost the connection") from err
+            except asyncpg.PostgresError as err:
+                raise self._error(
+                    what or ("write failed" if write else "read failed"), err
+                ) from err
+            except (OSError, asyncpg.InterfaceError, TimeoutError) as err:
+                raise connect_error(self._location, err, what or "the connection failed") from err
+        raise AssertionError("unreachable")
+
+    def _error(self, what: str, err: asyncpg.PostgresError) -> StoreError:
+        """The one translation of a server error into the ``StoreError`` a user reads."""
+        state = getattr(err, "sqlstate", "") or ""
+        if state == "53100":  # disk_full
+            return DiskFullError(f"{self.location}: {what}: the server's disk is full ({err})")
+        if state == "25006":  # read_only_sql_transaction
+            return StoreError(f"{self.location}: the database is read-only ({err})")
+        return connect_error(self._location, err, what)
+
+    @staticmethod
+    async def _require_session(conn: asyncpg.Connection, sid: str) -> tuple[int, SessionHeader]:
+        row = await conn.fetchrow(
+            f"SELECT key, created_at, cwd FROM dsh_sessions WHERE {_BY_ID}", _enc(sid)
+        )
+        if row is None:
+            raise SessionNotFoundError(sid)
+        key, created_at, cwd = row
+        return key, SessionHeader(
+            id=sid, created_at=created_at, cwd=None if cwd is None else _dec(cwd)
+        )
+
+    def _decode_events(self, rows: list[Any]) -> list[Event]:
+        out: list[Event] = []
+        append = out.append
+        types: dict[bytes, str] = {}
+        loads = loads_exact
+        build = build_event
+        try:
+            for i, (seq, raw_type, time, data, surface_op, source_seqs) in enumerate(rows):
+                type_ = types.get(raw_type)
+                if type_ is None:
+                    type_ = types[raw_type] = _dec(raw_type)
+                if surface_op is None:
+                    op: SurfaceOp | None = None
+                elif surface_op == _APPEND_JSON:
+                    op = "append"
+                else:
+                    op = _decode_op(surface_op)
+                seqs = None if source_seqs is None else _decode_seqs(source_seqs)
+                append(build(seq, type_, time, loads(data), op, seqs))
+                rows[i] = None
+        except (ValueError, TypeError) as err:
+            raise StoreError(f"{self.location}: a stored event is corrupt ({err})") from err
+        return out
+
+    def _decode_surface_rows(self, rows: list[Any]) -> list[SurfaceRow]:
+        try:
+            return [
+                SurfaceRow(
+                    seq,
+                    _decode_op(surface_op),
+                    None if source_seqs is None else _decode_seqs(source_seqs),
+                )
+                for seq, surface_op, source_seqs in rows
+            ]
+        except (ValueError, TypeError) as err:
+            raise StoreError(f"{self.location}: a stored event is corrupt ({err})") from err
+
+    # ------------------------------------------------------------------ writes
+
+    async def create_session(
+        self,
+        session_id: str | None = None,
+        *,
+        cwd: str | None = None,
+        created_at: int | None = None,
+    ) -> SessionHeader:
+        header = new_header(session_id, cwd, created_at)
+
+        async def body(conn: asyncpg.Connection) -> SessionHeader:
+            await _insert_session(conn, header, 0)
+            return header
+
+        return await self._run(body, write=True)
+
+    async def append(
+        self,
+        session_id: str,
+        type: str,
+        data: Any,
+        *,
+        surface_op: SurfaceOp | None = None,
+        source_event_seqs: Sequence[int] | None = None,
+        time: int | None = None,
+    ) -> Event:
+        sid = check_session_id(session_id)
+        validated = validate_event(type, data, surface_op, source_event_seqs, time)
+        return (await self._append(sid, [validated]))[0]
+
+    async def append_batch(self, session_id: str, events: Sequence[NewEvent]) -> list[Event]:
+        sid = check_session_id(session_id)
+        return await self._append(sid, validate_batch(events))
+
+    async def _append(self, sid: str, batch: list[ValidatedEvent]) -> list[Event]:
+        if batch and all(
+            v.surface_op in (None, "append") and v.source_event_seqs is None for v in batch
+        ):
+            return await self._append_plain(sid, batch)
+
+        async def body(conn: asyncpg.Connection) -> list[Event]:
+            # Reserving the seqs locks the session row: appends to it queue here.
+            row = await conn.fetchrow(
+                f"UPDATE dsh_sessions SET next_seq = next_seq + $2 WHERE {_BY_ID} "
+                "RETURNING key, next_seq - $2",
+                _enc(sid),
+                len(batch),
+            )
+            if row is None:
+                raise SessionNotFoundError(sid)
+            key, first = row
+            if not batch:
+                return []
+            folder: SurfaceFolder[None] = SurfaceFolder()
+            if batch_has_replace(batch):
+                for seq, op, seqs in await conn.fetch(
+                    "SELECT seq, surface_op, source_event_seqs FROM dsh_events "
+                    f"WHERE session_key = $1 AND kind = {KIND_SURFACE} ORDER BY seq",
+                    key,
+                ):
+                    folder.apply(
+                        seq, _decode_op(op), None if seqs is None else _decode_seqs(seqs), None
+                    )
+            return await _insert_events(conn, key, first, folder, batch)
+
+        return await self._run(body, write=True)
+
+    async def _append_plain(self, sid: str, batch: list[ValidatedEvent]) -> list[Event]:
+        """Appends without replaces or provenance (nearly every append): no surface rule
+        can fail, so reserving the seqs, inserting and notifying is one statement, one round
+        trip, atomic on its own."""
+        kinds = [event_kind(v.type, v.data, v.surface_op is not None) for v in batch]
+
+        async def body(conn: asyncpg.Connection) -> int | None:
+            first: int | None = await conn.fetchval(
+                _APPEND_PLAIN_SQL,
+                _enc(sid),
+                len(batch),
+                [_enc(v.type) for v in batch],
+                [v.time for v in batch],
+                kinds,
+                [v.data_json for v in batch],
+                [None if v.surface_op is None else _APPEND_JSON for v in batch],
+                CHANGES_CHANNEL,
+                self._token,
+            )
+            return first
+
+        first = await self._run(body, write=True, isolation=None)
+        if first is None:
+            raise SessionNotFoundError(sid)
+        return [
+            Event(seq=first + i, type=v.type, time=v.time, data=v.data, surface_op=v.surface_op)
+            for i, v in enumerate(batch)
+        ]
+
+    async def import_session(
+        self, header: SessionHeader, events: Sequence[NewEvent]
+    ) -> SessionHeader:
+        """Create a session with exactly this header and log (seqs from 0), all or nothing.
+
+        A taken id raises ``SessionExistsError``; a bad event ``InvalidEventError``.
+        """
+        checked = import_header(header)
+        batch = validate_batch(events)
+
+        async def body(conn: asyncpg.Connection) -> SessionHeader:
+            key = await _insert_session(conn, checked, len(batch))
+            await _insert_events(conn, key, 0, SurfaceFolder(), batch)
+            return checked
+
+        return await self._run(body, write=True)
+
+    async def delete_session(self, session_id: str) -> None:
+        sid = check_session_id(session_id)
+
+        async def body(conn: asyncpg.Connection) -> None:
+            deleted = await conn.fetchval(
+                f"DELETE FROM dsh_sessions WHERE {_BY_ID} RETURNING key", _enc(sid)
+            )
+            if deleted is None:
+                raise SessionNotFoundError(sid)
+
+        await self._run(body, write=True)
+
+    async def take_reply_lease(
+        self,
+        session_id: str,
+        owner: str,
+        *,
+        ttl_ms: int,
+        dead: Callable[[str], bool] | None = None,
+    ) -> bool:
+        sid = check_session_id(session_id)
+
+        async def body(conn: asyncpg.Connection) -> bool:
+            # Locking the session row makes the check and the take one step for every client.
+            key = await conn.fetchval(
+                f"SELECT key FROM dsh_sessions WHERE {_BY_ID} FOR UPDATE", _enc(sid)
+            )
+            if key is None:
+                raise SessionNotFoundError(sid)
+            now = now_ms()
+            held = await conn.fetchrow(
+                "SELECT owner, expires_at FROM dsh_reply_leases WHERE session_key = $1", key
+            )
+            if held is not None:
+                holder = _dec(held[0])
+                if holder != owner and held[1] > now and not (dead is not None and dead(holder)):
+                    return False
+            await conn.execute(
+                "INSERT INTO dsh_reply_leases (session_key, owner, expires_at) "
+                "VALUES ($1, $2, $3) ON CONFLICT (session_key) "
+                "DO UPDATE SET owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at",
+                key,
+                _enc(owner),
+                now + ttl_ms,
+            )
+            return True
+
+        return await self._run(body, write=True)
+
+    async def release_reply_lease(self, session_id: str, owner: str) -> None:
+        sid = check_session_id(session_id)
+
+        async def body(conn: asyncpg.Connection) -> None:
+            await conn.execute(
+                "DELETE FROM dsh_reply_leases WHERE owner = $2 AND session_key = "
+                f"(SELECT key FROM dsh_sessions WHERE {_BY_ID})",
+                _enc(sid),
+                _enc(owner),
+            )
+
+        await self._run(body, write=True)
+
+    # ------------------------------------------------------------------ reads
+
+    async def last_surface_seq(self, session_id: str) -> int | None:
+        sid = check_session_id(session_id)
+
+        async def body(conn: asyncpg.Connection) -> int | None:
+            key, _ = await self._require_session(conn, sid)
+            last = await conn.fetchval(
+                "SELECT seq FROM dsh_events WHERE session_key = $1 "
+                f"AND kind = {KIND_SURFACE} ORDER BY seq DESC LIMIT 1",
+                key,
+            )
+            return None if last is None else int(last)
+
+        return await self._run(body, write=False)
+
+    async def _listing(self, name: str, sql: str, build: Callable[[list[Any]], Any]) -> Any:
+        """A whole listing (every header, every title, …), reused while the database is
+        unchanged: the key is the transaction's snapshot, read in the same repeatable-read
+        transaction as the rows, so equal keys see exactly the same committed data (any
+        commit anywhere, ours included, changes it; reads never do). The ``@`` picker
+        lists every session on each keystroke: then that costs one small query."""
+
+        async def body(conn: asyncpg.Connection) -> tuple[str, Any, list[Any]]:
+            key = str(await conn.fetchval("SELECT pg_current_snapshot()::text"))
+            cached = self._listings.get(name)
+            if cached is not None and cached[0] == key:
+                return key, cached[1], []
+            return key, None, list(await conn.fetch(sql))
+
+        key, cached, rows = await self._run(body, write=False, isolation="repeatable_read")
+        if cached is not None:
+            return cached
+        # Building 100,000 entries takes a while: not on the event loop.
+        value = await asyncio.to_thread(build, rows)
+        self._listings[name] = (key, value)
+        return value
+
+    async def list_headers(self) -> list[SessionHeader]:
+        headers: tuple[SessionHeader, ...] = await self._listing(
+            "headers",
+            "SELECT id, created_at, cwd FROM dsh_sessions ORDER BY created_at DESC, id",
+            lambda rows: tuple(
+                SessionHeader(
+                    id=_dec(sid), created_at=created_at, cwd=None if cwd is None else _dec(cwd)
+                )
+                for sid, created_at, cwd in rows
+            ),
+        )
+        return list(headers)
+
+    async def read_header(self, session_id: str) -> SessionHeader:
+        sid = check_session_id(session_id)
+
+        async def body(conn: asyncpg.Connection) -> SessionHeader:
+            return (await self._require_session(conn, sid))[1]
+
+        return await self._run(body, write=False)
+
+    async def read_events(self, session_id: str) -> list[Event]:
+        sid = check_session_id(session_id)
+
+        async def body(conn: asyncpg.Connection) -> list[Any]:
+            key, _ = await self._require_session(conn, sid)
+            return list(
+                await conn.fetch(
+                    f"SELECT {_EVENT_COLUMNS} FROM dsh_events WHERE session_key = $1 ORDER BY seq",
+                    key,
+                )
+            )
+
+        rows = await self._run(body, write=False)
+        return await asyncio.to_thread(self._decode_events, rows)
+
+    async def read_surface_events(
+        self, session_id: str
+    ) -> tuple[SessionHeader, int | None, list[Event]]:
+        return await self._read_surface(session_id, _EVENT_COLUMNS, self._decode_events)
+
+    async def read_surface_rows(
+        self, session_id: str
+    ) -> tuple[SessionHeader, int | None, list[SurfaceRow]]:
+        return await self._read_surface(
+            session_id, "seq, surface_op, source_event_seqs", self._decode_surface_rows
+        )
+
+    async def _read_surface(
+        self, session_id: str, columns: str, decode: Callable[[list[Any]], list[T]]
+    ) -> tuple[SessionHeader, int | None, list[T]]:
+        sid = check_session_id(session_id)
+
+        async def body(
+            conn: asyncpg.Connection,
+        ) -> tuple[SessionHeader, int | None, list[Any]]:
+            key, header = await self._require_session(conn, sid)
+            last = await conn.fetchval(
+                "SELECT seq FROM dsh_events WHERE session_key = $1 ORDER BY seq DESC LIMIT 1",
+                key,
+            )
+            rows = await conn.fetch(
+                f"SELECT {columns} FROM dsh_events "
+                f"WHERE session_key = $1 AND kind = {KIND_SURFACE} ORDER BY seq",
+                key,
+            )
+            return header, last, list(rows)
+
+        # One snapshot for the three reads.
+        header, last, rows = await self._run(body, write=False, isolation="repeatable_read")
+        return header, last, await asyncio.to_thread(decode, rows)
+
+    async def read_events_at(self, session_id: str, seqs: Sequence[int]) -> list[Event]:
+        sid = check_session_id(session_id)
+        wanted = check_seqs(seqs)
+
+        async def body(conn: asyncpg.Connection) -> list[Any]:
+            key, _ = await self._require_session(conn, sid)
+            if not wanted:
+                return []
+            return list(
+                await conn.fetch(
+                    f"SELECT {_EVENT_COLUMNS} FROM dsh_events "
+                    "WHERE session_key = $1 AND seq = ANY($2::bigint[])",
+                    key,
+                    sorted(set(wanted)),
+                )
+            )
+
+        rows = await self._run(body, write=False)
+        by_seq = {event.seq: event for event in await asyncio.to_thread(self._decode_events, rows)}
+        for seq in wanted:
+            if seq not in by_seq:
+                raise missing_seq_error(sid, seq)
+        return [by_seq[seq] for seq in wanted]
+
+    async def read_titles(
+        self, session_ids: Sequence[str] | None = None
+    ) -> dict[str, SessionTitle]:
+        wanted = None if session_ids is None else check_session_ids(session_ids)
+        if wanted is not None and not wanted:
+            return {}
+
+        if wanted is None:
+            every: dict[str, SessionTitle] = await self._listing(
+                "titles", _TITLES_SQL.format(sessions="dsh_sessions"), self._build_titles
+            )
+            return dict(every)
+
+        async def body(conn: asyncpg.Connection) -> list[Any]:
+            return list(
+                await conn.fetch(
+                    _TITLES_SQL.format(sessions=_WANTED_SESSIONS), [_enc(s) for s in wanted]
+                )
+            )
+
+        rows = await self._run(body, write=False)
+        return await asyncio.to_thread(self._build_titles, rows)
+
+    def _build_titles(self, rows: list[Any]) -> dict[str, SessionTitle]:
+        out: dict[str, SessionTitle] = {}
+        for sid, seq, time, data in rows:
+            try:
+                out[_dec(sid)] = title_of(seq, time, loads_exact(data))
+            except (ValueError, TypeError, KeyError) as err:
+                raise StoreError(f"{self.location}: a stored title is corrupt ({err})") from err
+        return out
+
+    async def read_last_event_times(self) -> dict[str, int]:
+        times: dict[str, int] = await self._listing(
+            "last_event_times",
+            _LAST_EVENT_TIMES_SQL,
+            lambda rows: {_dec(sid): time for sid, time in rows if time is not None},
+        )
+        return dict(times)
+
+
+# Reserve the seqs (locking the session row), insert the events and notify, in one
+# statement; no row when the session does not exist (then nothing is written).
+_APPEND_PLAIN_SQL = f"""
+WITH s AS (
+    UPDATE dsh_sessions SET next_seq = next_seq + $2 WHERE {_BY_ID}
+    RETURNING key, next_seq - $2 AS first
+), ins AS (
+    INSERT INTO dsh_events (session_key, seq, type, time, kind, data, surface_op)
+    SELECT s.key, s.first + u.n - 1, u.type, u.time, u.kind, u.data, u.op
+    FROM s, unnest($3::bytea[], $4::bigint[], $5::smallint[], $6::text[], $7::text[])
+        WITH ORDINALITY AS u (type, time, kind, data, op, n)
+), notified AS (
+    SELECT pg_notify($8, $9)
+)
+SELECT s.first FROM s, notified
+"""
+
+# The latest title event of each session: one descending seek in ``dsh_events_title`` each.
+_TITLES_SQL = (
+    "SELECT s.id, t.seq, t.time, t.data FROM {sessions} AS s "
+    "CROSS JOIN LATERAL (SELECT e.seq, e.time, e.data FROM dsh_events AS e "
+    f"WHERE e.session_key = s.key AND e.kind = {KIND_TITLE} ORDER BY e.seq DESC LIMIT 1) AS t"
+)
+_WANTED_SESSIONS = (
+    "(SELECT DISTINCT s.* FROM unnest($1::bytea[]) AS w (id) "
+    "JOIN dsh_sessions AS s ON sha256(s.id) = sha256(w.id) AND s.id = w.id)"
+)
+
+_LAST_EVENT_TIMES_SQL = (
+    "SELECT s.id, (SELECT e.time FROM dsh_events AS e WHERE e.session_key = s.key "
+    "ORDER BY e.seq DESC LIMIT 1) FROM dsh_sessions AS s"
+)
+
+
+async def _schema_version(conn: asyncpg.Connection) -> int | None:
+    """dsh's schema version in the database (``None``: no dsh tables at all)."""
+    if await conn.fetchval("SELECT to_regclass('dsh_schema')") is None:
+        return None
+    version = await conn.fetchval("SELECT max(version) FROM dsh_schema")
+    return 0 if version is None else int(version)
+
+
+async def _insert_session(conn: asyncpg.Connection, header: SessionHeader, next_seq: int) -> int:
+    try:
+        key: int = await conn.fetchval(
+            "INSERT INTO dsh_sessions (id, created_at, cwd, next_seq) "
+            "VALUES ($1, $2, $3, $4) RETURNING key",
+            _enc(header.id),
+            header.created_at,
+            None if header.cwd is None else _enc(header.cwd),
+            next_seq,
+        )
+    except asyncpg.UniqueViolationError as err:
+        raise SessionExistsError(header.id) from err
+    return key
+
+
+async def _insert_events(
+    conn: asyncpg.Connection,
+    key: int,
+    first: int,
+    folder: SurfaceFolder[None],
+    batch: Sequence[ValidatedEvent],
+) -> list[Event]:
+    """Check ``batch`` against ``folder`` (see ``check_batch``), then insert it from seq
+    ``first``; the caller's transaction makes it all or nothing."""
+    check_batch(folder, first, batch)
+    await conn.executemany(
+        "INSERT INTO dsh_events (session_key, seq, type, time, kind, data, surface_op, "
+        "source_event_seqs) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+        [
+            (
+                key,
+                first + i,
+                _enc(v.type),
+                v.time,
+                event_kind(v.type, v.data, v.surface_op is not None),
+                v.data_json,
+                None if v.surface_op is None else _encode_op(v.surface_op),
+                None if v.source_event_seqs is None else _encode_seqs(v.source_event_seqs),
+            )
+            for i, v in enumerate(batch)
+        ],
+    )
+    return [
+        Event(
+            seq=first + i,
+            type=v.type,
+            time=v.time,
+            data=v.data,
+            surface_op=v.surface_op,
+            source_event_seqs=v.source_event_seqs,
+        )
+        for i, v in enumerate(batch)
+    ]
+
+
+def _encode_op(op: SurfaceOp) -> str:
+    return json.dumps(surface_op_to_json(op), separators=(",", ":"))
+
+
+def _decode_op(text: str) -> SurfaceOp:
+    if text == _APPEND_JSON:
+        return "append"
+    op = surface_op_from_json(json.loads(text))
+    if op is None:
+        raise InvalidEventError("a stored surface event has no surface_op")
+    return op
+
+
+def _encode_seqs(seqs: Sequence[int]) -> str:
+    return json.dumps(list(seqs), separators=(",", ":"))
+
+
+def _decode_seqs(text: str) -> tuple[int, ...]:
+    seqs = json.loads(text)
+    if not isinstance(seqs, list) or not all(
+        isinstance(s, int) and not isinstance(s, bool) for s in seqs
+    ):
+        raise InvalidEventError(f"stored source_event_seqs {text!r} are not a list of seqs")
+    return tuple(seqs)

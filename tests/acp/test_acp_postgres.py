@@ -1,0 +1,18 @@
+"""``dsh acp`` on a PostgreSQL URL: the ACP session flow runs unchanged."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.acp.test_acp_session import (
+    test_new_then_prompt_with_a_resource_link_stores_snapshot_then_message as prompt_flow,
+)
+from tests.pgcluster import Cluster
+from tests.storekinds import pg_schema_url
+
+
+async def test_the_acp_prompt_flow_runs_unchanged_on_postgres(
+    tmp_path: Path, pg_cluster: Cluster
+) -> None:
+    with pg_schema_url(pg_cluster) as url:
+        await prompt_flow(tmp_path, url)  # type: ignore[arg-type]  # a location, not a Path
