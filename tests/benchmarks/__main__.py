@@ -19,6 +19,7 @@ from tests.benchmarks import (
     bench_candidates,
     bench_prepare,
     bench_retention,
+    bench_storage,
     bench_ui,
 )
 from tests.benchmarks._common import Row, Settings, format_table
@@ -29,6 +30,7 @@ WORKLOADS: dict[str, Callable[[Settings], Any]] = {
     "prepare": bench_prepare.run_workload,
     "append": bench_append.run_workload,
     "ui": bench_ui.run_workload,
+    "storage": bench_storage.run_workload,
 }
 
 
