@@ -31,7 +31,7 @@ import sqlite3
 import stat
 import threading
 import zlib
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Container, Iterable, Sequence
 from itertools import accumulate, pairwise
 from pathlib import Path
 from types import TracebackType
@@ -206,7 +206,7 @@ _PACK_EVENT_MAX = 2048
 _COMPRESS_MIN = 256
 """A single event's JSON of at least this many characters is stored zlib-compressed
 (when that is smaller)."""
-_ZLIB_LEVEL = 9
+_ZLIB_LEVEL = 6
 _PAGE_SIZE = 8192
 
 
@@ -677,7 +677,7 @@ class SqliteSessionStore:
             id=session_id, created_at=created_at, cwd=None if cwd is None else _dec(cwd)
         )
 
-    def _decode_events(self, rows: list[Any]) -> list[Event]:
+    def _decode_events(self, rows: list[Any], wanted: Container[int] | None = None) -> list[Event]:
         """Decode ``rows``, releasing each raw row as soon as its event exists (so the raw
         text and the decoded events of a large session are not both held in full).
 
@@ -691,7 +691,7 @@ class SqliteSessionStore:
         try:
             for i, (seq, n, raw_type, time, kind, data, surface_op, source_seqs) in enumerate(rows):
                 if kind == KIND_PACK:
-                    out += _unpack_events(seq, n, data)
+                    out += _unpack_events(seq, n, data, wanted)
                     rows[i] = None
                     continue
                 if data.__class__ is bytes:
@@ -973,10 +973,12 @@ class SqliteSessionStore:
         sid = check_session_id(session_id)
         wanted = check_seqs(seqs)
 
+        wanted_set = set(wanted)
+
         def body(raw: sqlite3.Connection) -> list[Event]:
             key, _ = self._session(raw, sid)
             rows: list[Any] = []
-            distinct = sorted(set(wanted))
+            distinct = sorted(wanted_set)
             for start in range(0, len(distinct), _SEQS_PER_QUERY):
                 chunk = distinct[start : start + _SEQS_PER_QUERY]
                 rows += raw.execute(
@@ -1001,7 +1003,7 @@ class SqliteSessionStore:
                 covered = row[0] + row[1] - 1
                 if covered >= seq:
                     rows.append(row)
-            return self._decode_events(rows)
+            return self._decode_events(rows, wanted_set)
 
         by_seq = {event.seq: event for event in await self._run_sync(body, write=False)}
         for seq in wanted:
@@ -1181,15 +1183,16 @@ def _stored_data(text: str) -> str | bytes:
 def _pack(types: Sequence[str], times: Sequence[int], datas: Sequence[str]) -> bytes:
     """A run of log events as one zlib-compressed BLOB.
 
-    Uncompressed it is two lines: a JSON header ``[types, index, times]`` (the distinct
+    Uncompressed it is lines: a JSON header ``[types, index, times]`` (the distinct
     types; ``0`` when there is one, else each event's index into them; the first time
-    then each event's difference from the one before), and the events' data JSON texts
-    as one JSON array (the data texts never hold a raw newline).
+    then each event's difference from the one before), then each event's data JSON text
+    on a line of its own (JSON text never holds a raw newline). All of them decode as
+    one JSON array (newlines made commas); a few are decoded alone.
     """
-    return _pack_text(types, times, "[" + ",".join(datas) + "]")
+    return _pack_text(types, times, "\n".join(datas))
 
 
-def _pack_text(types: Sequence[str], times: Sequence[int], array: str) -> bytes:
+def _pack_text(types: Sequence[str], times: Sequence[int], lines: str) -> bytes:
     table = list(dict.fromkeys(types))
     if len(table) == 1:
         index: int | list[int] = 0
@@ -1198,24 +1201,36 @@ def _pack_text(types: Sequence[str], times: Sequence[int], array: str) -> bytes:
         index = [position[t] for t in types]
     deltas = [times[0], *(b - a for a, b in pairwise(times))]
     header = json.dumps([table, index, deltas], separators=(",", ":"))
-    return zlib.compress((header + "\n" + array).encode("utf-8"), _ZLIB_LEVEL)
+    return zlib.compress((header + "\n" + lines).encode("utf-8"), _ZLIB_LEVEL)
 
 
 def _unpack(blob: bytes) -> tuple[list[str], list[int], str]:
-    """The types, times and data array text of a pack."""
-    header, array = _inflate(blob).split("\n", 1)
+    """The types, times and data lines of a pack."""
+    header, lines = _inflate(blob).split("\n", 1)
     table, index, deltas = json.loads(header)
     times = list(accumulate(deltas))
     types = [table[0]] * len(times) if index == 0 else [table[i] for i in index]
-    return types, times, array
+    return types, times, lines
 
 
-def _unpack_events(first: int, n: int, blob: bytes) -> list[Event]:
-    types, times, array = _unpack(blob)
-    datas = loads_exact(array)
+def _unpack_events(
+    first: int, n: int, blob: bytes, wanted: Container[int] | None = None
+) -> list[Event]:
+    """The pack's events (only those whose seq is in ``wanted``, when given)."""
+    types, times, lines = _unpack(blob)
+    build = build_event
+    if wanted is not None:
+        texts = lines.split("\n")
+        if len(texts) != n or len(types) != n:
+            raise ValueError(f"a pack of {n} events holds {len(texts)}")
+        return [
+            build(first + i, types[i], times[i], loads_exact(texts[i]), None, None)
+            for i in range(n)
+            if first + i in wanted
+        ]
+    datas = loads_exact("[" + lines.replace("\n", ",") + "]")
     if not (len(types) == len(datas) == n):
         raise ValueError(f"a pack of {n} events holds {len(datas)}")
-    build = build_event
     return [
         build(first + i, type_, time, data, None, None)
         for i, (type_, time, data) in enumerate(zip(types, times, datas, strict=True))
@@ -1308,15 +1323,9 @@ def _insert_events(
                 )
             i = stop
     raw.executemany(_INSERT_EVENT_SQL, rows)
+    build = build_event
     return [
-        Event(
-            seq=first + i,
-            type=v.type,
-            time=v.time,
-            data=v.data,
-            surface_op=v.surface_op,
-            source_event_seqs=v.source_event_seqs,
-        )
+        build(first + i, v.type, v.time, v.data, v.surface_op, v.source_event_seqs)
         for i, v in enumerate(batch)
     ]
 
@@ -1334,8 +1343,8 @@ def _extend_pack(
     seq, n, blob = open_pack
     if seq + n != first or n >= _PACK_MAX_EVENTS:
         return 0
-    types, times, array = _unpack(blob)
-    size = len(array)
+    types, times, lines = _unpack(blob)
+    size = len(lines)
     take = 0
     while take < end and n + take < _PACK_MAX_EVENTS:
         size += len(batch[take].data_json) + 1
@@ -1346,8 +1355,7 @@ def _extend_pack(
         return 0
     added = batch[:take]
     datas = [e.data_json for e in added]
-    # ``array`` is "[...]": its items, then the new ones.
-    merged = array[:-1] + ("," if n else "") + ",".join(datas) + "]"
+    merged = lines + "\n" + "\n".join(datas)
     header_types = [*types, *(e.type for e in added)]
     header_times = [*times, *(e.time for e in added)]
     blob = _pack_text(header_types, header_times, merged)
