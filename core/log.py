@@ -30,6 +30,7 @@ __all__ = [
     "Replace",
     "SessionHeader",
     "SurfaceOp",
+    "SurfaceOutline",
     "SurfaceRow",
     "assistant_message",
     "build_event",
@@ -152,6 +153,18 @@ class SurfaceRow(NamedTuple):
     seq: int
     surface_op: SurfaceOp
     source_event_seqs: tuple[int, ...] | None = None
+
+
+class SurfaceOutline(NamedTuple):
+    """A ``SurfaceRow`` plus what projecting the event gives (SPEC §4.6), without its data:
+    ``projection`` is ``-1`` when the event projects to no message, else
+    ``4 * utf8_bytes + 2 * checkpoint + assistant`` (see
+    ``core.references.projection.projection_code``)."""
+
+    seq: int
+    surface_op: SurfaceOp
+    source_event_seqs: tuple[int, ...] | None
+    projection: int
 
 
 @dataclass(frozen=True, slots=True)

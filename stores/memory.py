@@ -13,11 +13,13 @@ from core.log import (
     NewEvent,
     SessionHeader,
     SurfaceOp,
+    SurfaceOutline,
     SurfaceRow,
     ValidatedEvent,
     now_ms,
 )
 from core.query import SessionTitle
+from core.references.projection import projection_code
 from core.surface import SurfaceFolder
 from stores.validation import (
     KIND_TITLE,
@@ -250,6 +252,20 @@ class MemorySessionStore:
             last,
             [
                 SurfaceRow(e.seq, e.surface_op, e.source_event_seqs)
+                for e in events
+                if e.surface_op is not None
+            ],
+        )
+
+    async def read_surface_outline(
+        self, session_id: str
+    ) -> tuple[SessionHeader, int | None, list[SurfaceOutline]]:
+        header, last, events = await self.read_surface_events(session_id)
+        return (
+            header,
+            last,
+            [
+                SurfaceOutline(e.seq, e.surface_op, e.source_event_seqs, projection_code(e))
                 for e in events
                 if e.surface_op is not None
             ],

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from core.log import Event, SessionHeader
-from core.query import SessionTitle, SurfaceSnapshot, SurfaceWindow
+from core.query import SessionTitle, SurfaceOutlineSnapshot, SurfaceSnapshot, SurfaceWindow
 from core.surface import fold_surface
 from stores.base import SessionStore
 from stores.validation import check_session_id
@@ -39,6 +39,12 @@ class SessionQuery:
             captured_through_seq=last_seq,
             events=tuple(fold_surface(surface_events)),
         )
+
+    async def read_surface_outline(self, session_id: str) -> SurfaceOutlineSnapshot:
+        """``read_surface`` without event data: the folded surface's outline rows, each
+        with what it projects to (``prepare`` reads only the bodies it keeps)."""
+        header, last_seq, rows = await self._store.read_surface_outline(session_id)
+        return SurfaceOutlineSnapshot(header, last_seq, tuple(fold_surface(rows)))
 
     async def read_surface_window(self, session_id: str, newest: int) -> SurfaceWindow:
         """The surface's seqs and the events of its ``newest`` last nodes: folding reads

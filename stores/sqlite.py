@@ -52,6 +52,7 @@ from core.log import (
     NewEvent,
     SessionHeader,
     SurfaceOp,
+    SurfaceOutline,
     SurfaceRow,
     ValidatedEvent,
     build_event,
@@ -60,6 +61,7 @@ from core.log import (
     surface_op_to_json,
 )
 from core.query import SessionTitle
+from core.references.projection import projection_code
 from core.surface import SurfaceFolder
 from stores.paths import default_database_path
 from stores.validation import (
@@ -152,6 +154,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             data              ANY     NOT NULL,  -- TEXT JSON, or BLOB: zlib JSON or a pack
             surface_op        TEXT,              -- JSON: "append" | {"op":"replace",...} | NULL
             source_event_seqs TEXT,              -- JSON array of seqs or NULL
+            projection        INTEGER,           -- surface events: projection_code (NULL: not known)
             PRIMARY KEY (session, seq),
             CHECK ((kind = 1) = (surface_op IS NOT NULL)),
             CHECK (kind = 3 OR n = 1)
@@ -950,6 +953,34 @@ class SqliteSessionStore:
             session_id, "seq, surface_op, source_event_seqs", self._decode_surface_rows
         )
 
+    async def read_surface_outline(
+        self, session_id: str
+    ) -> tuple[SessionHeader, int | None, list[SurfaceOutline]]:
+        return await self._read_surface(
+            session_id,
+            "seq, surface_op, source_event_seqs, projection, "
+            "CASE WHEN projection IS NULL THEN type END, "
+            "CASE WHEN projection IS NULL THEN time END, "
+            "CASE WHEN projection IS NULL THEN data END",
+            self._decode_outline,
+        )
+
+    def _decode_outline(self, rows: list[Any]) -> list[SurfaceOutline]:
+        out: list[SurfaceOutline] = []
+        try:
+            for seq, surface_op, source_seqs, projection, raw_type, time, data in rows:
+                op = _decode_op(surface_op)
+                seqs = None if source_seqs is None else _decode_seqs(source_seqs)
+                if projection is None:  # written before projections were kept
+                    event = build_event(
+                        seq, _dec(raw_type), time, loads_exact(_text(data)), op, seqs
+                    )
+                    projection = projection_code(event)
+                out.append(SurfaceOutline(seq, op, seqs, projection))
+        except (ValueError, TypeError, zlib.error) as err:
+            raise StoreError(f"{self._path}: a stored event is corrupt ({err})") from err
+        return out
+
     async def _read_surface(
         self, session_id: str, columns: str, decode: Callable[[list[Any]], list[T]]
     ) -> tuple[SessionHeader, int | None, list[T]]:
@@ -1151,7 +1182,7 @@ _APPEND_HEAD_SQL = (
 
 _INSERT_EVENT_SQL = (
     "INSERT INTO events (session, seq, n, type, time, kind, data, surface_op, "
-    "source_event_seqs) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "source_event_seqs, projection) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 
 
@@ -1274,6 +1305,11 @@ def _insert_events(
                     _stored_data(v.data_json),
                     None if v.surface_op is None else _encode_op(v.surface_op),
                     None if v.source_event_seqs is None else _encode_seqs(v.source_event_seqs),
+                    None
+                    if v.surface_op is None
+                    else projection_code(
+                        build_event(first + i, v.type, v.time, v.data, v.surface_op, None)
+                    ),
                 )
             )
             i += 1
@@ -1303,6 +1339,7 @@ def _insert_events(
                         _stored_data(run[0].data_json),
                         None,
                         None,
+                        None,
                     )
                 )
             else:
@@ -1317,6 +1354,7 @@ def _insert_events(
                         _pack(
                             [e.type for e in run], [e.time for e in run], [e.data_json for e in run]
                         ),
+                        None,
                         None,
                         None,
                     )
