@@ -151,10 +151,10 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             type              BLOB    NOT NULL,  -- surrogatepass UTF-8 (a pack: its first's)
             time              INTEGER NOT NULL,  -- epoch milliseconds (a pack: its last's)
             kind              INTEGER NOT NULL CHECK (kind IN (0, 1, 2, 3)),  -- 3: a pack
-            data              ANY     NOT NULL,  -- TEXT JSON, or BLOB: zlib JSON or a pack
             surface_op        TEXT,              -- JSON: "append" | {"op":"replace",...} | NULL
             source_event_seqs TEXT,              -- JSON array of seqs or NULL
             projection        INTEGER,           -- surface events: projection_code (NULL: not known)
+            data              ANY     NOT NULL,  -- last: TEXT JSON, or BLOB: zlib JSON or a pack
             PRIMARY KEY (session, seq),
             CHECK ((kind = 1) = (surface_op IS NOT NULL)),
             CHECK (kind = 3 OR n = 1)
@@ -182,7 +182,10 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "ALTER TABLE events_v3 RENAME TO events",
         "ALTER TABLE reply_leases_v3 RENAME TO reply_leases",
         "CREATE INDEX sessions_by_created ON sessions (created_at DESC, id)",
-        "CREATE INDEX events_surface ON events (session, seq) WHERE kind = 1",
+        # The surface's outline (and its rows, and the last surface seq) from the index
+        # alone: no visit to the rows, whose data may span overflow pages.
+        "CREATE INDEX events_surface ON events "
+        "(session, seq, surface_op, source_event_seqs, projection) WHERE kind = 1",
         "CREATE INDEX events_title ON events (session, seq) WHERE kind = 2",
     ),
 )
@@ -956,22 +959,34 @@ class SqliteSessionStore:
     async def read_surface_outline(
         self, session_id: str
     ) -> tuple[SessionHeader, int | None, list[SurfaceOutline]]:
-        return await self._read_surface(
-            session_id,
-            "seq, surface_op, source_event_seqs, projection, "
-            "CASE WHEN projection IS NULL THEN type END, "
-            "CASE WHEN projection IS NULL THEN time END, "
-            "CASE WHEN projection IS NULL THEN data END",
-            self._decode_outline,
-        )
+        sid = check_session_id(session_id)
 
-    def _decode_outline(self, rows: list[Any]) -> list[SurfaceOutline]:
+        def body(raw: sqlite3.Connection) -> tuple[SessionHeader, int | None, list[SurfaceOutline]]:
+            key, header = self._session(raw, sid)
+            last = _last_seq(raw, key)
+            # Index only (events_surface covers these columns).
+            rows = raw.execute(
+                "SELECT seq, surface_op, source_event_seqs, projection FROM events "
+                f"WHERE session = ? AND kind = {KIND_SURFACE} ORDER BY seq",
+                (key,),
+            ).fetchall()
+            return header, last, self._decode_outline(raw, key, rows)
+
+        return await self._run_sync(body, write=False)
+
+    def _decode_outline(
+        self, raw: sqlite3.Connection, key: int, rows: list[Any]
+    ) -> list[SurfaceOutline]:
         out: list[SurfaceOutline] = []
         try:
-            for seq, surface_op, source_seqs, projection, raw_type, time, data in rows:
+            for seq, surface_op, source_seqs, projection in rows:
                 op = _decode_op(surface_op)
                 seqs = None if source_seqs is None else _decode_seqs(source_seqs)
                 if projection is None:  # written before projections were kept
+                    raw_type, time, data = raw.execute(
+                        "SELECT type, time, data FROM events WHERE session = ? AND seq = ?",
+                        (key, seq),
+                    ).fetchone()
                     event = build_event(
                         seq, _dec(raw_type), time, loads_exact(_text(data)), op, seqs
                     )
