@@ -51,7 +51,7 @@ from core.errors import (
     SessionNotFoundError,
     StoreError,
 )
-from core.log import SessionHeader
+from core.log import Event, SessionHeader
 from core.logfile import LogImportError, event_to_json, export_jsonl, parse_jsonl
 from core.references import SessionReferenceError
 from core.references.labels import safe_mention
@@ -128,6 +128,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("session")
     p.add_argument("--json", action="store_true", help="print the raw event log as JSON")
     p.add_argument("--expand", action="store_true", help="expand reference cards")
+    p.add_argument(
+        "--tail",
+        type=_tail_count,
+        metavar="N",
+        help="only the last N items of the conversation (reads only those from the log)",
+    )
 
     p = sub.add_parser("prepare", help="print what the model would receive, without sending")
     p.add_argument("--session", required=True)
@@ -445,6 +451,17 @@ async def cmd_reply(rt: Runtime, args: argparse.Namespace) -> int:
     return await _stream_reply(chat, None)
 
 
+def _tail_count(text: str) -> int:
+    """``--tail N``: a positive count (argparse turns the error into one line)."""
+    try:
+        count = int(text)
+    except ValueError:
+        count = 0
+    if count < 1:
+        raise argparse.ArgumentTypeError(f"expected a number of items (1 or more), got {text!r}")
+    return count
+
+
 async def cmd_show(rt: Runtime, args: argparse.Namespace) -> int:
     header = await _resolve(rt, args.session)
     if args.json:
@@ -453,7 +470,11 @@ async def cmd_show(rt: Runtime, args: argparse.Namespace) -> int:
         return 0
     from tui.render import UNWRAPPED_WIDTH, plain_lines, render_transcript
 
-    snapshot = await rt.query.read_surface(header.id)
+    if args.tail is not None:  # the newest N surface items: only their events are read
+        window = await rt.query.read_surface_window(header.id, args.tail)
+        shown: Sequence[Event] = window.events
+    else:
+        shown = (await rt.query.read_surface(header.id)).events
     title = await rt.query.read_title(header.id)
     console = _console(sys.stdout)
     head = Text(single_line(title.title if title else header.id), style="bold")
@@ -462,15 +483,15 @@ async def cmd_show(rt: Runtime, args: argparse.Namespace) -> int:
         f" · {single_line(header.cwd)})" if header.cwd is not None else " · no cwd)", style="dim"
     )
     renderables: list[Any] = [head, Text("")]
-    if not snapshot.events:
+    if not shown:
         renderables.append(Text("(no messages yet)", style="dim"))
     if sys.stdout.isatty():  # wrapped at the terminal's width, continuation lines indented
-        renderables += render_transcript(snapshot.events, expand_cards=args.expand)
+        renderables += render_transcript(shown, expand_cards=args.expand)
         for renderable in renderables:
             console.print(renderable)
         return 0
     # A pipe or a file: nothing wrapped (the reader's tool wraps, or not), no trailing spaces.
-    renderables += render_transcript(snapshot.events, expand_cards=args.expand, wrap=False)
+    renderables += render_transcript(shown, expand_cards=args.expand, wrap=False)
     out = sys.stdout
     for renderable in renderables:
         for line in plain_lines(console, renderable, UNWRAPPED_WIDTH):
