@@ -53,6 +53,16 @@ class SessionStore(Protocol):
         surface and learn its seqs cheaply (then ``read_events_at`` fetches what is shown)."""
         ...
 
+    async def read_surface_tail(
+        self, session_id: str, count: int
+    ) -> tuple[SessionHeader, int | None, list[SurfaceRow]]:
+        """Header, last raw seq and the session's ``count`` highest-seq surface rows (as
+        ``read_surface_rows`` gives them: every event with a surface op, folded or not),
+        in seq order; fewer when it has fewer. One consistent read whose cost does not
+        grow with the session (SQLite: one backwards range of the surface index).
+        ``count`` is a non-negative int (else ``ValueError``)."""
+        ...
+
     async def read_surface_outline(
         self, session_id: str
     ) -> tuple[SessionHeader, int | None, list[SurfaceOutline]]:

@@ -24,6 +24,7 @@ from core.surface import SurfaceFolder
 from stores.validation import (
     KIND_TITLE,
     check_batch,
+    check_count,
     check_seqs,
     check_session_id,
     check_session_ids,
@@ -256,6 +257,13 @@ class MemorySessionStore:
                 if e.surface_op is not None
             ],
         )
+
+    async def read_surface_tail(
+        self, session_id: str, count: int
+    ) -> tuple[SessionHeader, int | None, list[SurfaceRow]]:
+        limit = check_count(count)
+        header, last, rows = await self.read_surface_rows(session_id)
+        return header, last, rows[len(rows) - min(limit, len(rows)) :]
 
     async def read_surface_outline(
         self, session_id: str

@@ -70,6 +70,7 @@ from stores.validation import (
     KIND_TITLE,
     batch_has_replace,
     check_batch,
+    check_count,
     check_seqs,
     check_session_id,
     check_session_ids,
@@ -955,6 +956,24 @@ class SqliteSessionStore:
         return await self._read_surface(
             session_id, "seq, surface_op, source_event_seqs", self._decode_surface_rows
         )
+
+    async def read_surface_tail(
+        self, session_id: str, count: int
+    ) -> tuple[SessionHeader, int | None, list[SurfaceRow]]:
+        sid = check_session_id(session_id)
+        limit = check_count(count)
+
+        def body(raw: sqlite3.Connection) -> tuple[SessionHeader, int | None, list[SurfaceRow]]:
+            key, header = self._session(raw, sid)
+            rows = raw.execute(
+                "SELECT seq, surface_op, source_event_seqs FROM events "
+                f"WHERE session = ? AND kind = {KIND_SURFACE} ORDER BY seq DESC LIMIT ?",
+                (key, limit),
+            ).fetchall()
+            rows.reverse()
+            return header, _last_seq(raw, key), self._decode_surface_rows(rows)
+
+        return await self._run_sync(body, write=False)
 
     async def read_surface_outline(
         self, session_id: str

@@ -31,6 +31,7 @@ __all__ = [
     "KIND_TITLE",
     "batch_has_replace",
     "check_batch",
+    "check_count",
     "check_seqs",
     "check_session_id",
     "check_session_ids",
@@ -81,6 +82,14 @@ def check_seqs(seqs: object) -> tuple[int, ...]:
         if not _is_int64(seq) or seq < 0:
             raise InvalidEventError(f"{seq!r} is not an event seq")
     return out
+
+
+def check_count(count: object) -> int:
+    """A count of rows to read: a non-negative int (``ValueError`` otherwise)."""
+    if not _is_int64(count) or count < 0:  # type: ignore[operator]
+        raise ValueError(f"count must be a non-negative int, not {count!r}")
+    assert isinstance(count, int)
+    return count
 
 
 def missing_seq_error(session_id: str, seq: int) -> InvalidEventError:

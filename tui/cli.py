@@ -471,8 +471,7 @@ async def cmd_show(rt: Runtime, args: argparse.Namespace) -> int:
     from tui.render import UNWRAPPED_WIDTH, plain_lines, render_transcript
 
     if args.tail is not None:  # the newest N surface items: only their events are read
-        window = await rt.query.read_surface_window(header.id, args.tail)
-        shown: Sequence[Event] = window.events
+        shown: Sequence[Event] = (await rt.query.read_surface_tail(header.id, args.tail)).events
     else:
         shown = (await rt.query.read_surface(header.id)).events
     title = await rt.query.read_title(header.id)

@@ -181,6 +181,7 @@ async def one_size(tmp: Path, events: int, reps: int) -> dict[str, Any]:
         # PAGE_SIZE items) through read_surface_window, as `dsh show --tail 24` does.
         query = SessionQuery(store)
         window_t = (await time_async(lambda: query.read_surface_window("source", 24), reps))[0]
+        tail_t = (await time_async(lambda: query.read_surface_tail("source", 24), reps))[0]
         prepared = await ours()
         kept = len(json.dumps(prepared.additional_context, ensure_ascii=False).encode())
         tracemalloc.start()
@@ -196,6 +197,7 @@ async def one_size(tmp: Path, events: int, reps: int) -> dict[str, Any]:
         "ours": median(ours_t),
         "full": median(full_t),
         "window": median(window_t),
+        "tail": median(tail_t),
         "floor": median(floor_t),
         "peak": peak - base,
         "kept": kept,
@@ -248,6 +250,17 @@ async def run_workload(settings: Settings) -> list[Row]:
             baseline=small["window"],
             ratio=large["window"] / small["window"],
             note="baseline column: the same on the small source; the app's drawing not included",
+        ),
+        Row(
+            "show --tail 24 (read_surface_tail)",
+            f"{large['events']:,} events",
+            large["tail"],
+            "s",
+            "independent of length",
+            large["tail"] <= 3 * small["tail"],
+            baseline=small["tail"],
+            ratio=large["tail"] / small["tail"],
+            note="baseline column: the same on the small source (met: within 3x of it)",
         ),
         Row(
             "prepare scale: large source vs floor",
