@@ -1288,10 +1288,11 @@ def _unpack_events(
         texts = lines.split("\n")
         if len(texts) != n or len(types) != n:
             raise ValueError(f"a pack of {n} events holds {len(texts)}")
+        picked = [i for i in range(n) if first + i in wanted]
+        datas = loads_exact("[" + ",".join([texts[i] for i in picked]) + "]")
         return [
-            build(first + i, types[i], times[i], loads_exact(texts[i]), None, None)
-            for i in range(n)
-            if first + i in wanted
+            build(first + i, types[i], times[i], data, None, None)
+            for i, data in zip(picked, datas, strict=True)
         ]
     datas = loads_exact("[" + lines.replace("\n", ",") + "]")
     if not (len(types) == len(datas) == n):
