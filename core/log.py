@@ -30,9 +30,11 @@ __all__ = [
     "Replace",
     "SessionHeader",
     "SurfaceOp",
+    "SurfaceOutline",
     "SurfaceRow",
     "assistant_message",
     "build_event",
+    "check_new_event",
     "is_compact_checkpoint_source",
     "message_text",
     "new_message_id",
@@ -154,6 +156,18 @@ class SurfaceRow(NamedTuple):
     source_event_seqs: tuple[int, ...] | None = None
 
 
+class SurfaceOutline(NamedTuple):
+    """A ``SurfaceRow`` plus what projecting the event gives (SPEC §4.6), without its data:
+    ``projection`` is ``-1`` when the event projects to no message, else
+    ``4 * utf8_bytes + 2 * checkpoint + assistant`` (see
+    ``core.references.projection.projection_code``)."""
+
+    seq: int
+    surface_op: SurfaceOp
+    source_event_seqs: tuple[int, ...] | None
+    projection: int
+
+
 @dataclass(frozen=True, slots=True)
 class NewEvent:
     """An event to append; the store assigns ``seq`` (and ``time`` when it is ``None``)."""
@@ -219,6 +233,28 @@ def validate_new_event(
 
     Returns the event with its data frozen and detached, and the JSON text to store.
     """
+    type, data_json, surface_op, seqs, time = check_new_event(
+        type, data, surface_op, source_event_seqs, time
+    )
+    return ValidatedEvent(
+        type=type,
+        data=loads_exact(data_json),
+        data_json=data_json,
+        surface_op=surface_op,
+        source_event_seqs=seqs,
+        time=time,
+    )
+
+
+def check_new_event(
+    type: object,
+    data: object,
+    surface_op: object = None,
+    source_event_seqs: object = None,
+    time: object = None,
+) -> tuple[str, str, SurfaceOp | None, tuple[int, ...] | None, int]:
+    """``validate_new_event`` without detaching the data: ``(type, data_json, surface_op,
+    source_event_seqs, time)``, for a caller that decodes many data texts at once."""
     if not isinstance(type, str) or not type:
         raise InvalidEventError(f"event type must be a non-empty str, got {type!r}")
     if not isinstance(data, Mapping):
@@ -257,14 +293,7 @@ def validate_new_event(
     elif not _is_int(time):
         raise InvalidEventError(f"event time must be int epoch milliseconds, got {time!r}")
     assert isinstance(time, int)
-    return ValidatedEvent(
-        type=type,
-        data=loads_exact(data_json),
-        data_json=data_json,
-        surface_op=surface_op,
-        source_event_seqs=seqs,
-        time=time,
-    )
+    return type, data_json, surface_op, seqs, time
 
 
 # --------------------------------------------------------------------------- messages

@@ -6,9 +6,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from core.log import Event, SessionHeader
+from core.log import Event, SessionHeader, SurfaceOutline
 
-__all__ = ["SessionQueryLike", "SessionTitle", "SurfaceSnapshot", "SurfaceWindow"]
+__all__ = [
+    "SessionQueryLike",
+    "SessionTitle",
+    "SurfaceOutlineSnapshot",
+    "SurfaceSnapshot",
+    "SurfaceWindow",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,6 +25,16 @@ class SurfaceSnapshot:
     session: SessionHeader
     captured_through_seq: int | None
     events: tuple[Event, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SurfaceOutlineSnapshot:
+    """``SurfaceSnapshot`` without event data: the folded surface's ``SurfaceOutline``
+    rows (node order), each saying what it projects to (see ``projection_code``)."""
+
+    session: SessionHeader
+    captured_through_seq: int | None
+    nodes: tuple[SurfaceOutline, ...]
 
 
 @dataclass(frozen=True, slots=True)

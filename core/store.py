@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from core.log import Event, NewEvent, SessionHeader, SurfaceOp, SurfaceRow
+from core.log import Event, NewEvent, SessionHeader, SurfaceOp, SurfaceOutline, SurfaceRow
 from core.query import SessionTitle
 
 __all__ = ["SessionStore"]
@@ -51,6 +51,28 @@ class SessionStore(Protocol):
     ) -> tuple[SessionHeader, int | None, list[SurfaceRow]]:
         """Like ``read_surface_events`` without types, times and data: enough to fold the
         surface and learn its seqs cheaply (then ``read_events_at`` fetches what is shown)."""
+        ...
+
+    async def read_surface_tail(
+        self, session_id: str, count: int
+    ) -> tuple[SessionHeader, int | None, list[SurfaceRow]]:
+        """Header, last raw seq and the session's ``count`` highest-seq surface rows (as
+        ``read_surface_rows`` gives them: every event with a surface op, folded or not),
+        in seq order; fewer when it has fewer. One consistent read whose cost does not
+        grow with the session (SQLite: one backwards range of the surface index).
+        ``count`` is a non-negative int (else ``ValueError``)."""
+        ...
+
+    async def read_surface_outline(
+        self, session_id: str
+    ) -> tuple[SessionHeader, int | None, list[SurfaceOutline]]:
+        """Like ``read_surface_rows`` (same rows, same order, one consistent read), each row
+        with its event's ``projection``: ``core.references.projection.projection_code`` of
+        the event (``-1``: no message; else ``4 * UTF-8 bytes of the projected text +
+        2 * checkpoint + 1 for an assistant message``). A store computes it when the event
+        is appended and keeps it beside the event (the SQLite store in a column; rows
+        written before it existed are computed at read time), so reading it costs no
+        event data: ``prepare`` then reads only the bodies retention keeps."""
         ...
 
     async def read_events_at(self, session_id: str, seqs: Sequence[int]) -> list[Event]:

@@ -13,15 +13,18 @@ from core.log import (
     NewEvent,
     SessionHeader,
     SurfaceOp,
+    SurfaceOutline,
     SurfaceRow,
     ValidatedEvent,
     now_ms,
 )
 from core.query import SessionTitle
+from core.references.projection import projection_code
 from core.surface import SurfaceFolder
 from stores.validation import (
     KIND_TITLE,
     check_batch,
+    check_count,
     check_seqs,
     check_session_id,
     check_session_ids,
@@ -250,6 +253,27 @@ class MemorySessionStore:
             last,
             [
                 SurfaceRow(e.seq, e.surface_op, e.source_event_seqs)
+                for e in events
+                if e.surface_op is not None
+            ],
+        )
+
+    async def read_surface_tail(
+        self, session_id: str, count: int
+    ) -> tuple[SessionHeader, int | None, list[SurfaceRow]]:
+        limit = check_count(count)
+        header, last, rows = await self.read_surface_rows(session_id)
+        return header, last, rows[len(rows) - min(limit, len(rows)) :]
+
+    async def read_surface_outline(
+        self, session_id: str
+    ) -> tuple[SessionHeader, int | None, list[SurfaceOutline]]:
+        header, last, events = await self.read_surface_events(session_id)
+        return (
+            header,
+            last,
+            [
+                SurfaceOutline(e.seq, e.surface_op, e.source_event_seqs, projection_code(e))
                 for e in events
                 if e.surface_op is not None
             ],

@@ -40,6 +40,7 @@ from core.log import (
     NewEvent,
     SessionHeader,
     SurfaceOp,
+    SurfaceOutline,
     SurfaceRow,
     ValidatedEvent,
     build_event,
@@ -48,6 +49,7 @@ from core.log import (
     surface_op_to_json,
 )
 from core.query import SessionTitle
+from core.references.projection import projection_code
 from core.surface import SurfaceFolder
 from stores.pglocation import PgLocation, connect_error
 from stores.validation import (
@@ -55,6 +57,7 @@ from stores.validation import (
     KIND_TITLE,
     batch_has_replace,
     check_batch,
+    check_count,
     check_seqs,
     check_session_id,
     check_session_ids,
@@ -749,9 +752,36 @@ class PostgresSessionStore:
             session_id, "seq, surface_op, source_event_seqs", self._decode_surface_rows
         )
 
+    async def read_surface_tail(
+        self, session_id: str, count: int
+    ) -> tuple[SessionHeader, int | None, list[SurfaceRow]]:
+        limit = check_count(count)
+        return await self._read_surface(
+            session_id, "seq, surface_op, source_event_seqs", self._decode_surface_rows, limit
+        )
+
+    async def read_surface_outline(
+        self, session_id: str
+    ) -> tuple[SessionHeader, int | None, list[SurfaceOutline]]:
+        # The projection is computed from each event at read time here: one surface read,
+        # as before (a stored projection column, as SQLite keeps, is left to a migration).
+        header, last, events = await self.read_surface_events(session_id)
+        outline = [
+            SurfaceOutline(e.seq, e.surface_op, e.source_event_seqs, projection_code(e))
+            for e in events
+            if e.surface_op is not None
+        ]
+        return header, last, outline
+
     async def _read_surface(
-        self, session_id: str, columns: str, decode: Callable[[list[Any]], list[T]]
+        self,
+        session_id: str,
+        columns: str,
+        decode: Callable[[list[Any]], list[T]],
+        newest: int | None = None,
     ) -> tuple[SessionHeader, int | None, list[T]]:
+        """The surface rows in seq order: all of them, or only the ``newest`` (read
+        backwards through the surface index)."""
         sid = check_session_id(session_id)
 
         async def body(
@@ -762,12 +792,20 @@ class PostgresSessionStore:
                 "SELECT seq FROM dsh_events WHERE session_key = $1 ORDER BY seq DESC LIMIT 1",
                 key,
             )
+            if newest is None:
+                rows = await conn.fetch(
+                    f"SELECT {columns} FROM dsh_events "
+                    f"WHERE session_key = $1 AND kind = {KIND_SURFACE} ORDER BY seq",
+                    key,
+                )
+                return header, last, list(rows)
             rows = await conn.fetch(
                 f"SELECT {columns} FROM dsh_events "
-                f"WHERE session_key = $1 AND kind = {KIND_SURFACE} ORDER BY seq",
+                f"WHERE session_key = $1 AND kind = {KIND_SURFACE} ORDER BY seq DESC LIMIT $2",
                 key,
+                newest,
             )
-            return header, last, list(rows)
+            return header, last, list(reversed(rows))
 
         # One snapshot for the three reads.
         header, last, rows = await self._run(body, write=False, isolation="repeatable_read")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from core.log import Event, SessionHeader
-from core.query import SessionTitle, SurfaceSnapshot, SurfaceWindow
+from core.query import SessionTitle, SurfaceOutlineSnapshot, SurfaceSnapshot, SurfaceWindow
 from core.surface import fold_surface
 from stores.base import SessionStore
 from stores.validation import check_session_id
@@ -39,6 +39,27 @@ class SessionQuery:
             captured_through_seq=last_seq,
             events=tuple(fold_surface(surface_events)),
         )
+
+    async def read_surface_outline(self, session_id: str) -> SurfaceOutlineSnapshot:
+        """``read_surface`` without event data: the folded surface's outline rows, each
+        with what it projects to (``prepare`` reads only the bodies it keeps)."""
+        header, last_seq, rows = await self._store.read_surface_outline(session_id)
+        return SurfaceOutlineSnapshot(header, last_seq, tuple(fold_surface(rows)))
+
+    async def read_surface_tail(self, session_id: str, newest: int) -> SurfaceSnapshot:
+        """The last ``newest`` items of the current surface (node order), read in time that
+        does not grow with the session when, as usual, none of the newest surface rows is
+        a replace: the surface then ends with exactly those rows. Otherwise the surface is
+        folded from all its rows (``read_surface_window``), which is always right."""
+        if isinstance(newest, bool) or not isinstance(newest, int) or newest < 0:
+            raise ValueError(f"newest must be a non-negative int, not {newest!r}")
+        header, last_seq, rows = await self._store.read_surface_tail(session_id, newest)
+        if all(row.surface_op == "append" for row in rows):
+            tail = [row.seq for row in rows]
+            events = await self.read_events_at(session_id, tail) if tail else []
+            return SurfaceSnapshot(header, last_seq, tuple(events))
+        window = await self.read_surface_window(session_id, newest)
+        return SurfaceSnapshot(window.session, window.captured_through_seq, window.events)
 
     async def read_surface_window(self, session_id: str, newest: int) -> SurfaceWindow:
         """The surface's seqs and the events of its ``newest`` last nodes: folding reads

@@ -6,6 +6,16 @@ NUL…) and its byte order is code-point order, so ``ORDER BY id`` sorts like Py
 Event data is the JavaScript-identical JSON text from ``core.jsoncodec`` (always valid
 UTF-8: surrogates are escaped) and is parsed back with ``loads_exact``.
 
+Layout (schema v3): a session is known inside the file by an integer ``key``, not its
+text id. Runs of plain log events (streamed chunks, turn ends: no surface op, not a
+title, small data) are stored packed, many events to one row (``kind`` 3, ``n`` events
+from ``seq``; see :func:`_pack`); a large single payload is stored zlib-compressed (a
+BLOB instead of TEXT). Every event keeps its seq, and reads return exactly what was
+appended (the differential and migration tests compare them byte for byte).
+
+Durability: WAL with ``synchronous = NORMAL``: a commit survives a crash of dsh, but a
+power loss may drop the last commits (never corrupt the file).
+
 Every operation is one transaction on one connection, serialised by an ``asyncio.Lock``;
 writes use ``BEGIN IMMEDIATE`` so concurrent writers (other processes) queue on the busy
 timeout instead of failing half-way, and a residual ``SQLITE_BUSY`` is retried.
@@ -20,7 +30,9 @@ import os
 import sqlite3
 import stat
 import threading
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+import zlib
+from collections.abc import Awaitable, Callable, Container, Iterable, Sequence
+from itertools import accumulate, pairwise
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
@@ -41,6 +53,7 @@ from core.log import (
     NewEvent,
     SessionHeader,
     SurfaceOp,
+    SurfaceOutline,
     SurfaceRow,
     ValidatedEvent,
     build_event,
@@ -49,12 +62,15 @@ from core.log import (
     surface_op_to_json,
 )
 from core.query import SessionTitle
+from core.references.projection import projection_code
 from core.surface import SurfaceFolder
 from stores.validation import (
+    KIND_LOG,
     KIND_SURFACE,
     KIND_TITLE,
     batch_has_replace,
     check_batch,
+    check_count,
     check_seqs,
     check_session_id,
     check_session_ids,
@@ -114,6 +130,65 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         ) STRICT, WITHOUT ROWID
         """,
     ),
+    (
+        # v3: an integer session key in every row instead of the text id, packed runs of
+        # log events (kind 3: ``n`` events from ``seq``), compressed large payloads
+        # (``data`` a BLOB). Existing rows are copied as they are (one event each).
+        """
+        CREATE TABLE sessions_v3 (
+            key         INTEGER PRIMARY KEY,
+            id          BLOB    NOT NULL UNIQUE,       -- surrogatepass UTF-8
+            created_at  INTEGER NOT NULL,              -- epoch milliseconds
+            cwd         BLOB                           -- surrogatepass UTF-8 or NULL
+        ) STRICT
+        """,
+        "INSERT INTO sessions_v3 (id, created_at, cwd) "
+        "SELECT id, created_at, cwd FROM sessions ORDER BY created_at, id",
+        """
+        CREATE TABLE events_v3 (
+            session           INTEGER NOT NULL REFERENCES sessions_v3 (key) ON DELETE CASCADE,
+            seq               INTEGER NOT NULL CHECK (seq >= 0),  -- of the row's first event
+            n                 INTEGER NOT NULL DEFAULT 1 CHECK (n >= 1),  -- events in the row
+            type              BLOB    NOT NULL,  -- surrogatepass UTF-8 (a pack: its first's)
+            time              INTEGER NOT NULL,  -- epoch milliseconds (a pack: its last's)
+            kind              INTEGER NOT NULL CHECK (kind IN (0, 1, 2, 3)),  -- 3: a pack
+            surface_op        TEXT,              -- JSON: "append" | {"op":"replace",...} | NULL
+            source_event_seqs TEXT,              -- JSON array of seqs or NULL
+            projection        INTEGER,           -- surface events: projection_code (NULL: not known)
+            data              ANY     NOT NULL,  -- last: TEXT JSON, or BLOB: zlib JSON or a pack
+            PRIMARY KEY (session, seq),
+            CHECK ((kind = 1) = (surface_op IS NOT NULL)),
+            CHECK (kind = 3 OR n = 1)
+        ) STRICT
+        """,
+        "INSERT INTO events_v3 (session, seq, type, time, kind, data, surface_op, "
+        "source_event_seqs) SELECT s.key, e.seq, e.type, e.time, e.kind, e.data, "
+        "e.surface_op, e.source_event_seqs FROM events AS e JOIN sessions_v3 AS s "
+        "ON s.id = e.session_id ORDER BY s.key, e.seq",
+        """
+        CREATE TABLE reply_leases_v3 (
+            session     INTEGER NOT NULL PRIMARY KEY
+                                REFERENCES sessions_v3 (key) ON DELETE CASCADE,
+            owner       TEXT    NOT NULL,
+            expires_at  INTEGER NOT NULL  -- epoch milliseconds
+        ) STRICT
+        """,
+        "INSERT INTO reply_leases_v3 (session, owner, expires_at) "
+        "SELECT s.key, r.owner, r.expires_at FROM reply_leases AS r "
+        "JOIN sessions_v3 AS s ON s.id = r.session_id",
+        "DROP TABLE reply_leases",
+        "DROP TABLE events",
+        "DROP TABLE sessions",
+        "ALTER TABLE sessions_v3 RENAME TO sessions",
+        "ALTER TABLE events_v3 RENAME TO events",
+        "ALTER TABLE reply_leases_v3 RENAME TO reply_leases",
+        "CREATE INDEX sessions_by_created ON sessions (created_at DESC, id)",
+        # The surface's outline (and its rows, and the last surface seq) from the index
+        # alone: no visit to the rows, whose data may span overflow pages.
+        "CREATE INDEX events_surface ON events "
+        "(session, seq, surface_op, source_event_seqs, projection) WHERE kind = 1",
+        "CREATE INDEX events_title ON events (session, seq) WHERE kind = 2",
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -123,9 +198,23 @@ _RETRY_WINDOW_S = 30.0
 # Ids per statement in ``read_titles`` (well under SQLITE_MAX_VARIABLE_NUMBER).
 _IN_CHUNK = 500
 
-_EVENT_COLUMNS = "seq, type, time, data, surface_op, source_event_seqs"
+_EVENT_COLUMNS = "seq, n, type, time, kind, data, surface_op, source_event_seqs"
 _SEQS_PER_QUERY = 500
 """Seqs bound per ``IN (…)`` (well under SQLite's 32,766 host parameters)."""
+
+KIND_PACK = 3
+"""``kind`` of a row holding a packed run of ``n`` log events (see :func:`_pack`)."""
+_PACK_MAX_EVENTS = 512
+_PACK_MAX_BYTES = 64 * 1024
+"""A pack holds at most this many events and this much JSON (so extending one, or
+reading one event of it, stays cheap)."""
+_PACK_EVENT_MAX = 2048
+"""Larger events are stored in a row of their own."""
+_COMPRESS_MIN = 256
+"""A single event's JSON of at least this many characters is stored zlib-compressed
+(when that is smaller)."""
+_ZLIB_LEVEL = 6
+_PAGE_SIZE = 8192
 
 
 def _enc(text: str) -> bytes:
@@ -371,6 +460,10 @@ class SqliteSessionStore:
                     f"dsh understands ({SCHEMA_VERSION}); upgrade dsh"
                 )
             if not self._read_only:
+                if version == 0:
+                    # Before the first table: a new database gets larger pages (packs and
+                    # compressed messages are rows of a few KiB; less space is lost).
+                    await conn.execute(f"PRAGMA page_size = {_PAGE_SIZE}")
                 await self._retry_busy(self._enable_wal)
                 await conn.execute("PRAGMA synchronous = NORMAL")
             if version < SCHEMA_VERSION:
@@ -480,6 +573,9 @@ class SqliteSessionStore:
         Once started, the transaction runs to its end (commit or rollback) even if the
         caller is cancelled, so the connection is never left inside a transaction.
         """
+        return await self._serialised(lambda: self._transaction(body, write), write)
+
+    async def _serialised(self, transaction: Callable[[], Awaitable[T]], write: bool) -> T:
         if write and self._read_only:
             if self._read_only_reason is not None:
                 raise DiskFullError(
@@ -489,7 +585,7 @@ class SqliteSessionStore:
             raise StoreError(f"{self._path}: the database is opened read-only")
         await self._lock.acquire()
         try:
-            task = asyncio.ensure_future(self._transaction(body, write))
+            task = asyncio.ensure_future(transaction())
         except BaseException:
             self._lock.release()
             raise
@@ -524,6 +620,43 @@ class SqliteSessionStore:
         except sqlite3.Error as err:
             raise self._error("write failed" if write else "read failed", err) from err
 
+    async def _run_sync(self, body: Callable[[sqlite3.Connection], T], *, write: bool) -> T:
+        """Like :meth:`_run`, but ``body`` is plain ``sqlite3`` code run with the whole
+        transaction (BEGIN, body, COMMIT) in one call on the connection's worker thread:
+        one hand-over between threads instead of one per statement, and the CPU work
+        (encoding, decoding) off the event loop."""
+        return await self._serialised(lambda: self._transaction_sync(body, write), write)
+
+    async def _transaction_sync(self, body: Callable[[sqlite3.Connection], T], write: bool) -> T:
+        conn = self._live()
+        # aiosqlite has no public way to run a function on its thread: its ``_execute``
+        # (and ``_conn``, the sqlite3 connection that thread owns) are used instead.
+        raw: sqlite3.Connection = conn._conn
+
+        def transaction() -> T:
+            raw.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+            try:
+                result = body(raw)
+                raw.execute("COMMIT")
+            except BaseException:
+                with contextlib.suppress(sqlite3.Error):
+                    raw.execute("ROLLBACK")
+                raise
+            return result
+
+        async def attempt() -> T:
+            try:
+                result: T = await conn._execute(transaction)  # type: ignore[no-untyped-call]
+                return result
+            finally:
+                if write:
+                    self._writes += 1
+
+        try:
+            return await self._retry_busy(attempt)
+        except sqlite3.Error as err:
+            raise self._error("write failed" if write else "read failed", err) from err
+
     @staticmethod
     async def _require_session(conn: aiosqlite.Connection, session_id: str) -> SessionHeader:
         rows = list(
@@ -538,7 +671,20 @@ class SqliteSessionStore:
             id=session_id, created_at=created_at, cwd=None if cwd is None else _dec(cwd)
         )
 
-    def _decode_events(self, rows: list[Any]) -> list[Event]:
+    @staticmethod
+    def _session(raw: sqlite3.Connection, session_id: str) -> tuple[int, SessionHeader]:
+        """The session's key and header (``SessionNotFoundError`` when there is none)."""
+        row = raw.execute(
+            "SELECT key, created_at, cwd FROM sessions WHERE id = ?", (_enc(session_id),)
+        ).fetchone()
+        if row is None:
+            raise SessionNotFoundError(session_id)
+        key, created_at, cwd = row
+        return key, SessionHeader(
+            id=session_id, created_at=created_at, cwd=None if cwd is None else _dec(cwd)
+        )
+
+    def _decode_events(self, rows: list[Any], wanted: Container[int] | None = None) -> list[Event]:
         """Decode ``rows``, releasing each raw row as soon as its event exists (so the raw
         text and the decoded events of a large session are not both held in full).
 
@@ -550,7 +696,13 @@ class SqliteSessionStore:
         loads = loads_exact
         build = build_event
         try:
-            for i, (seq, raw_type, time, data, surface_op, source_seqs) in enumerate(rows):
+            for i, (seq, n, raw_type, time, kind, data, surface_op, source_seqs) in enumerate(rows):
+                if kind == KIND_PACK:
+                    out += _unpack_events(seq, n, data, wanted)
+                    rows[i] = None
+                    continue
+                if data.__class__ is bytes:
+                    data = _inflate(data)
                 type_ = types.get(raw_type)
                 if type_ is None:
                     type_ = types[raw_type] = _dec(raw_type)
@@ -563,7 +715,7 @@ class SqliteSessionStore:
                 seqs = None if source_seqs is None else _decode_seqs(source_seqs)
                 append(build(seq, type_, time, loads(data), op, seqs))
                 rows[i] = None
-        except (ValueError, TypeError) as err:
+        except (ValueError, TypeError, zlib.error) as err:
             raise StoreError(f"{self._path}: a stored event is corrupt ({err})") from err
         return out
 
@@ -616,28 +768,29 @@ class SqliteSessionStore:
         return await self._append(sid, validate_batch(events))
 
     async def _append(self, session_id: str, batch: list[ValidatedEvent]) -> list[Event]:
-        key = _enc(session_id)
-
-        async def body(conn: aiosqlite.Connection) -> list[Event]:
-            await self._require_session(conn, session_id)
+        def body(raw: sqlite3.Connection) -> list[Event]:
+            row = raw.execute(_APPEND_HEAD_SQL, (_enc(session_id),)).fetchone()
+            if row is None:
+                raise SessionNotFoundError(session_id)
+            key, last_seq, last_n, last_kind, last_data = row
             if not batch:
                 return []
-            last = await _scalar(conn, "SELECT max(seq) FROM events WHERE session_id = ?", (key,))
-            first = 0 if last is None else last + 1
+            first = 0 if last_seq is None else last_seq + last_n
             folder: SurfaceFolder[None] = SurfaceFolder()
             if batch_has_replace(batch):
-                surface = await conn.execute_fetchall(
+                surface = raw.execute(
                     "SELECT seq, surface_op, source_event_seqs FROM events "
-                    f"WHERE session_id = ? AND kind = {KIND_SURFACE} ORDER BY seq",
+                    f"WHERE session = ? AND kind = {KIND_SURFACE} ORDER BY seq",
                     (key,),
                 )
                 for seq, op, seqs in surface:
                     folder.apply(
                         seq, _decode_op(op), None if seqs is None else _decode_seqs(seqs), None
                     )
-            return await _insert_events(conn, key, first, folder, batch)
+            open_pack = (last_seq, last_n, last_data) if last_kind == KIND_PACK else None
+            return _insert_events(raw, key, first, folder, batch, open_pack)
 
-        return await self._run(body, write=True)
+        return await self._run_sync(body, write=True)
 
     async def import_session(
         self, header: SessionHeader, events: Sequence[NewEvent]
@@ -649,12 +802,12 @@ class SqliteSessionStore:
         checked = import_header(header)
         batch = validate_batch(events)
 
-        async def body(conn: aiosqlite.Connection) -> SessionHeader:
-            await _insert_session(conn, checked)
-            await _insert_events(conn, _enc(checked.id), 0, SurfaceFolder(), batch)
+        def body(raw: sqlite3.Connection) -> SessionHeader:
+            key = _insert_session_sync(raw, checked)
+            _insert_events(raw, key, 0, SurfaceFolder(), batch, None)
             return checked
 
-        return await self._run(body, write=True)
+        return await self._run_sync(body, write=True)
 
     async def delete_session(self, session_id: str) -> None:
         sid = check_session_id(session_id)
@@ -675,32 +828,32 @@ class SqliteSessionStore:
         dead: Callable[[str], bool] | None = None,
     ) -> bool:
         sid = check_session_id(session_id)
-        key = _enc(sid)
 
-        async def body(conn: aiosqlite.Connection) -> bool:
-            await self._require_session(conn, sid)
+        def body(raw: sqlite3.Connection) -> bool:
+            key, _ = self._session(raw, sid)
             now = now_ms()
             # BEGIN IMMEDIATE (a write) makes the check and the take one step for every process.
-            for held, expires_at in await conn.execute_fetchall(
-                "SELECT owner, expires_at FROM reply_leases WHERE session_id = ?", (key,)
-            ):
+            for held, expires_at in raw.execute(
+                "SELECT owner, expires_at FROM reply_leases WHERE session = ?", (key,)
+            ).fetchall():
                 if held != owner and expires_at > now and not (dead is not None and dead(held)):
                     return False
-            await conn.execute(
-                "INSERT OR REPLACE INTO reply_leases (session_id, owner, expires_at) "
-                "VALUES (?, ?, ?)",
+            raw.execute(
+                "INSERT OR REPLACE INTO reply_leases (session, owner, expires_at) VALUES (?, ?, ?)",
                 (key, owner, now + ttl_ms),
             )
             return True
 
-        return await self._run(body, write=True)
+        return await self._run_sync(body, write=True)
 
     async def release_reply_lease(self, session_id: str, owner: str) -> None:
         sid = check_session_id(session_id)
 
         async def body(conn: aiosqlite.Connection) -> None:
             await conn.execute(
-                "DELETE FROM reply_leases WHERE session_id = ? AND owner = ?", (_enc(sid), owner)
+                "DELETE FROM reply_leases WHERE owner = ? AND session = "
+                "(SELECT key FROM sessions WHERE id = ?)",
+                (owner, _enc(sid)),
             )
 
         await self._run(body, write=True)
@@ -720,16 +873,15 @@ class SqliteSessionStore:
     async def last_surface_seq(self, session_id: str) -> int | None:
         sid = check_session_id(session_id)
 
-        async def body(conn: aiosqlite.Connection) -> int | None:
-            await self._require_session(conn, sid)
-            last = await _scalar(
-                conn,
-                f"SELECT max(seq) FROM events WHERE session_id = ? AND kind = {KIND_SURFACE}",
-                (_enc(sid),),
-            )
+        def body(raw: sqlite3.Connection) -> int | None:
+            key, _ = self._session(raw, sid)
+            (last,) = raw.execute(
+                f"SELECT max(seq) FROM events WHERE session = ? AND kind = {KIND_SURFACE}",
+                (key,),
+            ).fetchone()
             return None if last is None else int(last)
 
-        return await self._run(body, write=False)
+        return await self._run_sync(body, write=False)
 
     async def _listing_key(
         self, conn: aiosqlite.Connection, name: str
@@ -783,16 +935,15 @@ class SqliteSessionStore:
     async def read_events(self, session_id: str) -> list[Event]:
         sid = check_session_id(session_id)
 
-        async def body(conn: aiosqlite.Connection) -> list[Any]:
-            await self._require_session(conn, sid)
-            rows = await conn.execute_fetchall(
-                f"SELECT {_EVENT_COLUMNS} FROM events WHERE session_id = ? ORDER BY seq",
-                (_enc(sid),),
-            )
-            return list(rows)
+        def body(raw: sqlite3.Connection) -> list[Event]:
+            key, _ = self._session(raw, sid)
+            rows = raw.execute(
+                f"SELECT {_EVENT_COLUMNS} FROM events WHERE session = ? ORDER BY seq", (key,)
+            ).fetchall()
+            # Decoded on the connection's thread: off the event loop.
+            return self._decode_events(rows)
 
-        # Decoding thousands of rows is CPU work: keep it off the event loop.
-        return await asyncio.to_thread(self._decode_events, await self._run(body, write=False))
+        return await self._run_sync(body, write=False)
 
     async def read_surface_events(
         self, session_id: str
@@ -806,6 +957,64 @@ class SqliteSessionStore:
             session_id, "seq, surface_op, source_event_seqs", self._decode_surface_rows
         )
 
+    async def read_surface_tail(
+        self, session_id: str, count: int
+    ) -> tuple[SessionHeader, int | None, list[SurfaceRow]]:
+        sid = check_session_id(session_id)
+        limit = check_count(count)
+
+        def body(raw: sqlite3.Connection) -> tuple[SessionHeader, int | None, list[SurfaceRow]]:
+            key, header = self._session(raw, sid)
+            rows = raw.execute(
+                "SELECT seq, surface_op, source_event_seqs FROM events "
+                f"WHERE session = ? AND kind = {KIND_SURFACE} ORDER BY seq DESC LIMIT ?",
+                (key, limit),
+            ).fetchall()
+            rows.reverse()
+            return header, _last_seq(raw, key), self._decode_surface_rows(rows)
+
+        return await self._run_sync(body, write=False)
+
+    async def read_surface_outline(
+        self, session_id: str
+    ) -> tuple[SessionHeader, int | None, list[SurfaceOutline]]:
+        sid = check_session_id(session_id)
+
+        def body(raw: sqlite3.Connection) -> tuple[SessionHeader, int | None, list[SurfaceOutline]]:
+            key, header = self._session(raw, sid)
+            last = _last_seq(raw, key)
+            # Index only (events_surface covers these columns).
+            rows = raw.execute(
+                "SELECT seq, surface_op, source_event_seqs, projection FROM events "
+                f"WHERE session = ? AND kind = {KIND_SURFACE} ORDER BY seq",
+                (key,),
+            ).fetchall()
+            return header, last, self._decode_outline(raw, key, rows)
+
+        return await self._run_sync(body, write=False)
+
+    def _decode_outline(
+        self, raw: sqlite3.Connection, key: int, rows: list[Any]
+    ) -> list[SurfaceOutline]:
+        out: list[SurfaceOutline] = []
+        try:
+            for seq, surface_op, source_seqs, projection in rows:
+                op = _decode_op(surface_op)
+                seqs = None if source_seqs is None else _decode_seqs(source_seqs)
+                if projection is None:  # written before projections were kept
+                    raw_type, time, data = raw.execute(
+                        "SELECT type, time, data FROM events WHERE session = ? AND seq = ?",
+                        (key, seq),
+                    ).fetchone()
+                    event = build_event(
+                        seq, _dec(raw_type), time, loads_exact(_text(data)), op, seqs
+                    )
+                    projection = projection_code(event)
+                out.append(SurfaceOutline(seq, op, seqs, projection))
+        except (ValueError, TypeError, zlib.error) as err:
+            raise StoreError(f"{self._path}: a stored event is corrupt ({err})") from err
+        return out
+
     async def _read_surface(
         self, session_id: str, columns: str, decode: Callable[[list[Any]], list[T]]
     ) -> tuple[SessionHeader, int | None, list[T]]:
@@ -813,43 +1022,55 @@ class SqliteSessionStore:
         the rows are decoded off the event loop."""
         sid = check_session_id(session_id)
 
-        async def body(
-            conn: aiosqlite.Connection,
-        ) -> tuple[SessionHeader, int | None, list[Any]]:
-            header = await self._require_session(conn, sid)
-            key = _enc(sid)
-            last = await _scalar(conn, "SELECT max(seq) FROM events WHERE session_id = ?", (key,))
-            rows = await conn.execute_fetchall(
-                f"SELECT {columns} FROM events "
-                f"WHERE session_id = ? AND kind = {KIND_SURFACE} ORDER BY seq",
+        def body(raw: sqlite3.Connection) -> tuple[SessionHeader, int | None, list[T]]:
+            key, header = self._session(raw, sid)
+            last = _last_seq(raw, key)
+            rows = raw.execute(
+                f"SELECT {columns} FROM events WHERE session = ? AND kind = {KIND_SURFACE} "
+                "ORDER BY seq",
                 (key,),
-            )
-            return header, last, list(rows)
+            ).fetchall()
+            return header, last, decode(rows)
 
-        header, last, rows = await self._run(body, write=False)
-        return header, last, await asyncio.to_thread(decode, rows)
+        return await self._run_sync(body, write=False)
 
     async def read_events_at(self, session_id: str, seqs: Sequence[int]) -> list[Event]:
         sid = check_session_id(session_id)
         wanted = check_seqs(seqs)
 
-        async def body(conn: aiosqlite.Connection) -> list[Any]:
-            await self._require_session(conn, sid)
+        wanted_set = set(wanted)
+
+        def body(raw: sqlite3.Connection) -> list[Event]:
+            key, _ = self._session(raw, sid)
             rows: list[Any] = []
-            distinct = sorted(set(wanted))
+            distinct = sorted(wanted_set)
             for start in range(0, len(distinct), _SEQS_PER_QUERY):
                 chunk = distinct[start : start + _SEQS_PER_QUERY]
-                rows.extend(
-                    await conn.execute_fetchall(
-                        f"SELECT {_EVENT_COLUMNS} FROM events WHERE session_id = ? "
-                        f"AND seq IN ({', '.join('?' * len(chunk))})",
-                        (_enc(sid), *chunk),
-                    )
-                )
-            return rows
+                rows += raw.execute(
+                    f"SELECT {_EVENT_COLUMNS} FROM events WHERE session = ? "
+                    f"AND seq IN ({', '.join('?' * len(chunk))})",
+                    (key, *chunk),
+                ).fetchall()
+            found = {row[0] for row in rows}
+            # The rest are inside packs: fetch each covering pack once.
+            covered = -1
+            for seq in distinct:
+                if seq in found or seq <= covered:
+                    continue
+                row = raw.execute(
+                    f"SELECT {_EVENT_COLUMNS} FROM events WHERE session = ? AND seq <= ? "
+                    "ORDER BY seq DESC LIMIT 1",
+                    (key, seq),
+                ).fetchone()
+                if row is None or row[0] in found:
+                    continue
+                found.add(row[0])
+                covered = row[0] + row[1] - 1
+                if covered >= seq:
+                    rows.append(row)
+            return self._decode_events(rows, wanted_set)
 
-        rows = await self._run(body, write=False)
-        by_seq = {event.seq: event for event in await asyncio.to_thread(self._decode_events, rows)}
+        by_seq = {event.seq: event for event in await self._run_sync(body, write=False)}
         for seq in wanted:
             if seq not in by_seq:
                 raise missing_seq_error(sid, seq)
@@ -863,7 +1084,12 @@ class SqliteSessionStore:
             return {}
 
         def select(id_count: int | None) -> str:
-            where = "" if id_count is None else f" AND session_id IN ({', '.join('?' * id_count)})"
+            where = (
+                ""
+                if id_count is None
+                else " AND session IN (SELECT key FROM sessions "
+                f"WHERE id IN ({', '.join('?' * id_count)}))"
+            )
             return titles_sql(where)
 
         async def body(conn: aiosqlite.Connection) -> tuple[tuple[int, int], Any, list[Any]]:
@@ -918,8 +1144,11 @@ class SqliteSessionStore:
                 if entry is None:
                     sid, seq, time, data = row
                     try:
-                        entry = memo[row] = (_dec(sid), title_of(seq, time, loads_exact(data)))
-                    except (ValueError, TypeError, KeyError) as err:
+                        entry = memo[row] = (
+                            _dec(sid),
+                            title_of(seq, time, loads_exact(_text(data))),
+                        )
+                    except (ValueError, TypeError, KeyError, zlib.error) as err:
                         raise StoreError(
                             f"{self._path}: a stored title is corrupt ({err})"
                         ) from err
@@ -937,70 +1166,277 @@ def titles_sql(where: str = "") -> str:
     ``(session_id, seq)`` instead costs a second index search per session, ~1.7x).
     """
     return (
-        "SELECT e.session_id, e.seq, e.time, e.data FROM ("
+        "SELECT s.id, e.seq, e.time, e.data FROM ("
         f"SELECT max(seq), rowid AS r FROM events WHERE kind = {KIND_TITLE}{where} "
-        "GROUP BY session_id) AS t "
-        "JOIN events AS e ON e.rowid = t.r"
+        "GROUP BY session) AS t "
+        "JOIN events AS e ON e.rowid = t.r JOIN sessions AS s ON s.key = e.session"
     )
 
 
 LAST_EVENT_TIMES_SQL = (
-    "SELECT s.id, (SELECT e.time FROM events AS e WHERE e.session_id = s.id "
+    "SELECT s.id, (SELECT e.time FROM events AS e WHERE e.session = s.key "
     "ORDER BY e.seq DESC LIMIT 1) FROM sessions AS s"
 )
 """The ``time`` of each session's last event (``NULL`` without events): per session, one descending seek in the
-primary-key index ``(session_id, seq)``, so the cost grows with the number of sessions,
+primary-key index ``(session, seq)`` (a pack's ``time`` is its last event's), so the cost grows with the number of sessions,
 not of events (a ``GROUP BY`` over ``events`` would read every event's index entry)."""
+
+
+_INSERT_SESSION_SQL = "INSERT INTO sessions (id, created_at, cwd) VALUES (?, ?, ?)"
+
+
+def _session_params(header: SessionHeader) -> tuple[bytes, int | None, bytes | None]:
+    return (_enc(header.id), header.created_at, None if header.cwd is None else _enc(header.cwd))
 
 
 async def _insert_session(conn: aiosqlite.Connection, header: SessionHeader) -> None:
     try:
-        await conn.execute(
-            "INSERT INTO sessions (id, created_at, cwd) VALUES (?, ?, ?)",
-            (_enc(header.id), header.created_at, None if header.cwd is None else _enc(header.cwd)),
-        )
+        await conn.execute(_INSERT_SESSION_SQL, _session_params(header))
     except sqlite3.IntegrityError as err:
         raise SessionExistsError(header.id) from err
 
 
-async def _insert_events(
-    conn: aiosqlite.Connection,
-    key: bytes,
+def _insert_session_sync(raw: sqlite3.Connection, header: SessionHeader) -> int:
+    """Insert the session; its new key."""
+    try:
+        cursor = raw.execute(_INSERT_SESSION_SQL, _session_params(header))
+    except sqlite3.IntegrityError as err:
+        raise SessionExistsError(header.id) from err
+    key = cursor.lastrowid
+    assert key is not None
+    return key
+
+
+_APPEND_HEAD_SQL = (
+    "SELECT s.key, e.seq, e.n, e.kind, CASE WHEN e.kind = 3 THEN e.data END "
+    "FROM sessions AS s LEFT JOIN events AS e ON e.session = s.key "
+    "AND e.seq = (SELECT max(seq) FROM events WHERE session = s.key) WHERE s.id = ?"
+)
+"""A session's key and its last row (seq, n, kind, and its data when it is a pack)."""
+
+_INSERT_EVENT_SQL = (
+    "INSERT INTO events (session, seq, n, type, time, kind, data, surface_op, "
+    "source_event_seqs, projection) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
+
+def _last_seq(raw: sqlite3.Connection, key: int) -> int | None:
+    row = raw.execute(
+        "SELECT seq + n - 1 FROM events WHERE session = ? ORDER BY seq DESC LIMIT 1", (key,)
+    ).fetchone()
+    return None if row is None else int(row[0])
+
+
+def _text(data: str | bytes) -> str:
+    """A stored single event's JSON text (a BLOB is its zlib-compressed UTF-8)."""
+    return data if data.__class__ is str else _inflate(data)  # type: ignore[arg-type]
+
+
+def _inflate(data: bytes) -> str:
+    return zlib.decompress(data).decode("utf-8")
+
+
+def _stored_data(text: str) -> str | bytes:
+    """What a single event's JSON is stored as: itself, or compressed when large."""
+    if len(text) < _COMPRESS_MIN:
+        return text
+    raw = text.encode("utf-8")
+    packed = zlib.compress(raw, _ZLIB_LEVEL)
+    return packed if len(packed) < len(raw) * 0.9 else text
+
+
+def _pack(types: Sequence[str], times: Sequence[int], datas: Sequence[str]) -> bytes:
+    """A run of log events as one zlib-compressed BLOB.
+
+    Uncompressed it is lines: a JSON header ``[types, index, times]`` (the distinct
+    types; ``0`` when there is one, else each event's index into them; the first time
+    then each event's difference from the one before), then each event's data JSON text
+    on a line of its own (JSON text never holds a raw newline). All of them decode as
+    one JSON array (newlines made commas); a few are decoded alone.
+    """
+    return _pack_text(types, times, "\n".join(datas))
+
+
+def _pack_text(types: Sequence[str], times: Sequence[int], lines: str) -> bytes:
+    table = list(dict.fromkeys(types))
+    if len(table) == 1:
+        index: int | list[int] = 0
+    else:
+        position = {t: i for i, t in enumerate(table)}
+        index = [position[t] for t in types]
+    deltas = [times[0], *(b - a for a, b in pairwise(times))]
+    header = json.dumps([table, index, deltas], separators=(",", ":"))
+    return zlib.compress((header + "\n" + lines).encode("utf-8"), _ZLIB_LEVEL)
+
+
+def _unpack(blob: bytes) -> tuple[list[str], list[int], str]:
+    """The types, times and data lines of a pack."""
+    header, lines = _inflate(blob).split("\n", 1)
+    table, index, deltas = json.loads(header)
+    times = list(accumulate(deltas))
+    types = [table[0]] * len(times) if index == 0 else [table[i] for i in index]
+    return types, times, lines
+
+
+def _unpack_events(
+    first: int, n: int, blob: bytes, wanted: Container[int] | None = None
+) -> list[Event]:
+    """The pack's events (only those whose seq is in ``wanted``, when given)."""
+    types, times, lines = _unpack(blob)
+    build = build_event
+    if wanted is not None:
+        texts = lines.split("\n")
+        if len(texts) != n or len(types) != n:
+            raise ValueError(f"a pack of {n} events holds {len(texts)}")
+        picked = [i for i in range(n) if first + i in wanted]
+        datas = loads_exact("[" + ",".join([texts[i] for i in picked]) + "]")
+        return [
+            build(first + i, types[i], times[i], data, None, None)
+            for i, data in zip(picked, datas, strict=True)
+        ]
+    datas = loads_exact("[" + lines.replace("\n", ",") + "]")
+    if not (len(types) == len(datas) == n):
+        raise ValueError(f"a pack of {n} events holds {len(datas)}")
+    return [
+        build(first + i, type_, time, data, None, None)
+        for i, (type_, time, data) in enumerate(zip(types, times, datas, strict=True))
+    ]
+
+
+def _packable(v: ValidatedEvent, kind: int) -> bool:
+    return kind == KIND_LOG and v.surface_op is None and len(v.data_json) <= _PACK_EVENT_MAX
+
+
+def _insert_events(
+    raw: sqlite3.Connection,
+    key: int,
     first: int,
     folder: SurfaceFolder[None],
     batch: Sequence[ValidatedEvent],
+    open_pack: tuple[int, int, bytes] | None,
 ) -> list[Event]:
     """Check ``batch`` against ``folder`` (see ``check_batch``), then insert it from seq
-    ``first``; the caller's transaction makes it all or nothing."""
+    ``first``; the caller's transaction makes it all or nothing.
+
+    Consecutive packable events are stored as packs; a run that starts the batch first
+    fills ``open_pack`` (the session's last row, ``(seq, n, blob)``, when it is a pack
+    ending right before ``first``), which is rewritten in place.
+    """
     check_batch(folder, first, batch)
-    await conn.executemany(
-        "INSERT INTO events (session_id, seq, type, time, kind, data, surface_op, "
-        "source_event_seqs) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        (
-            (
-                key,
-                first + i,
-                _enc(v.type),
-                v.time,
-                event_kind(v.type, v.data, v.surface_op is not None),
-                v.data_json,
-                None if v.surface_op is None else _encode_op(v.surface_op),
-                None if v.source_event_seqs is None else _encode_seqs(v.source_event_seqs),
+    kinds = [event_kind(v.type, v.data, v.surface_op is not None) for v in batch]
+    rows: list[tuple[Any, ...]] = []
+    i, count = 0, len(batch)
+    while i < count:
+        v = batch[i]
+        if not _packable(v, kinds[i]):
+            rows.append(
+                (
+                    key,
+                    first + i,
+                    1,
+                    _enc(v.type),
+                    v.time,
+                    kinds[i],
+                    _stored_data(v.data_json),
+                    None if v.surface_op is None else _encode_op(v.surface_op),
+                    None if v.source_event_seqs is None else _encode_seqs(v.source_event_seqs),
+                    None
+                    if v.surface_op is None
+                    else projection_code(
+                        build_event(first + i, v.type, v.time, v.data, v.surface_op, None)
+                    ),
+                )
             )
-            for i, v in enumerate(batch)
-        ),
-    )
+            i += 1
+            continue
+        end = i + 1
+        while end < count and _packable(batch[end], kinds[end]):
+            end += 1
+        if i == 0 and open_pack is not None:
+            i = _extend_pack(raw, key, first, open_pack, batch, end)
+        while i < end:
+            stop, size = i, 0
+            while stop < end and stop - i < _PACK_MAX_EVENTS:
+                size += len(batch[stop].data_json) + 1
+                if size > _PACK_MAX_BYTES and stop > i:
+                    break
+                stop += 1
+            run = batch[i:stop]
+            if len(run) == 1:
+                rows.append(
+                    (
+                        key,
+                        first + i,
+                        1,
+                        _enc(run[0].type),
+                        run[0].time,
+                        KIND_LOG,
+                        _stored_data(run[0].data_json),
+                        None,
+                        None,
+                        None,
+                    )
+                )
+            else:
+                rows.append(
+                    (
+                        key,
+                        first + i,
+                        len(run),
+                        _enc(run[0].type),
+                        run[-1].time,
+                        KIND_PACK,
+                        _pack(
+                            [e.type for e in run], [e.time for e in run], [e.data_json for e in run]
+                        ),
+                        None,
+                        None,
+                        None,
+                    )
+                )
+            i = stop
+    raw.executemany(_INSERT_EVENT_SQL, rows)
+    build = build_event
     return [
-        Event(
-            seq=first + i,
-            type=v.type,
-            time=v.time,
-            data=v.data,
-            surface_op=v.surface_op,
-            source_event_seqs=v.source_event_seqs,
-        )
+        build(first + i, v.type, v.time, v.data, v.surface_op, v.source_event_seqs)
         for i, v in enumerate(batch)
     ]
+
+
+def _extend_pack(
+    raw: sqlite3.Connection,
+    key: int,
+    first: int,
+    open_pack: tuple[int, int, bytes],
+    batch: Sequence[ValidatedEvent],
+    end: int,
+) -> int:
+    """Move as many of ``batch[:end]`` into the open pack as it has room for; the index
+    of the first event left over."""
+    seq, n, blob = open_pack
+    if seq + n != first or n >= _PACK_MAX_EVENTS:
+        return 0
+    types, times, lines = _unpack(blob)
+    size = len(lines)
+    take = 0
+    while take < end and n + take < _PACK_MAX_EVENTS:
+        size += len(batch[take].data_json) + 1
+        if size > _PACK_MAX_BYTES:
+            break
+        take += 1
+    if take == 0:
+        return 0
+    added = batch[:take]
+    datas = [e.data_json for e in added]
+    merged = lines + "\n" + "\n".join(datas)
+    header_types = [*types, *(e.type for e in added)]
+    header_times = [*times, *(e.time for e in added)]
+    blob = _pack_text(header_types, header_times, merged)
+    raw.execute(
+        "UPDATE events SET n = ?, time = ?, data = ? WHERE session = ? AND seq = ?",
+        (n + take, added[-1].time, blob, key, seq),
+    )
+    return take
 
 
 def _encode_op(op: SurfaceOp) -> str:

@@ -11,13 +11,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from core.errors import InvalidEventError
-from core.jsoncodec import FrozenDict
+from core.jsoncodec import FrozenDict, loads_exact
 from core.log import (
     SESSION_TITLE,
     NewEvent,
     Replace,
     SessionHeader,
+    SurfaceOp,
     ValidatedEvent,
+    check_new_event,
     now_ms,
     validate_new_event,
 )
@@ -31,6 +33,7 @@ __all__ = [
     "KIND_TITLE",
     "batch_has_replace",
     "check_batch",
+    "check_count",
     "check_seqs",
     "check_session_id",
     "check_session_ids",
@@ -83,6 +86,14 @@ def check_seqs(seqs: object) -> tuple[int, ...]:
     return out
 
 
+def check_count(count: object) -> int:
+    """A count of rows to read: a non-negative int (``ValueError`` otherwise)."""
+    if not _is_int64(count) or count < 0:  # type: ignore[operator]
+        raise ValueError(f"count must be a non-negative int, not {count!r}")
+    assert isinstance(count, int)
+    return count
+
+
 def missing_seq_error(session_id: str, seq: int) -> InvalidEventError:
     return InvalidEventError(f"session {session_id!r} has no event with seq {seq}")
 
@@ -112,18 +123,29 @@ def validate_batch(events: Sequence[NewEvent]) -> list[ValidatedEvent]:
     """Shape-check every event of a batch (nothing here depends on the log)."""
     if isinstance(events, (str, bytes, Mapping)) or not isinstance(events, Sequence):
         raise InvalidEventError("append_batch takes a sequence of NewEvent")
-    out: list[ValidatedEvent] = []
+    checked: list[tuple[str, str, SurfaceOp | None, tuple[int, ...] | None, int]] = []
     for index, event in enumerate(events):
         if not isinstance(event, NewEvent):
             raise InvalidEventError(
                 f"batch item {index} is a {type(event).__name__}, not a NewEvent"
             )
-        out.append(
-            validate_event(
-                event.type, event.data, event.surface_op, event.source_event_seqs, event.time
-            )
+        item = check_new_event(
+            event.type, event.data, event.surface_op, event.source_event_seqs, event.time
         )
-    return out
+        if event.time is not None:  # the store's own clock needs no check
+            check_epoch_ms(item[4], "event time")
+        checked.append(item)
+    if not checked:
+        return []
+    # The data detached and frozen in one parse of the whole batch (one JSON array):
+    # each item is exactly what parsing its own text gives.
+    datas = loads_exact("[" + ",".join(item[1] for item in checked) + "]")
+    return [
+        ValidatedEvent(
+            type=type_, data=data, data_json=text, surface_op=op, source_event_seqs=seqs, time=t
+        )
+        for (type_, text, op, seqs, t), data in zip(checked, datas, strict=True)
+    ]
 
 
 def validate_event(

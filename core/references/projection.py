@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal, NamedTuple
 
-from core.jsoncodec import FrozenDict, FrozenList
+from core.jsoncodec import FrozenDict, FrozenList, utf8_len
 from core.log import (
     ASSISTANT_MESSAGE,
     STEERING_MESSAGE,
@@ -19,7 +19,7 @@ from core.log import (
     message_text,
 )
 
-__all__ = ["ProjectedMessage", "project_surface"]
+__all__ = ["NO_MESSAGE", "ProjectedMessage", "project_surface", "projection_code"]
 
 
 class ProjectedMessage(NamedTuple):
@@ -88,3 +88,23 @@ def project_surface(events: Iterable[Event]) -> list[ProjectedMessage]:
             # tuple.__new__: the NamedTuple's own __new__ is a Python function
             append(_new_tuple(ProjectedMessage, (role, text, checkpoint)))
     return out
+
+
+NO_MESSAGE = -1
+"""``projection_code`` of an event that projects to no message."""
+
+
+def projection_code(event: Event) -> int:
+    """What ``project_surface`` makes of this one surface event, as one int a store can
+    keep beside it: ``NO_MESSAGE``, or ``4 * UTF-8 bytes of the text + 2 * checkpoint +
+    (1 for the assistant)``. Projection looks at each event alone, so the codes of a
+    surface's events say which of them give messages, and how long, without their data."""
+    out = project_surface((event,))
+    if not out:
+        return NO_MESSAGE
+    message = out[0]
+    return (
+        utf8_len(message.text) * 4
+        + (2 if message.checkpoint else 0)
+        + (1 if message.role == "assistant" else 0)
+    )

@@ -25,6 +25,8 @@ __all__ = [
     "RetentionStats",
     "omitted_marker",
     "retain_source",
+    "retain_source_after",
+    "retention_cut",
     "truncate_head_tail",
 ]
 
@@ -134,6 +136,103 @@ def _budget_exceeded(session_id: str, max_bytes: int, why: str) -> SessionRefere
     )
 
 
+def _shell(
+    session_id: str, label: str, cwd: str | None, captured_through_seq: int | None
+) -> dict[str, Any]:
+    return {
+        "sessionId": session_id,
+        "label": label,
+        "cwd": cwd,
+        "capturedThroughSeq": captured_through_seq,
+        "conversation": [],
+    }
+
+
+def _overhead() -> dict[str, int]:
+    return {
+        role: tag_safe_json_size({"role": role, "text": ""}) - 2 for role in ("user", "assistant")
+    }
+
+
+def retention_cut(
+    *,
+    session_id: str,
+    label: str,
+    cwd: str | None,
+    captured_through_seq: int | None,
+    outline: Sequence[tuple[str, bool, int]],
+    max_bytes: int,
+) -> int:
+    """Where ``retain_source`` may start needing texts, knowing only each message's
+    ``(role, checkpoint, UTF-8 bytes of its text)``.
+
+    Every message before the returned index that is not a checkpoint is dropped by
+    ``retain_source`` whatever its text: its drop phase sizes an item as its role's
+    overhead plus the JSON size of its text, never less than the text's UTF-8 bytes plus
+    two quotes, so its walk back from the newest stops at this index or after it (this
+    walk is the same one with those lower bounds). ``retain_source_after`` then gives the
+    exact result from the checkpoints before the index and the messages from it on.
+    """
+    overhead = _overhead()
+    total = tag_safe_json_size(_shell(session_id, label, cwd, captured_through_seq))
+    count = len(outline)
+    last = count - 1
+    kept = 0
+    for i, (role, checkpoint, size) in enumerate(outline):
+        if checkpoint or i == last:
+            total += overhead[role] + size + 2
+            kept += 1
+    cursor = last - 1
+    while cursor >= 0:
+        role, checkpoint, size = outline[cursor]
+        if not checkpoint:
+            least = overhead[role] + size + 2
+            if total + least + kept > max_bytes:
+                break
+            total += least
+            kept += 1
+        cursor -= 1
+    return max(cursor, 0)
+
+
+def retain_source_after(
+    *,
+    session_id: str,
+    label: str,
+    cwd: str | None,
+    captured_through_seq: int | None,
+    messages: Sequence[ProjectedMessage],
+    skipped_messages: int,
+    skipped_bytes: int,
+    max_bytes: int,
+) -> RetainedSource:
+    """``retain_source`` of a conversation of which only the checkpoints before a
+    ``retention_cut`` and the messages from it on are given (``messages``); the others,
+    ``skipped_messages`` non-checkpoint messages of ``skipped_bytes`` UTF-8 bytes, count
+    as omitted. Byte for byte what ``retain_source`` returns for the whole conversation."""
+    retained = retain_source(
+        session_id=session_id,
+        label=label,
+        cwd=cwd,
+        captured_through_seq=captured_through_seq,
+        messages=messages,
+        max_bytes=max_bytes,
+    )
+    if not skipped_messages:
+        return retained
+    stats = retained.stats
+    return RetainedSource(
+        retained.source,
+        RetentionStats(
+            compacted=stats.compacted,
+            original_messages=stats.original_messages + skipped_messages,
+            retained_messages=stats.retained_messages,
+            omitted_messages=stats.omitted_messages + skipped_messages,
+            omitted_bytes=stats.omitted_bytes + skipped_bytes,
+        ),
+    )
+
+
 def retain_source(
     *,
     session_id: str,
@@ -147,17 +246,9 @@ def retain_source(
 
     Raises ``BUDGET_EXCEEDED`` when it cannot fit (never returns a partial source).
     """
-    shell: dict[str, Any] = {
-        "sessionId": session_id,
-        "label": label,
-        "cwd": cwd,
-        "capturedThroughSeq": captured_through_seq,
-        "conversation": [],
-    }
+    shell = _shell(session_id, label, cwd, captured_through_seq)
     count = len(messages)
-    overhead = {
-        role: tag_safe_json_size({"role": role, "text": ""}) - 2 for role in ("user", "assistant")
-    }
+    overhead = _overhead()
     texts = [m.text for m in messages]
     alive = [True] * count
     omitted_messages = 0

@@ -10,8 +10,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.gcpause import gc_paused
-from core.log import SessionHeader, text_block, user_message
-from core.query import SessionQueryLike, SessionTitle, SurfaceSnapshot
+from core.jsoncodec import utf8_len
+from core.log import Event, SessionHeader, text_block, user_message
+from core.query import SessionQueryLike, SessionTitle, SurfaceOutlineSnapshot, SurfaceSnapshot
 from core.references.cancellation import CancelRequested, TaskFailed, gather_cancellable
 from core.references.config import (
     SESSION_REFERENCE_CANCELLED,
@@ -30,7 +31,7 @@ from core.references.prompt import (
     render_reference_prompt,
     session_reference_source,
 )
-from core.references.retention import retain_source
+from core.references.retention import retain_source_after, retention_cut
 
 __all__ = [
     "PreparedReferencedMessage",
@@ -65,6 +66,10 @@ class _Projected:
     cwd: str | None
     captured_through_seq: int | None
     messages: list[ProjectedMessage]
+    # Messages left unread because retention drops them whatever their text (see
+    # ``retention_cut``): how many, and their UTF-8 bytes.
+    skipped_messages: int = 0
+    skipped_bytes: int = 0
 
 
 def _cancelled() -> SessionReferenceError:
@@ -254,14 +259,63 @@ class SessionReferenceService:
         )
         return PreparedReferencedMessage(content_copy, message)
 
+    async def _read_kept(
+        self,
+        ref: SessionReferenceInput,
+        outline: Callable[[str], Awaitable[object]],
+        read_at: Callable[[str, Sequence[int]], Awaitable[Sequence[Event]]],
+    ) -> _Projected | object | None:
+        """Read only what retention can keep: the surface's outline (no event data), then
+        the bodies of the checkpoints and of the newest messages from ``retention_cut`` on.
+        ``None`` when the outline disagrees with the bodies (then the whole surface is read)."""
+        snapshot = await outline(ref.session_id)
+        if not isinstance(snapshot, SurfaceOutlineSnapshot):
+            return snapshot  # reported by the caller, in reference order
+        assert ref.label is not None
+        nodes = [node for node in snapshot.nodes if node.projection >= 0]
+        shape = [
+            ("assistant" if code & 1 else "user", bool(code & 2), code >> 2)
+            for code in (node.projection for node in nodes)
+        ]
+        cut = retention_cut(
+            session_id=ref.session_id,
+            label=ref.label,
+            cwd=snapshot.session.cwd,
+            captured_through_seq=snapshot.captured_through_seq,
+            outline=shape,
+            max_bytes=self._config.max_reference_bytes,
+        )
+        kept = [i for i in range(cut) if shape[i][1]] + list(range(cut, len(nodes)))
+        events = await read_at(ref.session_id, [nodes[i].seq for i in kept]) if kept else []
+        messages = project_surface(events)
+        if [(m.role, m.checkpoint, utf8_len(m.text)) for m in messages] != [shape[i] for i in kept]:
+            return None
+        skipped = [shape[i][2] for i in range(cut) if not shape[i][1]]
+        return _Projected(
+            snapshot.session.cwd,
+            snapshot.captured_through_seq,
+            messages,
+            len(skipped),
+            sum(skipped),
+        )
+
     async def _read_and_retain(
         self, refs: list[SessionReferenceInput], cancel: asyncio.Event | None
     ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         """Read every source concurrently, project each as it arrives, then bound each one:
         the source objects and the prompt entries, in reference order."""
 
-        def reader(session_id: str) -> Callable[[], Awaitable[_Projected | object]]:
+        outline = getattr(self._query, "read_surface_outline", None)
+        read_at = getattr(self._query, "read_events_at", None)
+
+        def reader(ref: SessionReferenceInput) -> Callable[[], Awaitable[_Projected | object]]:
+            session_id = ref.session_id
+
             async def read() -> _Projected | object:
+                if outline is not None and read_at is not None:
+                    bounded = await self._read_kept(ref, outline, read_at)
+                    if bounded is not None:
+                        return bounded
                 snapshot: object = await self._query.read_surface(session_id)
                 if not isinstance(snapshot, SurfaceSnapshot):
                     return snapshot  # reported below, in reference order
@@ -277,7 +331,7 @@ class SessionReferenceService:
 
         projected = await self._read(
             "session",
-            [reader(ref.session_id) for ref in refs],
+            [reader(ref) for ref in refs],
             [repr(ref.session_id) for ref in refs],
             cancel,
             [ref.session_id for ref in refs],
@@ -292,12 +346,14 @@ class SessionReferenceService:
                     session_id=ref.session_id,
                 )
             assert ref.label is not None
-            retained = retain_source(
+            retained = retain_source_after(
                 session_id=ref.session_id,
                 label=ref.label,
                 cwd=source.cwd,
                 captured_through_seq=source.captured_through_seq,
                 messages=source.messages,
+                skipped_messages=source.skipped_messages,
+                skipped_bytes=source.skipped_bytes,
                 max_bytes=self._config.max_reference_bytes,
             )
             sources.append(retained.source)

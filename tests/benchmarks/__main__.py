@@ -18,7 +18,9 @@ from tests.benchmarks import (
     bench_append,
     bench_candidates,
     bench_prepare,
+    bench_prepare_scale,
     bench_retention,
+    bench_storage,
     bench_stores,
     bench_ui,
 )
@@ -31,6 +33,8 @@ WORKLOADS: dict[str, Callable[[Settings], Any]] = {
     "append": bench_append.run_workload,
     "ui": bench_ui.run_workload,
     "stores": bench_stores.run_workload,
+    "storage": bench_storage.run_workload,
+    "prepare_scale": bench_prepare_scale.run_workload,
 }
 
 

@@ -113,7 +113,7 @@ def format_table(rows: list[Row]) -> str:
             row.workload,
             row.size,
             _fmt(row.ours, row.unit),
-            _fmt(row.baseline, row.unit if row.unit != "ev/s" else "s"),
+            _fmt(row.baseline, row.unit),
             "-" if row.ratio is None else f"{row.ratio:,.2f}x",
             row.target,
             "-" if row.met is None else ("yes" if row.met else "NO"),

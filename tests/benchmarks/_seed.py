@@ -2,7 +2,8 @@
 
 The schema comes from ``SqliteSessionStore.open`` itself; rows are then inserted in one
 transaction with plain ``sqlite3``, encoded exactly as the store encodes them (ids as
-``surrogatepass`` UTF-8 blobs, data as ``dumps_js`` text, the store's ``kind`` column).
+``surrogatepass`` UTF-8 blobs, each event in a row of its own keyed by the session's
+integer key, data as ``dumps_js`` text, the store's ``kind`` column).
 ``check_seeded`` reads a sample back through the store to prove the rows are well formed.
 """
 
@@ -103,10 +104,11 @@ def seed_sessions(path: Path, count: int) -> list[SessionHeader]:
         conn.executemany(
             "INSERT INTO sessions (id, created_at, cwd) VALUES (?, ?, ?)", session_rows
         )
+        keys = dict(conn.execute("SELECT id, key FROM sessions"))
         conn.executemany(
-            "INSERT INTO events (session_id, seq, type, time, kind, data, surface_op) "
+            "INSERT INTO events (session, seq, type, time, kind, data, surface_op) "
             "VALUES (?, ?, ?, ?, ?, ?, ?)",
-            event_rows,
+            ((keys[row[0]], *row[1:]) for row in event_rows),
         )
         conn.execute("COMMIT")
     finally:

@@ -14,6 +14,7 @@ import json
 import sqlite3
 import tempfile
 import tracemalloc
+import zlib
 from pathlib import Path
 
 from core import jsoncodec
@@ -24,7 +25,15 @@ from stores.validation import KIND_SURFACE
 from tests.benchmarks._common import Row, Settings, median, time_async, time_sync
 from tests.benchmarks._data import conversation
 
-SURFACE_SQL = f"SELECT data FROM events WHERE session_id = ? AND kind = {KIND_SURFACE} ORDER BY seq"
+SESSION_KEY = "(SELECT key FROM sessions WHERE id = ?)"
+SURFACE_SQL = (
+    f"SELECT data FROM events WHERE session = {SESSION_KEY} AND kind = {KIND_SURFACE} ORDER BY seq"
+)
+
+
+def text(data: str | bytes) -> str:
+    """A stored event's JSON text (large ones are stored zlib-compressed)."""
+    return data if isinstance(data, str) else zlib.decompress(data).decode()
 
 
 def floor(path: Path, ids: list[str]) -> int:
@@ -33,7 +42,7 @@ def floor(path: Path, ids: list[str]) -> int:
         count = 0
         for sid in ids:
             rows = conn.execute(SURFACE_SQL, (sid.encode(),)).fetchall()
-            count += len([json.loads(data) for (data,) in rows])
+            count += len([json.loads(text(data)) for (data,) in rows])
         return count
     finally:
         conn.close()
@@ -44,12 +53,9 @@ def bytes_read(path: Path, ids: list[str]) -> int:
     try:
         total = 0
         for sid in ids:
-            (size,) = conn.execute(
-                "SELECT sum(length(CAST(data AS BLOB))) FROM events "
-                f"WHERE session_id = ? AND kind = {KIND_SURFACE}",
-                (sid.encode(),),
-            ).fetchone()
-            total += size
+            total += sum(
+                len(text(data).encode()) for (data,) in conn.execute(SURFACE_SQL, (sid.encode(),))
+            )
         return total
     finally:
         conn.close()

@@ -7,6 +7,7 @@ normal read fails because SQLite cannot size the ``-shm`` file of a WAL database
 
 from __future__ import annotations
 
+import random
 import sqlite3
 from pathlib import Path
 
@@ -25,10 +26,10 @@ async def test_a_write_on_a_full_database_says_the_disk_is_full(tmp_path: Path) 
         await store.create_session("s")
         await store.append("s", "user/message", user_message("kept"), surface_op="append")
         await cap_pages(store)
+        # Random text: large payloads are stored compressed, so "x" * n would fit.
+        noise = random.Random(0).randbytes(200_000).hex()
         with pytest.raises(DiskFullError, match="the disk is full"):
-            await store.append(
-                "s", "user/message", user_message("x" * 200_000), surface_op="append"
-            )
+            await store.append("s", "user/message", user_message(noise), surface_op="append")
         # Nothing of the failed append was written; the store still reads and writes.
         assert [e.seq for e in await store.read_events("s")] == [0]
         await store.append("s", "vendor/note", {"small": True})

@@ -53,7 +53,7 @@ from core.errors import (
     SessionNotFoundError,
     StoreError,
 )
-from core.log import SessionHeader
+from core.log import Event, SessionHeader
 from core.logfile import event_to_json, export_jsonl
 from core.references import SessionReferenceError
 from core.references.labels import safe_mention
@@ -135,6 +135,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("session")
     p.add_argument("--json", action="store_true", help="print the raw event log as JSON")
     p.add_argument("--expand", action="store_true", help="expand reference cards")
+    p.add_argument(
+        "--tail",
+        type=_tail_count,
+        metavar="N",
+        help="only the last N items of the conversation (reads only those from the log)",
+    )
 
     p = sub.add_parser("prepare", help="print what the model would receive, without sending")
     p.add_argument("--session", required=True)
@@ -433,6 +439,17 @@ async def cmd_reply(rt: Runtime, args: argparse.Namespace) -> int:
     return await _stream_reply(chat, None)
 
 
+def _tail_count(text: str) -> int:
+    """``--tail N``: a positive count (argparse turns the error into one line)."""
+    try:
+        count = int(text)
+    except ValueError:
+        count = 0
+    if count < 1:
+        raise argparse.ArgumentTypeError(f"expected a number of items (1 or more), got {text!r}")
+    return count
+
+
 async def cmd_show(rt: Runtime, args: argparse.Namespace) -> int:
     header = await _resolve(rt, args.session)
     if args.json:
@@ -441,9 +458,12 @@ async def cmd_show(rt: Runtime, args: argparse.Namespace) -> int:
         return 0
     from tui.cli.output import print_transcript  # Rich loads only to draw
 
-    snapshot = await rt.query.read_surface(header.id)
+    if args.tail is not None:  # the newest N surface items: only their events are read
+        shown: Sequence[Event] = (await rt.query.read_surface_tail(header.id, args.tail)).events
+    else:
+        shown = (await rt.query.read_surface(header.id)).events
     title = await rt.query.read_title(header.id)
-    print_transcript(header, title.title if title else None, snapshot.events, expand=args.expand)
+    print_transcript(header, title.title if title else None, shown, expand=args.expand)
     return 0
 
 
