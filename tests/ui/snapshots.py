@@ -29,14 +29,20 @@ the UI tests keep their state in a temp dir)."""
 
 def assert_snapshot(request: pytest.FixtureRequest, app: App[object], name: str) -> None:
     assert app.theme == SNAPSHOT_THEME, f"snapshot drawn in theme {app.theme!r}"
-    svg = _normalise(app.export_screenshot(title="dsh"))
+    assert_svg(request, app.export_screenshot(title="dsh"), name)
+
+
+def assert_svg(request: pytest.FixtureRequest, svg: str, name: str) -> None:
+    """``svg`` equals the baseline ``snapshots/NAME.svg`` (``name`` may hold a folder)."""
+    svg = _normalise(svg)
     path = SNAPSHOT_DIR / f"{name}.svg"
     if request.config.getoption("--snapshot-update"):
-        SNAPSHOT_DIR.mkdir(exist_ok=True)
+        path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(svg, encoding="utf-8")
         return
-    candidate = SNAPSHOT_DIR / f"{name}.new.svg"
+    candidate = path.with_name(f"{path.stem}.new.svg")
     if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
         candidate.write_text(svg, encoding="utf-8")
         pytest.fail(
             f"no baseline {path.name}; look at {candidate.name}, then run pytest --snapshot-update"
