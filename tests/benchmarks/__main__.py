@@ -19,6 +19,7 @@ from tests.benchmarks import (
     bench_candidates,
     bench_prepare,
     bench_prepare_scale,
+    bench_replay,
     bench_retention,
     bench_storage,
     bench_stores,
@@ -35,6 +36,7 @@ WORKLOADS: dict[str, Callable[[Settings], Any]] = {
     "stores": bench_stores.run_workload,
     "storage": bench_storage.run_workload,
     "prepare_scale": bench_prepare_scale.run_workload,
+    "replay": bench_replay.run_workload,
 }
 
 
