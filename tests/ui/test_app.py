@@ -26,7 +26,7 @@ from core.log import (
     user_message,
 )
 from core.providers.base import ProviderMessage, StreamEvent, TextDelta
-from core.query import SurfaceSnapshot
+from core.query import SurfaceOutlineSnapshot, SurfaceSnapshot
 from core.references import (
     SessionReferenceInput,
     SessionReferenceService,
@@ -202,13 +202,21 @@ class GatedQuery(SessionQuery):
         self.fail = False
         self.started = asyncio.Event()
 
-    async def read_surface(self, session_id: str) -> SurfaceSnapshot:
+    async def _wait(self, session_id: str) -> None:
         if session_id in self.gated:
             self.started.set()
             await self.gate.wait()
             if self.fail:
                 raise OSError("disk vanished")
+
+    async def read_surface(self, session_id: str) -> SurfaceSnapshot:
+        await self._wait(session_id)
         return await super().read_surface(session_id)
+
+    async def read_surface_outline(self, session_id: str) -> SurfaceOutlineSnapshot:
+        """What ``prepare`` reads first (then only the bodies it keeps)."""
+        await self._wait(session_id)
+        return await super().read_surface_outline(session_id)
 
 
 def gated_runtime(runtime: Runtime, gated: set[str]) -> tuple[Runtime, GatedQuery]:
