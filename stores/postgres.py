@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 
 import asyncpg
 
+from core.display import single_line
 from core.errors import (
     DiskFullError,
     InvalidEventError,
@@ -435,10 +436,12 @@ class PostgresSessionStore:
     def _error(self, what: str, err: asyncpg.PostgresError) -> StoreError:
         """The one translation of a server error into the ``StoreError`` a user reads."""
         state = getattr(err, "sqlstate", "") or ""
+        # The server's primary message only, on one line: str(err) adds DETAIL/HINT lines.
+        said = single_line(getattr(err, "message", None) or str(err), 200)
         if state == "53100":  # disk_full
-            return DiskFullError(f"{self.location}: {what}: the server's disk is full ({err})")
+            return DiskFullError(f"{self.location}: {what}: the server's disk is full ({said})")
         if state == "25006":  # read_only_sql_transaction
-            return StoreError(f"{self.location}: the database is read-only ({err})")
+            return StoreError(f"{self.location}: the database is read-only ({said})")
         return connect_error(self._location, err, what)
 
     @staticmethod

@@ -4,15 +4,23 @@ LISTEN/NOTIFY, and a connection the server drops."""
 from __future__ import annotations
 
 import asyncio
+import os
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from pathlib import Path
 
 import pytest
 
-from core.errors import StoreError
+from core.errors import DiskFullError, StoreError
+from core.log import NewEvent
 from stores import open_store
 from stores.postgres import SCHEMA_VERSION, PostgresSessionStore
+from tests.fulldisk import _mount, _unmount, tmpfs_mounts
 from tests.pgcluster import Cluster
 from tests.storekinds import pg_schema_url
+from tui.shared.errors import describe_error
+
+__all__ = ["tmpfs_mounts"]  # the fixture, for the full-disk test
 
 
 @pytest.fixture
@@ -227,3 +235,45 @@ async def test_a_server_that_stays_away_is_reported_once_then_the_return(
         back = mine.take_notice()
         assert back is not None and back[0].startswith("Reconnected to ")
         assert await mine.list_headers() == []
+
+
+async def test_a_full_server_disk_is_a_disk_full_error_and_stores_nothing(
+    pg_cluster: Cluster, tmpfs_mounts: list[Path]
+) -> None:
+    """The session's tables live in a tablespace on a real 1 MiB tmpfs: when it fills, an
+    append is ``DiskFullError`` (one line, "the server's disk is full"), the batch is not
+    stored, and reading goes on."""
+    mount = pg_cluster.root / f"full-{uuid.uuid4().hex[:8]}"
+    mount.mkdir()
+    problem = _mount(mount, 1 << 20)
+    if problem is not None:
+        message = f"cannot mount a tmpfs to fill the server's disk: {problem}"
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(message + " (CI must run this test)")
+        pytest.skip(message)
+    tmpfs_mounts.append(mount)
+    owner = pg_cluster.root.stat()
+    os.chown(mount, owner.st_uid, owner.st_gid)
+    space = "ts_" + uuid.uuid4().hex[:12]
+    pg_cluster.psql(f"CREATE TABLESPACE {space} LOCATION '{mount}'")
+    name, url = pg_cluster.fresh_schema_url()
+    url += f"&default_tablespace={space}"
+    try:
+        async with await open_store(url) as store:
+            await store.create_session("s", created_at=1)
+            await store.append("s", "user/message", _text("kept"), surface_op="append")
+            big = _text(os.urandom(60_000).hex())  # incompressible, ~120 KB a row
+            with pytest.raises(DiskFullError) as info:
+                for _ in range(40):
+                    await store.append_batch("s", [NewEvent("user/message", big, "append")] * 4)
+            assert "the server's disk is full" in str(info.value)
+            assert "\n" not in str(info.value)
+            assert describe_error(info.value) == "the disk is full"
+            events = await store.read_events("s")  # reading goes on; batches whole
+            assert events[0].data["content"][0]["text"] == "kept"
+            assert (len(events) - 1) % 4 == 0
+    finally:
+        pg_cluster.psql(f"DROP SCHEMA {name} CASCADE")
+        pg_cluster.psql("CHECKPOINT")  # the dropped tables' files go at a checkpoint
+        pg_cluster.psql(f"DROP TABLESPACE {space}")
+        _unmount(mount)
