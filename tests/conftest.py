@@ -3,11 +3,22 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from tests.pgcluster import Cluster, find_binaries, running_cluster
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """No test writes into the developer's own state, data or config folders (drafts, UI
+    state, the default database): the whole run, child processes included, gets its own.
+    Tests that need a folder of their own still set it (e.g. ``tests/ui/conftest.py``)."""
+    home = Path(tempfile.mkdtemp(prefix="dsh-tests-"))
+    for name in ("XDG_STATE_HOME", "XDG_DATA_HOME", "XDG_CONFIG_HOME"):
+        os.environ[name] = str(home / name.lower())
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
