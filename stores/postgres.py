@@ -117,6 +117,12 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         )
         """,
     ),
+    (
+        # What projection makes of each surface event (core.references.projection's
+        # projection_code), kept beside it so prepare's outline read needs no event data;
+        # NULL for rows written before (computed when read).
+        "ALTER TABLE dsh_events ADD COLUMN projection integer",
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -579,6 +585,7 @@ class PostgresSessionStore:
                 [None if v.surface_op is None else _APPEND_JSON for v in batch],
                 CHANGES_CHANNEL,
                 self._token,
+                [_projection(v) for v in batch],
             )
             return first
 
@@ -766,13 +773,23 @@ class PostgresSessionStore:
     async def read_surface_outline(
         self, session_id: str
     ) -> tuple[SessionHeader, int | None, list[SurfaceOutline]]:
-        # The projection is computed from each event at read time here: one surface read,
-        # as before (a stored projection column, as SQLite keeps, is left to a migration).
-        header, last, events = await self.read_surface_events(session_id)
+        header, last, rows = await self._read_surface(
+            session_id, "seq, surface_op, source_event_seqs, projection", list
+        )
+        missing = [row[0] for row in rows if row[3] is None]  # written before schema 2
+        codes: dict[int, int] = {}
+        if missing:
+            events = await self.read_events_at(session_id, missing)
+            codes = {event.seq: projection_code(event) for event in events}
+        surface = await asyncio.to_thread(self._decode_surface_rows, [row[:3] for row in rows])
         outline = [
-            SurfaceOutline(e.seq, e.surface_op, e.source_event_seqs, projection_code(e))
-            for e in events
-            if e.surface_op is not None
+            SurfaceOutline(
+                row.seq,
+                row.surface_op,
+                row.source_event_seqs,
+                codes[row.seq] if raw[3] is None else raw[3],
+            )
+            for row, raw in zip(surface, rows, strict=True)
         ]
         return header, last, outline
 
@@ -886,10 +903,11 @@ WITH s AS (
     UPDATE dsh_sessions SET next_seq = next_seq + $2 WHERE {_BY_ID}
     RETURNING key, next_seq - $2 AS first
 ), ins AS (
-    INSERT INTO dsh_events (session_key, seq, type, time, kind, data, surface_op)
-    SELECT s.key, s.first + u.n - 1, u.type, u.time, u.kind, u.data, u.op
-    FROM s, unnest($3::bytea[], $4::bigint[], $5::smallint[], $6::text[], $7::text[])
-        WITH ORDINALITY AS u (type, time, kind, data, op, n)
+    INSERT INTO dsh_events (session_key, seq, type, time, kind, data, surface_op, projection)
+    SELECT s.key, s.first + u.n - 1, u.type, u.time, u.kind, u.data, u.op, u.projection
+    FROM s, unnest(
+        $3::bytea[], $4::bigint[], $5::smallint[], $6::text[], $7::text[], $10::integer[]
+    ) WITH ORDINALITY AS u (type, time, kind, data, op, projection, n)
 ), notified AS (
     SELECT pg_notify($8, $9)
 )
@@ -936,6 +954,15 @@ async def _insert_session(conn: asyncpg.Connection, header: SessionHeader, next_
     return key
 
 
+def _projection(event: ValidatedEvent) -> int | None:
+    """The projection code kept beside a surface event (``None`` for a log event)."""
+    if event.surface_op is None:
+        return None
+    return projection_code(
+        build_event(0, event.type, event.time, event.data, event.surface_op, None)
+    )
+
+
 async def _insert_events(
     conn: asyncpg.Connection,
     key: int,
@@ -948,7 +975,7 @@ async def _insert_events(
     check_batch(folder, first, batch)
     await conn.executemany(
         "INSERT INTO dsh_events (session_key, seq, type, time, kind, data, surface_op, "
-        "source_event_seqs) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+        "source_event_seqs, projection) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
         [
             (
                 key,
@@ -959,6 +986,7 @@ async def _insert_events(
                 v.data_json,
                 None if v.surface_op is None else _encode_op(v.surface_op),
                 None if v.source_event_seqs is None else _encode_seqs(v.source_event_seqs),
+                _projection(v),
             )
             for i, v in enumerate(batch)
         ],

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from stores.postgres import SCHEMA_VERSION
 from tests.cli.conftest import Run
 from tests.cli.test_cli import (
     test_full_flow_new_send_show_prepare_compact_reference as full_flow,
@@ -112,7 +113,10 @@ def test_a_newer_schema_is_a_clear_error(tmp_path: Path, pg_cluster: Cluster, pg
     schema = pg_url.rpartition("search_path=")[2]
     pg_cluster.psql(f"UPDATE {schema}.dsh_schema SET version = 99")
     line = one_error_line(run_dsh(tmp_path, "--db", pg_url, "sessions"))
-    assert "schema version 99, newer than this dsh understands (1); upgrade dsh" in line
+    assert (
+        f"schema version 99, newer than this dsh understands ({SCHEMA_VERSION}); upgrade dsh"
+        in line
+    )
 
 
 def test_the_whole_cli_flow_runs_unchanged_on_postgres(dsh: Run, pg_url: str) -> None:

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from core.errors import DiskFullError, StoreError
-from core.log import NewEvent
-from stores import open_store
+from core.log import NewEvent, user_message
+from stores import MemorySessionStore, open_store
 from stores.postgres import SCHEMA_VERSION, PostgresSessionStore
 from tests.fulldisk import _mount, _unmount, tmpfs_mounts
 from tests.pgcluster import Cluster
@@ -277,3 +277,47 @@ async def test_a_full_server_disk_is_a_disk_full_error_and_stores_nothing(
         pg_cluster.psql("CHECKPOINT")  # the dropped tables' files go at a checkpoint
         pg_cluster.psql(f"DROP TABLESPACE {space}")
         _unmount(mount)
+
+
+async def test_the_outline_keeps_projections_and_computes_older_rows(
+    url: str, pg_cluster: Cluster
+) -> None:
+    """Schema 2 keeps each surface event's projection code beside it (so prepare's outline
+    read needs no event data); rows from before it (NULL) are computed when read. Either
+    way the outline equals the memory store's."""
+    from tests.references.test_prepare_bounded import write
+
+    steps: list[tuple[str, object]] = [("user", "q 问"), ("assistant", "a"), ("tool", "t")] * 4
+    steps += [("compact", ("summary", 0, 5)), ("steer", "s"), ("huge", 3_000), ("chunk", "x")]
+    memory = MemorySessionStore()
+    await write(memory, "src", steps)
+    expected = (await memory.read_surface_outline("src"))[2]
+    schema = schema_of(url)
+    async with await open_store(url) as store:
+        await write(store, "src", steps)
+        assert (await store.read_surface_outline("src"))[2] == expected
+        kept = pg_cluster.psql(
+            f"SELECT count(*) FILTER (WHERE projection IS NULL), count(*) "
+            f"FROM {schema}.dsh_events WHERE kind = 1"
+        )
+        assert kept == f"0|{len(expected)}"
+        pg_cluster.psql(f"UPDATE {schema}.dsh_events SET projection = NULL")
+        assert (await store.read_surface_outline("src"))[2] == expected
+
+
+async def test_a_schema_1_database_gains_the_projection_column(pg_cluster: Cluster) -> None:
+    from stores.postgres import MIGRATIONS
+
+    name, url = pg_cluster.fresh_schema_url()
+    pg_cluster.psql(
+        f"SET search_path = {name};"
+        + ";".join(MIGRATIONS[0])
+        + ";CREATE TABLE dsh_schema (version integer NOT NULL);"
+        + "INSERT INTO dsh_schema (version) VALUES (1)"
+    )
+    async with await open_store(url) as store:
+        await store.create_session("s", created_at=1)
+        await store.append("s", "user/message", user_message("hello"), surface_op="append")
+        outline = (await store.read_surface_outline("s"))[2]
+        assert [row.projection for row in outline] == [4 * len("hello")]
+    assert pg_cluster.psql(f"SELECT version FROM {name}.dsh_schema") == str(SCHEMA_VERSION) == "2"
