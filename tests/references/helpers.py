@@ -182,6 +182,10 @@ class ScriptedQuery:
         return result
 
 
+_FINISHING = ("SessionStore._transaction", "SessionStore._transaction_sync")
+"""The stores' transaction tasks (the SQLite store runs its hot ones as ``_transaction_sync``)."""
+
+
 async def tasks_left_behind() -> list[asyncio.Task[Any]]:
     """The other tasks still alive, once the store's own in-flight transactions have ended.
 
@@ -193,7 +197,7 @@ async def tasks_left_behind() -> list[asyncio.Task[Any]]:
     finishing = [
         t
         for t in asyncio.all_tasks()
-        if t is not me and t.get_coro().__qualname__.endswith("SessionStore._transaction")  # type: ignore[union-attr]
+        if t is not me and t.get_coro().__qualname__.endswith(_FINISHING)  # type: ignore[union-attr]
     ]
     if finishing:
         await asyncio.wait(finishing, timeout=10)

@@ -175,7 +175,7 @@ async def test_reads_are_concurrent_one_per_source(store: SessionStore) -> None:
     assert all(query.calls[f"read_surface:{sid}"] == 1 for sid in "abc")
     first_end = min(i for i, entry in enumerate(query.log) if entry.startswith("end:"))
     assert sorted(query.log[:first_end]) == ["start:a", "start:b", "start:c"]
-    assert others() == []
+    assert await tasks_left_behind() == []
 
 
 async def test_unknown_session_is_read_failed_chained(store: SessionStore) -> None:
@@ -195,7 +195,7 @@ async def test_a_failure_cancels_the_other_reads(store: SessionStore) -> None:
     with pytest.raises(SessionReferenceError) as info:
         await service.prepare(target, "x", [R("a"), R("b"), R("c")], cancel=asyncio.Event())
     # checked at the very moment the error surfaces: nothing may still be running
-    assert others() == []
+    assert await tasks_left_behind() == []
     assert info.value.code == SESSION_REFERENCE_READ_FAILED
     assert info.value.__cause__ is boom
     assert sorted(query.cancelled) == ["a", "c"]
@@ -222,7 +222,7 @@ async def test_simultaneous_failures_leave_no_unretrieved_exception(store: Sessi
     finally:
         loop.set_exception_handler(None)
     assert reported == []
-    assert others() == []
+    assert await tasks_left_behind() == []
 
 
 @pytest.mark.parametrize("when", ["before", "during"])
@@ -278,7 +278,7 @@ async def test_cancelling_the_awaiting_task_leaves_nothing_behind(store: Session
     assert [t for t in leftovers if t is not main] == []
     assert sorted(query.cancelled) == ["a", "b"]
     assert all(t.done() for t in query.tasks)
-    assert others() == []
+    assert await tasks_left_behind() == []
     assert gc.isenabled()
 
 
