@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
@@ -30,7 +29,6 @@ import asyncpg
 from core.display import single_line
 from core.errors import (
     DiskFullError,
-    InvalidEventError,
     SessionExistsError,
     SessionNotFoundError,
     StoreError,
@@ -46,12 +44,20 @@ from core.log import (
     ValidatedEvent,
     build_event,
     now_ms,
-    surface_op_from_json,
-    surface_op_to_json,
 )
 from core.query import SessionTitle
 from core.references.projection import projection_code
 from core.surface import SurfaceFolder
+from stores.columns import (
+    APPEND_JSON,
+    decode_op,
+    decode_seqs,
+    decode_surface_rows,
+    decode_text,
+    encode_op,
+    encode_seqs,
+    encode_text,
+)
 from stores.pglocation import PgLocation, connect_error
 from stores.validation import (
     KIND_SURFACE,
@@ -140,7 +146,6 @@ _EVENT_COLUMNS = "seq, type, time, data, surface_op, source_event_seqs"
 # The session row of ``$1`` (an id): the digest finds it in the index, the id confirms it.
 _BY_ID = "sha256(id) = sha256($1::bytea) AND id = $1::bytea"
 
-_APPEND_JSON = '"append"'
 
 # The server closed the connection (terminated, restarted, failed over).
 _CONNECTION_LOST = (
@@ -150,14 +155,6 @@ _CONNECTION_LOST = (
     ConnectionResetError,
     BrokenPipeError,
 )
-
-
-def _enc(text: str) -> bytes:
-    return text.encode("utf-8", "surrogatepass")
-
-
-def _dec(raw: bytes) -> str:
-    return raw.decode("utf-8", "surrogatepass")
 
 
 async def _no_reset(conn: asyncpg.Connection) -> None:
@@ -453,13 +450,13 @@ class PostgresSessionStore:
     @staticmethod
     async def _require_session(conn: asyncpg.Connection, sid: str) -> tuple[int, SessionHeader]:
         row = await conn.fetchrow(
-            f"SELECT key, created_at, cwd FROM dsh_sessions WHERE {_BY_ID}", _enc(sid)
+            f"SELECT key, created_at, cwd FROM dsh_sessions WHERE {_BY_ID}", encode_text(sid)
         )
         if row is None:
             raise SessionNotFoundError(sid)
         key, created_at, cwd = row
         return key, SessionHeader(
-            id=sid, created_at=created_at, cwd=None if cwd is None else _dec(cwd)
+            id=sid, created_at=created_at, cwd=None if cwd is None else decode_text(cwd)
         )
 
     def _decode_events(self, rows: list[Any]) -> list[Event]:
@@ -472,14 +469,14 @@ class PostgresSessionStore:
             for i, (seq, raw_type, time, data, surface_op, source_seqs) in enumerate(rows):
                 type_ = types.get(raw_type)
                 if type_ is None:
-                    type_ = types[raw_type] = _dec(raw_type)
+                    type_ = types[raw_type] = decode_text(raw_type)
                 if surface_op is None:
                     op: SurfaceOp | None = None
-                elif surface_op == _APPEND_JSON:
+                elif surface_op == APPEND_JSON:
                     op = "append"
                 else:
-                    op = _decode_op(surface_op)
-                seqs = None if source_seqs is None else _decode_seqs(source_seqs)
+                    op = decode_op(surface_op)
+                seqs = None if source_seqs is None else decode_seqs(source_seqs)
                 append(build(seq, type_, time, loads(data), op, seqs))
                 rows[i] = None
         except (ValueError, TypeError) as err:
@@ -487,17 +484,7 @@ class PostgresSessionStore:
         return out
 
     def _decode_surface_rows(self, rows: list[Any]) -> list[SurfaceRow]:
-        try:
-            return [
-                SurfaceRow(
-                    seq,
-                    _decode_op(surface_op),
-                    None if source_seqs is None else _decode_seqs(source_seqs),
-                )
-                for seq, surface_op, source_seqs in rows
-            ]
-        except (ValueError, TypeError) as err:
-            raise StoreError(f"{self.location}: a stored event is corrupt ({err})") from err
+        return decode_surface_rows(rows, self.location)
 
     # ------------------------------------------------------------------ writes
 
@@ -545,7 +532,7 @@ class PostgresSessionStore:
             row = await conn.fetchrow(
                 f"UPDATE dsh_sessions SET next_seq = next_seq + $2 WHERE {_BY_ID} "
                 "RETURNING key, next_seq - $2",
-                _enc(sid),
+                encode_text(sid),
                 len(batch),
             )
             if row is None:
@@ -561,7 +548,7 @@ class PostgresSessionStore:
                     key,
                 ):
                     folder.apply(
-                        seq, _decode_op(op), None if seqs is None else _decode_seqs(seqs), None
+                        seq, decode_op(op), None if seqs is None else decode_seqs(seqs), None
                     )
             return await _insert_events(conn, key, first, folder, batch)
 
@@ -576,13 +563,13 @@ class PostgresSessionStore:
         async def body(conn: asyncpg.Connection) -> int | None:
             first: int | None = await conn.fetchval(
                 _APPEND_PLAIN_SQL,
-                _enc(sid),
+                encode_text(sid),
                 len(batch),
-                [_enc(v.type) for v in batch],
+                [encode_text(v.type) for v in batch],
                 [v.time for v in batch],
                 kinds,
                 [v.data_json for v in batch],
-                [None if v.surface_op is None else _APPEND_JSON for v in batch],
+                [None if v.surface_op is None else APPEND_JSON for v in batch],
                 CHANGES_CHANNEL,
                 self._token,
                 [_projection(v) for v in batch],
@@ -619,7 +606,7 @@ class PostgresSessionStore:
 
         async def body(conn: asyncpg.Connection) -> None:
             deleted = await conn.fetchval(
-                f"DELETE FROM dsh_sessions WHERE {_BY_ID} RETURNING key", _enc(sid)
+                f"DELETE FROM dsh_sessions WHERE {_BY_ID} RETURNING key", encode_text(sid)
             )
             if deleted is None:
                 raise SessionNotFoundError(sid)
@@ -639,7 +626,7 @@ class PostgresSessionStore:
         async def body(conn: asyncpg.Connection) -> bool:
             # Locking the session row makes the check and the take one step for every client.
             key = await conn.fetchval(
-                f"SELECT key FROM dsh_sessions WHERE {_BY_ID} FOR UPDATE", _enc(sid)
+                f"SELECT key FROM dsh_sessions WHERE {_BY_ID} FOR UPDATE", encode_text(sid)
             )
             if key is None:
                 raise SessionNotFoundError(sid)
@@ -648,7 +635,7 @@ class PostgresSessionStore:
                 "SELECT owner, expires_at FROM dsh_reply_leases WHERE session_key = $1", key
             )
             if held is not None:
-                holder = _dec(held[0])
+                holder = decode_text(held[0])
                 if holder != owner and held[1] > now and not (dead is not None and dead(holder)):
                     return False
             await conn.execute(
@@ -656,7 +643,7 @@ class PostgresSessionStore:
                 "VALUES ($1, $2, $3) ON CONFLICT (session_key) "
                 "DO UPDATE SET owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at",
                 key,
-                _enc(owner),
+                encode_text(owner),
                 now + ttl_ms,
             )
             return True
@@ -670,8 +657,8 @@ class PostgresSessionStore:
             await conn.execute(
                 "DELETE FROM dsh_reply_leases WHERE owner = $2 AND session_key = "
                 f"(SELECT key FROM dsh_sessions WHERE {_BY_ID})",
-                _enc(sid),
-                _enc(owner),
+                encode_text(sid),
+                encode_text(owner),
             )
 
         await self._run(body, write=True)
@@ -720,7 +707,9 @@ class PostgresSessionStore:
             "SELECT id, created_at, cwd FROM dsh_sessions ORDER BY created_at DESC, id",
             lambda rows: tuple(
                 SessionHeader(
-                    id=_dec(sid), created_at=created_at, cwd=None if cwd is None else _dec(cwd)
+                    id=decode_text(sid),
+                    created_at=created_at,
+                    cwd=None if cwd is None else decode_text(cwd),
                 )
                 for sid, created_at, cwd in rows
             ),
@@ -871,7 +860,7 @@ class PostgresSessionStore:
         async def body(conn: asyncpg.Connection) -> list[Any]:
             return list(
                 await conn.fetch(
-                    _TITLES_SQL.format(sessions=_WANTED_SESSIONS), [_enc(s) for s in wanted]
+                    _TITLES_SQL.format(sessions=_WANTED_SESSIONS), [encode_text(s) for s in wanted]
                 )
             )
 
@@ -882,7 +871,7 @@ class PostgresSessionStore:
         out: dict[str, SessionTitle] = {}
         for sid, seq, time, data in rows:
             try:
-                out[_dec(sid)] = title_of(seq, time, loads_exact(data))
+                out[decode_text(sid)] = title_of(seq, time, loads_exact(data))
             except (ValueError, TypeError, KeyError) as err:
                 raise StoreError(f"{self.location}: a stored title is corrupt ({err})") from err
         return out
@@ -891,7 +880,7 @@ class PostgresSessionStore:
         times: dict[str, int] = await self._listing(
             "last_event_times",
             _LAST_EVENT_TIMES_SQL,
-            lambda rows: {_dec(sid): time for sid, time in rows if time is not None},
+            lambda rows: {decode_text(sid): time for sid, time in rows if time is not None},
         )
         return dict(times)
 
@@ -944,9 +933,9 @@ async def _insert_session(conn: asyncpg.Connection, header: SessionHeader, next_
         key: int = await conn.fetchval(
             "INSERT INTO dsh_sessions (id, created_at, cwd, next_seq) "
             "VALUES ($1, $2, $3, $4) RETURNING key",
-            _enc(header.id),
+            encode_text(header.id),
             header.created_at,
-            None if header.cwd is None else _enc(header.cwd),
+            None if header.cwd is None else encode_text(header.cwd),
             next_seq,
         )
     except asyncpg.UniqueViolationError as err:
@@ -980,12 +969,12 @@ async def _insert_events(
             (
                 key,
                 first + i,
-                _enc(v.type),
+                encode_text(v.type),
                 v.time,
                 event_kind(v.type, v.data, v.surface_op is not None),
                 v.data_json,
-                None if v.surface_op is None else _encode_op(v.surface_op),
-                None if v.source_event_seqs is None else _encode_seqs(v.source_event_seqs),
+                None if v.surface_op is None else encode_op(v.surface_op),
+                None if v.source_event_seqs is None else encode_seqs(v.source_event_seqs),
                 _projection(v),
             )
             for i, v in enumerate(batch)
@@ -1002,29 +991,3 @@ async def _insert_events(
         )
         for i, v in enumerate(batch)
     ]
-
-
-def _encode_op(op: SurfaceOp) -> str:
-    return json.dumps(surface_op_to_json(op), separators=(",", ":"))
-
-
-def _decode_op(text: str) -> SurfaceOp:
-    if text == _APPEND_JSON:
-        return "append"
-    op = surface_op_from_json(json.loads(text))
-    if op is None:
-        raise InvalidEventError("a stored surface event has no surface_op")
-    return op
-
-
-def _encode_seqs(seqs: Sequence[int]) -> str:
-    return json.dumps(list(seqs), separators=(",", ":"))
-
-
-def _decode_seqs(text: str) -> tuple[int, ...]:
-    seqs = json.loads(text)
-    if not isinstance(seqs, list) or not all(
-        isinstance(s, int) and not isinstance(s, bool) for s in seqs
-    ):
-        raise InvalidEventError(f"stored source_event_seqs {text!r} are not a list of seqs")
-    return tuple(seqs)

@@ -42,7 +42,6 @@ import aiosqlite
 from core.config import default_database_path
 from core.errors import (
     DiskFullError,
-    InvalidEventError,
     SessionExistsError,
     SessionNotFoundError,
     StoreError,
@@ -58,12 +57,20 @@ from core.log import (
     ValidatedEvent,
     build_event,
     now_ms,
-    surface_op_from_json,
-    surface_op_to_json,
 )
 from core.query import SessionTitle
 from core.references.projection import projection_code
 from core.surface import SurfaceFolder
+from stores.columns import (
+    APPEND_JSON,
+    decode_op,
+    decode_seqs,
+    decode_surface_rows,
+    decode_text,
+    encode_op,
+    encode_seqs,
+    encode_text,
+)
 from stores.validation import (
     KIND_LOG,
     KIND_SURFACE,
@@ -215,14 +222,6 @@ _COMPRESS_MIN = 256
 (when that is smaller)."""
 _ZLIB_LEVEL = 6
 _PAGE_SIZE = 8192
-
-
-def _enc(text: str) -> bytes:
-    return text.encode("utf-8", "surrogatepass")
-
-
-def _dec(raw: bytes) -> str:
-    return raw.decode("utf-8", "surrogatepass")
 
 
 def _is_busy(err: sqlite3.Error) -> bool:
@@ -661,27 +660,27 @@ class SqliteSessionStore:
     async def _require_session(conn: aiosqlite.Connection, session_id: str) -> SessionHeader:
         rows = list(
             await conn.execute_fetchall(
-                "SELECT created_at, cwd FROM sessions WHERE id = ?", (_enc(session_id),)
+                "SELECT created_at, cwd FROM sessions WHERE id = ?", (encode_text(session_id),)
             )
         )
         if not rows:
             raise SessionNotFoundError(session_id)
         created_at, cwd = rows[0]
         return SessionHeader(
-            id=session_id, created_at=created_at, cwd=None if cwd is None else _dec(cwd)
+            id=session_id, created_at=created_at, cwd=None if cwd is None else decode_text(cwd)
         )
 
     @staticmethod
     def _session(raw: sqlite3.Connection, session_id: str) -> tuple[int, SessionHeader]:
         """The session's key and header (``SessionNotFoundError`` when there is none)."""
         row = raw.execute(
-            "SELECT key, created_at, cwd FROM sessions WHERE id = ?", (_enc(session_id),)
+            "SELECT key, created_at, cwd FROM sessions WHERE id = ?", (encode_text(session_id),)
         ).fetchone()
         if row is None:
             raise SessionNotFoundError(session_id)
         key, created_at, cwd = row
         return key, SessionHeader(
-            id=session_id, created_at=created_at, cwd=None if cwd is None else _dec(cwd)
+            id=session_id, created_at=created_at, cwd=None if cwd is None else decode_text(cwd)
         )
 
     def _decode_events(self, rows: list[Any], wanted: Container[int] | None = None) -> list[Event]:
@@ -705,14 +704,14 @@ class SqliteSessionStore:
                     data = _inflate(data)
                 type_ = types.get(raw_type)
                 if type_ is None:
-                    type_ = types[raw_type] = _dec(raw_type)
+                    type_ = types[raw_type] = decode_text(raw_type)
                 if surface_op is None:
                     op: SurfaceOp | None = None
-                elif surface_op == _APPEND_JSON:
+                elif surface_op == APPEND_JSON:
                     op = "append"
                 else:
-                    op = _decode_op(surface_op)
-                seqs = None if source_seqs is None else _decode_seqs(source_seqs)
+                    op = decode_op(surface_op)
+                seqs = None if source_seqs is None else decode_seqs(source_seqs)
                 append(build(seq, type_, time, loads(data), op, seqs))
                 rows[i] = None
         except (ValueError, TypeError, zlib.error) as err:
@@ -720,17 +719,7 @@ class SqliteSessionStore:
         return out
 
     def _decode_surface_rows(self, rows: list[Any]) -> list[SurfaceRow]:
-        try:
-            return [
-                SurfaceRow(
-                    seq,
-                    _decode_op(surface_op),
-                    None if source_seqs is None else _decode_seqs(source_seqs),
-                )
-                for seq, surface_op, source_seqs in rows
-            ]
-        except (ValueError, TypeError) as err:
-            raise StoreError(f"{self._path}: a stored event is corrupt ({err})") from err
+        return decode_surface_rows(rows, self._path)
 
     # ------------------------------------------------------------------ writes
 
@@ -769,7 +758,7 @@ class SqliteSessionStore:
 
     async def _append(self, session_id: str, batch: list[ValidatedEvent]) -> list[Event]:
         def body(raw: sqlite3.Connection) -> list[Event]:
-            row = raw.execute(_APPEND_HEAD_SQL, (_enc(session_id),)).fetchone()
+            row = raw.execute(_APPEND_HEAD_SQL, (encode_text(session_id),)).fetchone()
             if row is None:
                 raise SessionNotFoundError(session_id)
             key, last_seq, last_n, last_kind, last_data = row
@@ -785,7 +774,7 @@ class SqliteSessionStore:
                 )
                 for seq, op, seqs in surface:
                     folder.apply(
-                        seq, _decode_op(op), None if seqs is None else _decode_seqs(seqs), None
+                        seq, decode_op(op), None if seqs is None else decode_seqs(seqs), None
                     )
             open_pack = (last_seq, last_n, last_data) if last_kind == KIND_PACK else None
             return _insert_events(raw, key, first, folder, batch, open_pack)
@@ -813,7 +802,7 @@ class SqliteSessionStore:
         sid = check_session_id(session_id)
 
         async def body(conn: aiosqlite.Connection) -> None:
-            cursor = await conn.execute("DELETE FROM sessions WHERE id = ?", (_enc(sid),))
+            cursor = await conn.execute("DELETE FROM sessions WHERE id = ?", (encode_text(sid),))
             if cursor.rowcount == 0:
                 raise SessionNotFoundError(sid)
 
@@ -853,7 +842,7 @@ class SqliteSessionStore:
             await conn.execute(
                 "DELETE FROM reply_leases WHERE owner = ? AND session = "
                 "(SELECT key FROM sessions WHERE id = ?)",
-                (owner, _enc(sid)),
+                (owner, encode_text(sid)),
             )
 
         await self._run(body, write=True)
@@ -918,7 +907,9 @@ class SqliteSessionStore:
                 if header is None:
                     sid, created_at, cwd = row
                     header = memo[row] = SessionHeader(
-                        id=_dec(sid), created_at=created_at, cwd=None if cwd is None else _dec(cwd)
+                        id=decode_text(sid),
+                        created_at=created_at,
+                        cwd=None if cwd is None else decode_text(cwd),
                     )
                 out.append(header)
             _trim(memo)
@@ -999,15 +990,15 @@ class SqliteSessionStore:
         out: list[SurfaceOutline] = []
         try:
             for seq, surface_op, source_seqs, projection in rows:
-                op = _decode_op(surface_op)
-                seqs = None if source_seqs is None else _decode_seqs(source_seqs)
+                op = decode_op(surface_op)
+                seqs = None if source_seqs is None else decode_seqs(source_seqs)
                 if projection is None:  # written before projections were kept
                     raw_type, time, data = raw.execute(
                         "SELECT type, time, data FROM events WHERE session = ? AND seq = ?",
                         (key, seq),
                     ).fetchone()
                     event = build_event(
-                        seq, _dec(raw_type), time, loads_exact(_text(data)), op, seqs
+                        seq, decode_text(raw_type), time, loads_exact(_text(data)), op, seqs
                     )
                     projection = projection_code(event)
                 out.append(SurfaceOutline(seq, op, seqs, projection))
@@ -1100,7 +1091,7 @@ class SqliteSessionStore:
                 queries: Iterable[tuple[str, list[bytes]]] = [(select(None), [])]
             else:
                 queries = (
-                    (select(len(chunk)), [_enc(sid) for sid in chunk])
+                    (select(len(chunk)), [encode_text(sid) for sid in chunk])
                     for chunk in (
                         wanted[i : i + _IN_CHUNK] for i in range(0, len(wanted), _IN_CHUNK)
                     )
@@ -1130,7 +1121,7 @@ class SqliteSessionStore:
         if cached is not None:
             return dict(cached)
         out = await asyncio.to_thread(
-            lambda: {_dec(sid): time for sid, time in rows if time is not None}
+            lambda: {decode_text(sid): time for sid, time in rows if time is not None}
         )
         self._listings["last_event_times"] = (key, dict(out))
         return out
@@ -1145,7 +1136,7 @@ class SqliteSessionStore:
                     sid, seq, time, data = row
                     try:
                         entry = memo[row] = (
-                            _dec(sid),
+                            decode_text(sid),
                             title_of(seq, time, loads_exact(_text(data))),
                         )
                     except (ValueError, TypeError, KeyError, zlib.error) as err:
@@ -1186,7 +1177,11 @@ _INSERT_SESSION_SQL = "INSERT INTO sessions (id, created_at, cwd) VALUES (?, ?, 
 
 
 def _session_params(header: SessionHeader) -> tuple[bytes, int | None, bytes | None]:
-    return (_enc(header.id), header.created_at, None if header.cwd is None else _enc(header.cwd))
+    return (
+        encode_text(header.id),
+        header.created_at,
+        None if header.cwd is None else encode_text(header.cwd),
+    )
 
 
 async def _insert_session(conn: aiosqlite.Connection, header: SessionHeader) -> None:
@@ -1334,12 +1329,12 @@ def _insert_events(
                     key,
                     first + i,
                     1,
-                    _enc(v.type),
+                    encode_text(v.type),
                     v.time,
                     kinds[i],
                     _stored_data(v.data_json),
-                    None if v.surface_op is None else _encode_op(v.surface_op),
-                    None if v.source_event_seqs is None else _encode_seqs(v.source_event_seqs),
+                    None if v.surface_op is None else encode_op(v.surface_op),
+                    None if v.source_event_seqs is None else encode_seqs(v.source_event_seqs),
                     None
                     if v.surface_op is None
                     else projection_code(
@@ -1368,7 +1363,7 @@ def _insert_events(
                         key,
                         first + i,
                         1,
-                        _enc(run[0].type),
+                        encode_text(run[0].type),
                         run[0].time,
                         KIND_LOG,
                         _stored_data(run[0].data_json),
@@ -1383,7 +1378,7 @@ def _insert_events(
                         key,
                         first + i,
                         len(run),
-                        _enc(run[0].type),
+                        encode_text(run[0].type),
                         run[-1].time,
                         KIND_PACK,
                         _pack(
@@ -1437,32 +1432,3 @@ def _extend_pack(
         (n + take, added[-1].time, blob, key, seq),
     )
     return take
-
-
-def _encode_op(op: SurfaceOp) -> str:
-    return json.dumps(surface_op_to_json(op), separators=(",", ":"))
-
-
-_APPEND_JSON = '"append"'
-
-
-def _decode_op(text: str) -> SurfaceOp:
-    if text == _APPEND_JSON:
-        return "append"
-    op = surface_op_from_json(json.loads(text))
-    if op is None:
-        raise InvalidEventError("a stored surface event has no surface_op")
-    return op
-
-
-def _encode_seqs(seqs: Sequence[int]) -> str:
-    return json.dumps(list(seqs), separators=(",", ":"))
-
-
-def _decode_seqs(text: str) -> tuple[int, ...]:
-    seqs = json.loads(text)
-    if not isinstance(seqs, list) or not all(
-        isinstance(s, int) and not isinstance(s, bool) for s in seqs
-    ):
-        raise InvalidEventError(f"stored source_event_seqs {text!r} are not a list of seqs")
-    return tuple(seqs)

@@ -277,7 +277,7 @@ async def test_listings_are_built_off_the_event_loop(
     """100,000 headers or titles take a second to build: never on the loop's thread."""
     await make_db(db_path)
     seen: list[tuple[str, threading.Thread]] = []
-    real_dec, real_title_of = sqlite_module._dec, sqlite_module.title_of
+    real_dec, real_title_of = sqlite_module.decode_text, sqlite_module.title_of
 
     def dec(value: bytes) -> str:
         seen.append(("header", threading.current_thread()))
@@ -288,7 +288,7 @@ async def test_listings_are_built_off_the_event_loop(
         return real_title_of(*args)  # type: ignore[arg-type]
 
     async with await SqliteSessionStore.open(db_path) as store:
-        monkeypatch.setattr(sqlite_module, "_dec", dec)
+        monkeypatch.setattr(sqlite_module, "decode_text", dec)
         monkeypatch.setattr(sqlite_module, "title_of", title_of)
         headers = await store.list_headers()
         titles = await store.read_titles()
