@@ -15,10 +15,8 @@ from core.errors import DshError
 from core.importers.detect import load_session_log
 from core.logfile import LogImportError
 from core.providers.offline import OfflineProvider
-from core.references import SessionReferenceConfig, SessionReferenceService
-from stores import SessionQuery
 from stores.replay import ReplayStore
-from tui.shared.runtime import Runtime
+from tui.shared.runtime import Runtime, build_runtime
 
 __all__ = ["ReplayError", "open_replay", "replay_reason", "replay_runtime"]
 
@@ -60,14 +58,4 @@ async def open_replay(path: str, *, at: int | None = None) -> ReplayStore:
 def replay_runtime(config: DshConfig, store: ReplayStore) -> Runtime:
     """A runtime over the replay store: its query and reference service (so cards, the
     picker and "what the model received" work); the offline model, which nothing asks."""
-    query = SessionQuery(store)
-    limits = config.references
-    service = SessionReferenceService(
-        query,
-        SessionReferenceConfig(
-            max_references=limits.max_references,
-            candidate_limit=limits.candidate_limit,
-            max_reference_bytes=limits.max_reference_bytes,
-        ),
-    )
-    return Runtime(config, store, query, service, OfflineProvider(config.effective_model))
+    return build_runtime(config, store, OfflineProvider(config.effective_model))

@@ -18,6 +18,7 @@ from stores import SessionQuery, open_store
 __all__ = [
     "OFFLINE_DELAY_ENV",
     "Runtime",
+    "build_runtime",
     "make_provider",
     "offline_delay_from_env",
     "open_runtime",
@@ -74,6 +75,22 @@ class Runtime:
         return ChatSession(self.store, self.query, self.service, self.provider, header)
 
 
+def build_runtime(config: DshConfig, store: SessionStore, provider: ModelProvider) -> Runtime:
+    """The query and the session-reference service (with the config's limits) over
+    ``store``: the wiring every host shares; opening and closing are the caller's."""
+    query = SessionQuery(store)
+    limits = config.references
+    service = SessionReferenceService(
+        query,
+        SessionReferenceConfig(
+            max_references=limits.max_references,
+            candidate_limit=limits.candidate_limit,
+            max_reference_bytes=limits.max_reference_bytes,
+        ),
+    )
+    return Runtime(config, store, query, service, provider)
+
+
 @asynccontextmanager
 async def open_runtime(
     config: DshConfig,
@@ -86,21 +103,11 @@ async def open_runtime(
     if store is None:
         store = await open_store(config.database)
     try:
-        query = SessionQuery(store)
-        limits = config.references
-        service = SessionReferenceService(
-            query,
-            SessionReferenceConfig(
-                max_references=limits.max_references,
-                candidate_limit=limits.candidate_limit,
-                max_reference_bytes=limits.max_reference_bytes,
-            ),
-        )
         own_provider = provider is None
         if provider is None:
             provider = make_provider(config, offline_delay=offline_delay)
         try:
-            yield Runtime(config, store, query, service, provider)
+            yield build_runtime(config, store, provider)
         finally:
             if own_provider:
                 await provider.aclose()
