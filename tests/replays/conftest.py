@@ -1,20 +1,5 @@
-"""The replays are drawn like the UI snapshots: UTC, no NO_COLOR or TEXTUAL_* variables."""
+"""The replays are drawn like the UI snapshots (``tests/ui/snapshots.pinned_environment``)."""
 
-from __future__ import annotations
+from tests.ui.snapshots import pinned_environment
 
-import os
-import time
-from collections.abc import Iterator
-
-import pytest
-
-
-@pytest.fixture(autouse=True)
-def _pinned(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    for name in list(os.environ):
-        if name == "NO_COLOR" or name.startswith("TEXTUAL_") or name == "COLORTERM":
-            monkeypatch.delenv(name)
-    monkeypatch.setenv("TZ", "UTC")
-    time.tzset()
-    yield
-    time.tzset()
+__all__ = ["pinned_environment"]

@@ -8,7 +8,10 @@ missing or different baseline fails the test and writes the new rendering beside
 from __future__ import annotations
 
 import difflib
+import os
 import re
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -76,3 +79,17 @@ def screen_text(app: App[object]) -> str:
         app.screen._compositor.render_update(full=True, screen_stack=app._background_screens)
     )
     return console.export_text(styles=False)
+
+
+@pytest.fixture(autouse=True)
+def pinned_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The environment every snapshot is drawn in, whatever the developer's shell holds: no
+    ``NO_COLOR``, ``COLORTERM`` or ``TEXTUAL_*`` variables, and UTC. Autouse wherever it is
+    imported (the snapshot tests, the golden replays)."""
+    for name in list(os.environ):
+        if name == "NO_COLOR" or name.startswith("TEXTUAL_") or name == "COLORTERM":
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    yield
+    time.tzset()  # monkeypatch restores TZ after this; conftest's session fixture keeps UTC

@@ -1,6 +1,6 @@
 """SVG snapshot tests of the UI (baselines in the top-level ``snapshots/`` folder).
 
-Every test here runs in a pinned environment (``_pinned``): no ``NO_COLOR`` or
+Every test here runs in a pinned environment (``pinned_environment`` of ``tests/ui/snapshots.py``): no ``NO_COLOR`` or
 ``TEXTUAL_*`` variables, UTC, the frozen clock of ``conftest.frozen_clock``, the default
 theme and a fixed terminal size. A baseline is written only with ``--snapshot-update``
 after looking at it (see ``tests/ui/snapshots.py``).
@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,7 +18,7 @@ import pytest
 from core.references import SessionReferenceService
 from stores import SqliteSessionStore
 from tests.ui.conftest import SIZE, make_app
-from tests.ui.snapshots import assert_snapshot, screen_text
+from tests.ui.snapshots import assert_snapshot, pinned_environment, screen_text
 from tests.ui.test_app import (
     gated_runtime,
     mention,
@@ -37,19 +36,9 @@ from tui.app.transcript.cards import ReferenceCard
 from tui.app.transcript.transcript import EMPTY_STATE_TITLE, AssistantMessage, ReplyView
 from tui.shared.runtime import Runtime
 
+__all__ = ["pinned_environment"]  # autouse: every test here is drawn in it
+
 REPLY_SIZE = (100, 40)
-
-
-@pytest.fixture(autouse=True)
-def _pinned(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """The environment every snapshot is drawn in, whatever the developer's shell holds."""
-    for name in list(os.environ):
-        if name == "NO_COLOR" or name.startswith("TEXTUAL_") or name == "COLORTERM":
-            monkeypatch.delenv(name)
-    monkeypatch.setenv("TZ", "UTC")
-    time.tzset()
-    yield
-    time.tzset()  # monkeypatch restores TZ after this; conftest's session fixture keeps UTC
 
 
 def test_the_environment_is_pinned() -> None:
