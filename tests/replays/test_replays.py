@@ -16,7 +16,7 @@ from core.config import DshConfig
 from tests.replays.corpus import LOG_DIR, REFERENCE_LOG, large_log_lines
 from tests.ui.snapshots import assert_svg
 from tui.app.svg import render_svg
-from tui.shared.replay import open_replay, replay_runtime
+from tui.shared.replay import open_replay, replay_now, replay_runtime
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -33,9 +33,9 @@ async def draw(path: Path, *, expand_cards: bool = False) -> str:
         store = await open_replay(path.name)
     finally:
         os.chdir(here)
-    last = max((await store.read_last_event_times()).values(), default=0)
+    now = await replay_now(store)
     runtime = replay_runtime(DshConfig(database=path.with_suffix(".never")), store)
-    return await render_svg(runtime, size=SIZE, expand_cards=expand_cards, now=lambda: last)
+    return await render_svg(runtime, size=SIZE, expand_cards=expand_cards, now=lambda: now)
 
 
 def test_the_corpus_is_there() -> None:

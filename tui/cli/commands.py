@@ -58,6 +58,7 @@ from core.logfile import event_to_json, export_jsonl
 from core.references import SessionReferenceError
 from core.references.labels import safe_mention
 from core.resolve import SessionNameError, resolve_session_name
+from stores.replay import ReplayStore
 from tui.shared.errors import describe_error
 from tui.shared.runtime import Runtime, offline_delay_from_env, open_runtime
 from tui.shared.signals import (
@@ -751,13 +752,7 @@ def _replay(config: DshConfig, args: argparse.Namespace) -> int:
     if args.text:
         return asyncio.run(_replay_text(runtime, args))
     if args.svg is not None:
-        from tui.app.svg import render_svg  # Textual, without a terminal
-
-        # "Now" is the log's last event, so ages and the picture depend on the file only.
-        last = max(asyncio.run(store.read_last_event_times()).values(), default=0)
-        svg = asyncio.run(
-            render_svg(runtime, size=args.size, expand_cards=args.expand_cards, now=lambda: last)
-        )
+        svg = asyncio.run(_replay_svg(runtime, store, args))
         try:
             from tui.shared.files import write_atomically
 
@@ -770,6 +765,16 @@ def _replay(config: DshConfig, args: argparse.Namespace) -> int:
     from tui.app.app import run_app
 
     return run_app(config, runtime)
+
+
+async def _replay_svg(runtime: Runtime, store: ReplayStore, args: argparse.Namespace) -> str:
+    from tui.app.svg import render_svg  # Textual, without a terminal
+    from tui.shared.replay import replay_now
+
+    now = await replay_now(store)
+    return await render_svg(
+        runtime, size=args.size, expand_cards=args.expand_cards, now=lambda: now
+    )
 
 
 async def _replay_text(runtime: Runtime, args: argparse.Namespace) -> int:

@@ -18,7 +18,7 @@ from core.providers.offline import OfflineProvider
 from stores.replay import ReplayStore
 from tui.shared.runtime import Runtime, build_runtime
 
-__all__ = ["ReplayError", "open_replay", "replay_reason", "replay_runtime"]
+__all__ = ["ReplayError", "open_replay", "replay_now", "replay_reason", "replay_runtime"]
 
 
 class ReplayError(DshError):
@@ -59,3 +59,9 @@ def replay_runtime(config: DshConfig, store: ReplayStore) -> Runtime:
     """A runtime over the replay store: its query and reference service (so cards, the
     picker and "what the model received" work); the offline model, which nothing asks."""
     return build_runtime(config, store, OfflineProvider(config.effective_model))
+
+
+async def replay_now(store: ReplayStore) -> int:
+    """The clock of a replay's pictures: its log's last event (0 for an empty log), so ages
+    and the picture depend on the file only."""
+    return max((await store.read_last_event_times()).values(), default=0)
