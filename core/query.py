@@ -9,11 +9,14 @@ from typing import Any, Protocol
 from core.log import Event, SessionHeader, SurfaceOutline
 
 __all__ = [
+    "MessageTail",
+    "MessageTailSnapshot",
     "SessionQueryLike",
     "SessionTitle",
     "SurfaceOutlineSnapshot",
     "SurfaceSnapshot",
     "SurfaceWindow",
+    "message_tail",
 ]
 
 
@@ -35,6 +38,54 @@ class SurfaceOutlineSnapshot:
     session: SessionHeader
     captured_through_seq: int | None
     nodes: tuple[SurfaceOutline, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class MessageTail:
+    """What ``prepare`` needs of a surface's messages, bounded by a byte ``budget`` (see
+    :func:`message_tail`, which defines it; stores compute it from what they keep).
+
+    ``nodes``: ``(seq, projection)`` of message nodes (``projection >= 0``, see
+    ``projection_code``) in node order: first the ``older_checkpoints`` checkpoints
+    that come before the tail, then the tail itself. ``older_messages`` and
+    ``older_bytes``: how many non-checkpoint messages come before the tail, and the
+    UTF-8 bytes of their projected texts."""
+
+    nodes: tuple[tuple[int, int], ...]
+    older_checkpoints: int = 0
+    older_messages: int = 0
+    older_bytes: int = 0
+
+
+def message_tail(nodes: Sequence[tuple[int, int]], budget: int) -> MessageTail:
+    """The ``MessageTail`` of a folded surface whose message nodes are ``nodes``
+    (``(seq, projection)`` in node order; nodes that are no message left out).
+
+    Walking back from the newest node, the tail takes nodes until the UTF-8 bytes of the
+    non-checkpoint ones it holds, the newest node not counted, exceed ``budget`` (the
+    node that makes them exceed it included); all nodes when they never do."""
+    start = len(nodes)
+    spent = 0
+    newest = len(nodes) - 1
+    while start > 0:
+        start -= 1
+        code = nodes[start][1]
+        if start != newest and not code & 2:
+            spent += code >> 2
+            if spent > budget:
+                break
+    checkpoints = [node for node in nodes[:start] if node[1] & 2]
+    older = [node[1] >> 2 for node in nodes[:start] if not node[1] & 2]
+    return MessageTail((*checkpoints, *nodes[start:]), len(checkpoints), len(older), sum(older))
+
+
+@dataclass(frozen=True, slots=True)
+class MessageTailSnapshot:
+    """One consistent read of a session's header, last raw seq and ``MessageTail``."""
+
+    session: SessionHeader
+    captured_through_seq: int | None
+    tail: MessageTail
 
 
 @dataclass(frozen=True, slots=True)

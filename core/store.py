@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from core.log import Event, NewEvent, SessionHeader, SurfaceOp, SurfaceOutline, SurfaceRow
-from core.query import SessionTitle
+from core.query import MessageTail, SessionTitle
 
 __all__ = ["SessionStore"]
 
@@ -73,6 +73,18 @@ class SessionStore(Protocol):
         is appended and keeps it beside the event (the SQLite store in a column; rows
         written before it existed are computed at read time), so reading it costs no
         event data: ``prepare`` then reads only the bodies retention keeps."""
+        ...
+
+    async def read_message_tail(
+        self, session_id: str, budget: int
+    ) -> tuple[SessionHeader, int | None, MessageTail]:
+        """Header, last raw seq and the folded surface's ``core.query.MessageTail`` for
+        ``budget`` (a non-negative int, else ``ValueError``), in one consistent read:
+        exactly ``core.query.message_tail`` of the surface's message nodes, read in time
+        bounded by the tail (not by the session): a store keeps the current surface's
+        nodes (node order, projection codes) and the count and UTF-8 bytes of its
+        non-checkpoint messages up to date in each append's transaction, so ``prepare``
+        reads the newest nodes until the budget is spent, the checkpoints, and two sums."""
         ...
 
     async def read_events_at(self, session_id: str, seqs: Sequence[int]) -> list[Event]:

@@ -18,9 +18,9 @@ from core.log import (
     ValidatedEvent,
     now_ms,
 )
-from core.query import SessionTitle
+from core.query import MessageTail, SessionTitle, message_tail
 from core.references.projection import projection_code
-from core.surface import SurfaceFolder
+from core.surface import SurfaceFolder, fold_surface
 from stores.validation import (
     KIND_TITLE,
     check_batch,
@@ -278,6 +278,15 @@ class MemorySessionStore:
                 if e.surface_op is not None
             ],
         )
+
+    async def read_message_tail(
+        self, session_id: str, budget: int
+    ) -> tuple[SessionHeader, int | None, MessageTail]:
+        # In memory the fold is cheap enough: the tail is computed from the whole surface.
+        limit = check_count(budget)
+        header, last, rows = await self.read_surface_outline(session_id)
+        nodes = [(row.seq, row.projection) for row in fold_surface(rows) if row.projection >= 0]
+        return header, last, message_tail(nodes, limit)
 
     async def read_events_at(self, session_id: str, seqs: Sequence[int]) -> list[Event]:
         session = self._session(session_id)

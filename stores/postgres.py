@@ -37,6 +37,7 @@ from core.jsoncodec import loads_exact
 from core.log import (
     Event,
     NewEvent,
+    Replace,
     SessionHeader,
     SurfaceOp,
     SurfaceOutline,
@@ -45,9 +46,9 @@ from core.log import (
     build_event,
     now_ms,
 )
-from core.query import SessionTitle
-from core.references.projection import projection_code
-from core.surface import SurfaceFolder
+from core.query import MessageTail, SessionTitle
+from core.references.projection import plain_message_bytes, projection_code
+from core.surface import SurfaceFolder, fold_surface
 from stores.columns import (
     APPEND_JSON,
     decode_op,
@@ -80,6 +81,9 @@ from stores.validation import (
 __all__ = ["CHANGES_CHANNEL", "MIGRATIONS", "SCHEMA_VERSION", "PostgresSessionStore"]
 
 T = TypeVar("T")
+
+_BACKFILL = "SELECT 'dsh: fold every surface into its nodes'"
+"""A migration statement run as Python (``_backfill_surfaces``), a no-op as SQL."""
 
 # Forward migrations: MIGRATIONS[i] takes schema version i to i + 1, in one transaction.
 # To change the schema, append a step; never edit a released one.
@@ -128,6 +132,38 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         # projection_code), kept beside it so prepare's outline read needs no event data;
         # NULL for rows written before (computed when read).
         "ALTER TABLE dsh_events ADD COLUMN projection integer",
+    ),
+    (
+        # The current surface kept in each append's transaction (issue 15; as on SQLite):
+        # one row per surface node ordered by ``pos`` (an append's pos is its seq; a
+        # replace takes the pos of the first node it shadows, whose range it deletes),
+        # and per session the count and UTF-8 bytes of its non-checkpoint messages.
+        """
+        CREATE TABLE dsh_surface_nodes (
+            session_key bigint  NOT NULL REFERENCES dsh_sessions (key) ON DELETE CASCADE,
+            pos         bigint  NOT NULL,
+            seq         bigint  NOT NULL,
+            projection  integer NOT NULL,
+            PRIMARY KEY (session_key, pos)
+        )
+        """,
+        "CREATE UNIQUE INDEX dsh_surface_nodes_seq ON dsh_surface_nodes (session_key, seq)",
+        "CREATE INDEX dsh_surface_messages ON dsh_surface_nodes "
+        "(session_key, pos DESC) INCLUDE (seq, projection) WHERE projection >= 0",
+        "CREATE INDEX dsh_surface_checkpoints ON dsh_surface_nodes "
+        "(session_key, pos) INCLUDE (seq, projection) "
+        "WHERE projection >= 0 AND (projection & 2) = 2",
+        """
+        CREATE TABLE dsh_surface_sums (
+            session_key bigint NOT NULL PRIMARY KEY
+                               REFERENCES dsh_sessions (key) ON DELETE CASCADE,
+            messages    bigint NOT NULL,
+            bytes       bigint NOT NULL
+        )
+        """,
+        # Run as Python: _backfill_surfaces (as SQL it does nothing, which is right for a
+        # database without sessions, e.g. a test's template).
+        _BACKFILL,
     ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -274,6 +310,9 @@ class PostgresSessionStore:
             self._check_not_newer(version)
             for step in range(version, SCHEMA_VERSION):
                 for statement in MIGRATIONS[step]:
+                    if statement == _BACKFILL:
+                        await _backfill_surfaces(conn)
+                        continue
                     await conn.execute(statement)
             if version < SCHEMA_VERSION:
                 await conn.execute("DELETE FROM dsh_schema")
@@ -559,6 +598,8 @@ class PostgresSessionStore:
         can fail, so reserving the seqs, inserting and notifying is one statement, one round
         trip, atomic on its own."""
         kinds = [event_kind(v.type, v.data, v.surface_op is not None) for v in batch]
+        codes = [_projection(v) for v in batch]
+        sizes = [size for size in map(plain_message_bytes, codes) if size is not None]
 
         async def body(conn: asyncpg.Connection) -> int | None:
             first: int | None = await conn.fetchval(
@@ -572,7 +613,9 @@ class PostgresSessionStore:
                 [None if v.surface_op is None else APPEND_JSON for v in batch],
                 CHANGES_CHANNEL,
                 self._token,
-                [_projection(v) for v in batch],
+                codes,
+                len(sizes),
+                sum(sizes),
             )
             return first
 
@@ -782,6 +825,56 @@ class PostgresSessionStore:
         ]
         return header, last, outline
 
+    async def read_message_tail(
+        self, session_id: str, budget: int
+    ) -> tuple[SessionHeader, int | None, MessageTail]:
+        sid = check_session_id(session_id)
+        limit = check_count(budget)
+
+        async def body(conn: asyncpg.Connection) -> tuple[SessionHeader, int | None, MessageTail]:
+            key, header = await self._require_session(conn, sid)
+            last = await conn.fetchval(
+                "SELECT seq FROM dsh_events WHERE session_key = $1 ORDER BY seq DESC LIMIT 1",
+                key,
+            )
+            tail: list[tuple[int, int]] = []  # newest first
+            spent, start = 0, -1
+            past_newest = exceeded = False
+            # Newest first along dsh_surface_messages; stops once the budget is spent.
+            async for pos, seq, code in conn.cursor(
+                "SELECT pos, seq, projection FROM dsh_surface_nodes "
+                "WHERE session_key = $1 AND projection >= 0 ORDER BY pos DESC",
+                key,
+                prefetch=128,
+            ):
+                tail.append((seq, code))
+                start = pos
+                if past_newest and not code & 2:
+                    spent += code >> 2
+                    if spent > limit:
+                        exceeded = True
+                        break
+                past_newest = True
+            tail.reverse()
+            if not exceeded:
+                return header, last, MessageTail(tuple(tail))
+            checkpoints = await conn.fetch(
+                "SELECT seq, projection FROM dsh_surface_nodes WHERE session_key = $1 "
+                "AND projection >= 0 AND (projection & 2) = 2 AND pos < $2 ORDER BY pos",
+                key,
+                start,
+            )
+            row = await conn.fetchrow(
+                "SELECT messages, bytes FROM dsh_surface_sums WHERE session_key = $1", key
+            )
+            messages, size = (0, 0) if row is None else (row[0], row[1])
+            sizes = [code >> 2 for _, code in tail if not code & 2]
+            nodes = (*((c[0], c[1]) for c in checkpoints), *tail)
+            older = MessageTail(nodes, len(checkpoints), messages - len(sizes), size - sum(sizes))
+            return header, last, older
+
+        return await self._run(body, write=False, isolation="repeatable_read")
+
     async def _read_surface(
         self,
         session_id: str,
@@ -897,6 +990,17 @@ WITH s AS (
     FROM s, unnest(
         $3::bytea[], $4::bigint[], $5::smallint[], $6::text[], $7::text[], $10::integer[]
     ) WITH ORDINALITY AS u (type, time, kind, data, op, projection, n)
+), nodes AS (
+    INSERT INTO dsh_surface_nodes (session_key, pos, seq, projection)
+    SELECT s.key, s.first + u.n - 1, s.first + u.n - 1, u.projection
+    FROM s, unnest($10::integer[]) WITH ORDINALITY AS u (projection, n)
+    WHERE u.projection IS NOT NULL
+), sums AS (
+    INSERT INTO dsh_surface_sums (session_key, messages, bytes)
+    SELECT s.key, $11::bigint, $12::bigint FROM s WHERE $11::bigint <> 0
+    ON CONFLICT (session_key) DO UPDATE
+    SET messages = dsh_surface_sums.messages + excluded.messages,
+        bytes = dsh_surface_sums.bytes + excluded.bytes
 ), notified AS (
     SELECT pg_notify($8, $9)
 )
@@ -962,6 +1066,7 @@ async def _insert_events(
     """Check ``batch`` against ``folder`` (see ``check_batch``), then insert it from seq
     ``first``; the caller's transaction makes it all or nothing."""
     check_batch(folder, first, batch)
+    codes = [_projection(v) for v in batch]
     await conn.executemany(
         "INSERT INTO dsh_events (session_key, seq, type, time, kind, data, surface_op, "
         "source_event_seqs, projection) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
@@ -975,11 +1080,12 @@ async def _insert_events(
                 v.data_json,
                 None if v.surface_op is None else encode_op(v.surface_op),
                 None if v.source_event_seqs is None else encode_seqs(v.source_event_seqs),
-                _projection(v),
+                codes[i],
             )
             for i, v in enumerate(batch)
         ],
     )
+    await _track_surface(conn, key, first, batch, codes)
     return [
         Event(
             seq=first + i,
@@ -991,3 +1097,109 @@ async def _insert_events(
         )
         for i, v in enumerate(batch)
     ]
+
+
+_INSERT_NODE_SQL = (
+    "INSERT INTO dsh_surface_nodes (session_key, pos, seq, projection) VALUES ($1, $2, $3, $4)"
+)
+
+
+async def _track_surface(
+    conn: asyncpg.Connection,
+    key: int,
+    first: int,
+    batch: Sequence[ValidatedEvent],
+    codes: Sequence[int | None],
+) -> None:
+    """Keep ``dsh_surface_nodes`` and ``dsh_surface_sums`` in step with a batch whose
+    surface operations were checked (so every replace's range is on the surface)."""
+    pending: list[tuple[int, int, int, int]] = []
+    messages = size = 0
+    for offset, v in enumerate(batch):
+        op = v.surface_op
+        code = codes[offset]
+        if op is None or code is None:
+            continue
+        seq = first + offset
+        if isinstance(op, Replace):
+            if pending:
+                await conn.executemany(_INSERT_NODE_SQL, pending)
+                pending.clear()
+            ends = await conn.fetch(
+                "SELECT pos FROM dsh_surface_nodes WHERE session_key = $1 "
+                "AND seq IN ($2, $3) ORDER BY pos",
+                key,
+                op.start,
+                op.end,
+            )
+            if not ends:
+                raise StoreError(f"the surface index lacks seqs {op.start}..{op.end}")
+            lo, hi = ends[0][0], ends[-1][0]
+            for (gone,) in await conn.fetch(
+                "DELETE FROM dsh_surface_nodes WHERE session_key = $1 "
+                "AND pos BETWEEN $2 AND $3 RETURNING projection",
+                key,
+                lo,
+                hi,
+            ):
+                shadowed = plain_message_bytes(gone)
+                if shadowed is not None:
+                    messages -= 1
+                    size -= shadowed
+            pending.append((key, lo, seq, code))
+        else:
+            pending.append((key, seq, seq, code))
+        added = plain_message_bytes(code)
+        if added is not None:
+            messages += 1
+            size += added
+    if pending:
+        await conn.executemany(_INSERT_NODE_SQL, pending)
+    if messages or size:
+        await conn.execute(
+            "INSERT INTO dsh_surface_sums (session_key, messages, bytes) VALUES ($1, $2, $3) "
+            "ON CONFLICT (session_key) DO UPDATE "
+            "SET messages = dsh_surface_sums.messages + excluded.messages, "
+            "bytes = dsh_surface_sums.bytes + excluded.bytes",
+            key,
+            messages,
+            size,
+        )
+
+
+async def _backfill_surfaces(conn: asyncpg.Connection) -> None:
+    """Migration to schema 3: fold every session's surface once into
+    ``dsh_surface_nodes`` and ``dsh_surface_sums`` (positions: the node's rank, below
+    every later seq)."""
+    keys = [row[0] for row in await conn.fetch("SELECT key FROM dsh_sessions ORDER BY key")]
+    for key in keys:
+        rows = await conn.fetch(
+            "SELECT seq, type, time, data, surface_op, source_event_seqs, projection "
+            f"FROM dsh_events WHERE session_key = $1 AND kind = {KIND_SURFACE} ORDER BY seq",
+            key,
+        )
+        outline: list[SurfaceOutline] = []
+        try:
+            for seq, type_, time, data, op_json, seqs_json, code in rows:
+                op = decode_op(op_json)
+                seqs = None if seqs_json is None else decode_seqs(seqs_json)
+                if code is None:  # written before schema 2
+                    event = build_event(seq, decode_text(type_), time, loads_exact(data), op, seqs)
+                    code = projection_code(event)
+                outline.append(SurfaceOutline(seq, op, seqs, code))
+            nodes = fold_surface(outline)
+        except (ValueError, TypeError) as err:  # InvalidEventError is a ValueError
+            raise StoreError(f"cannot upgrade: a stored event is corrupt ({err})") from err
+        await conn.executemany(
+            _INSERT_NODE_SQL, [(key, pos, n.seq, n.projection) for pos, n in enumerate(nodes)]
+        )
+        sizes = [
+            b for b in map(plain_message_bytes, (n.projection for n in nodes)) if b is not None
+        ]
+        if sizes:
+            await conn.execute(
+                "INSERT INTO dsh_surface_sums (session_key, messages, bytes) VALUES ($1, $2, $3)",
+                key,
+                len(sizes),
+                sum(sizes),
+            )

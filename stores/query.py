@@ -5,7 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from core.log import Event, SessionHeader
-from core.query import SessionTitle, SurfaceOutlineSnapshot, SurfaceSnapshot, SurfaceWindow
+from core.query import (
+    MessageTailSnapshot,
+    SessionTitle,
+    SurfaceOutlineSnapshot,
+    SurfaceSnapshot,
+    SurfaceWindow,
+)
 from core.surface import fold_surface
 from stores.base import SessionStore
 from stores.validation import check_session_id
@@ -45,6 +51,14 @@ class SessionQuery:
         with what it projects to (``prepare`` reads only the bodies it keeps)."""
         header, last_seq, rows = await self._store.read_surface_outline(session_id)
         return SurfaceOutlineSnapshot(header, last_seq, tuple(fold_surface(rows)))
+
+    async def read_message_tail(self, session_id: str, budget: int) -> MessageTailSnapshot:
+        """The surface's newest messages until ``budget`` UTF-8 bytes are spent, its older
+        checkpoints and the count and bytes of its other older messages (see
+        ``core.query.message_tail``), in time bounded by what is read, not by the session:
+        what ``prepare`` reads first (then only the bodies it keeps)."""
+        header, last_seq, tail = await self._store.read_message_tail(session_id, budget)
+        return MessageTailSnapshot(header, last_seq, tail)
 
     async def read_surface_tail(self, session_id: str, newest: int) -> SurfaceSnapshot:
         """The last ``newest`` items of the current surface (node order), read in time that

@@ -29,6 +29,7 @@ import json
 import os
 import sqlite3
 import stat
+import sys
 import threading
 import zlib
 from collections.abc import Awaitable, Callable, Container, Iterable, Sequence
@@ -42,6 +43,7 @@ import aiosqlite
 from core.config import default_database_path
 from core.errors import (
     DiskFullError,
+    InvalidEventError,
     SessionExistsError,
     SessionNotFoundError,
     StoreError,
@@ -50,6 +52,7 @@ from core.jsoncodec import loads_exact
 from core.log import (
     Event,
     NewEvent,
+    Replace,
     SessionHeader,
     SurfaceOp,
     SurfaceOutline,
@@ -58,9 +61,9 @@ from core.log import (
     build_event,
     now_ms,
 )
-from core.query import SessionTitle
-from core.references.projection import projection_code
-from core.surface import SurfaceFolder
+from core.query import MessageTail, SessionTitle
+from core.references.projection import plain_message_bytes, projection_code
+from core.surface import SurfaceFolder, fold_surface
 from stores.columns import (
     APPEND_JSON,
     decode_op,
@@ -93,6 +96,9 @@ from stores.validation import (
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "SqliteSessionStore"]
 
 T = TypeVar("T")
+
+_BACKFILL = "SELECT 'dsh: fold every surface into its nodes'"
+"""A migration statement run as Python (``_backfill_surfaces``), a no-op as SQL."""
 
 # Forward migrations: MIGRATIONS[i] takes user_version i to i + 1, in one transaction.
 # To change the schema, append a step; never edit a released one.
@@ -195,6 +201,37 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE INDEX events_surface ON events "
         "(session, seq, surface_op, source_event_seqs, projection) WHERE kind = 1",
         "CREATE INDEX events_title ON events (session, seq) WHERE kind = 2",
+    ),
+    (
+        # The current surface kept in each append's transaction (issue 15), so prepare
+        # reads the newest messages and the checkpoints, not a fold of every surface row:
+        # one row per surface node, ordered by ``pos`` (an append's pos is its seq; a
+        # replace takes the pos of the first node it shadows, whose range it deletes).
+        """
+        CREATE TABLE surface_nodes (
+            session     INTEGER NOT NULL REFERENCES sessions (key) ON DELETE CASCADE,
+            pos         INTEGER NOT NULL,  -- node order
+            seq         INTEGER NOT NULL,
+            projection  INTEGER NOT NULL,  -- projection_code of the event
+            PRIMARY KEY (session, pos)
+        ) STRICT, WITHOUT ROWID
+        """,
+        "CREATE UNIQUE INDEX surface_nodes_seq ON surface_nodes (session, seq)",
+        "CREATE INDEX surface_messages ON surface_nodes (session, pos, seq, projection) "
+        "WHERE projection >= 0",
+        "CREATE INDEX surface_checkpoints ON surface_nodes (session, pos, seq, projection) "
+        "WHERE projection >= 0 AND (projection & 2) = 2",
+        # Per session: the surface's non-checkpoint messages and their UTF-8 bytes.
+        """
+        CREATE TABLE surface_sums (
+            session     INTEGER PRIMARY KEY REFERENCES sessions (key) ON DELETE CASCADE,
+            messages    INTEGER NOT NULL,
+            bytes       INTEGER NOT NULL
+        ) STRICT
+        """,
+        # Run as Python: _backfill_surfaces (as SQL it does nothing, which is right for a
+        # database without sessions, e.g. a test's template).
+        _BACKFILL,
     ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -360,6 +397,7 @@ class SqliteSessionStore:
         # unchanged: no commit by another connection (PRAGMA data_version) nor by us.
         self._writes = 0
         self._listings: dict[str, tuple[tuple[int, int], Any]] = {}
+        self._migration_progress: Callable[[int, int], None] | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -370,9 +408,14 @@ class SqliteSessionStore:
         *,
         read_only: bool = False,
         busy_timeout: float = _BUSY_TIMEOUT_S,
+        progress: Callable[[int, int], None] | None = None,
     ) -> SqliteSessionStore:
         """Open (creating and migrating when needed) the database at ``path``
         (default: :func:`stores.default_database_path`).
+
+        An upgrade that must fold many surface rows reports ``progress(done, total)``
+        along the way (rows); without ``progress``, on a terminal, a line on stderr
+        (see :func:`terminal_progress`).
 
         A file without write permission opens read-only, as does ``read_only=True``: reads
         work and writes raise ``StoreError``. A file that is not a dsh database, is
@@ -387,7 +430,7 @@ class SqliteSessionStore:
         if not read_only and _file_is_read_only(db_path):
             read_only = True
         try:
-            return await cls._connect(db_path, read_only, busy_timeout)
+            return await cls._connect(db_path, read_only, busy_timeout, progress=progress)
         except DiskFullError as err:
             if read_only or not db_path.is_file():
                 raise
@@ -421,7 +464,13 @@ class SqliteSessionStore:
 
     @classmethod
     async def _connect(
-        cls, db_path: Path, read_only: bool, busy_timeout: float, options: str = "mode=ro"
+        cls,
+        db_path: Path,
+        read_only: bool,
+        busy_timeout: float,
+        options: str = "mode=ro",
+        *,
+        progress: Callable[[int, int], None] | None = None,
     ) -> SqliteSessionStore:
         target = _connect_target(db_path, read_only, options)
         connection = aiosqlite.connect(
@@ -438,6 +487,7 @@ class SqliteSessionStore:
                 raise _store_error(db_path, "cannot open the database", err) from err
             raise
         store = cls(conn, db_path, read_only=read_only)
+        store._migration_progress = progress or terminal_progress(db_path)
         try:
             await store._setup(busy_timeout)
         except BaseException:
@@ -500,6 +550,10 @@ class SqliteSessionStore:
                 )
             for step in range(version, SCHEMA_VERSION):
                 for statement in MIGRATIONS[step]:
+                    if statement == _BACKFILL:
+                        report = self._migration_progress
+                        await conn._execute(_backfill_surfaces, conn._conn, report)  # type: ignore[no-untyped-call]
+                        continue
                     await conn.execute(statement)
                 await conn.execute(f"PRAGMA user_version = {step + 1}")
             await conn.execute("COMMIT")
@@ -987,24 +1041,57 @@ class SqliteSessionStore:
     def _decode_outline(
         self, raw: sqlite3.Connection, key: int, rows: list[Any]
     ) -> list[SurfaceOutline]:
-        out: list[SurfaceOutline] = []
         try:
-            for seq, surface_op, source_seqs, projection in rows:
-                op = decode_op(surface_op)
-                seqs = None if source_seqs is None else decode_seqs(source_seqs)
-                if projection is None:  # written before projections were kept
-                    raw_type, time, data = raw.execute(
-                        "SELECT type, time, data FROM events WHERE session = ? AND seq = ?",
-                        (key, seq),
-                    ).fetchone()
-                    event = build_event(
-                        seq, decode_text(raw_type), time, loads_exact(_text(data)), op, seqs
-                    )
-                    projection = projection_code(event)
-                out.append(SurfaceOutline(seq, op, seqs, projection))
+            return _outline_rows(raw, key, rows)
         except (ValueError, TypeError, zlib.error) as err:
             raise StoreError(f"{self._path}: a stored event is corrupt ({err})") from err
-        return out
+
+    async def read_message_tail(
+        self, session_id: str, budget: int
+    ) -> tuple[SessionHeader, int | None, MessageTail]:
+        sid = check_session_id(session_id)
+        limit = check_count(budget)
+
+        def body(raw: sqlite3.Connection) -> tuple[SessionHeader, int | None, MessageTail]:
+            key, header = self._session(raw, sid)
+            last = _last_seq(raw, key)
+            tail: list[tuple[int, int]] = []  # newest first
+            spent, start = 0, -1
+            past_newest = exceeded = False
+            # Newest first along surface_messages; stops once the budget is spent.
+            cursor = raw.execute(
+                "SELECT pos, seq, projection FROM surface_nodes "
+                "WHERE session = ? AND projection >= 0 ORDER BY pos DESC",
+                (key,),
+            )
+            for pos, seq, code in cursor:
+                tail.append((seq, code))
+                start = pos
+                if past_newest and not code & 2:
+                    spent += code >> 2
+                    if spent > limit:
+                        exceeded = True
+                        break
+                past_newest = True
+            cursor.close()
+            tail.reverse()
+            if not exceeded:
+                return header, last, MessageTail(tuple(tail))
+            checkpoints = raw.execute(
+                "SELECT seq, projection FROM surface_nodes WHERE session = ? "
+                "AND projection >= 0 AND (projection & 2) = 2 AND pos < ? ORDER BY pos",
+                (key, start),
+            ).fetchall()
+            row = raw.execute(
+                "SELECT messages, bytes FROM surface_sums WHERE session = ?", (key,)
+            ).fetchone()
+            messages, size = (0, 0) if row is None else row
+            sizes = [code >> 2 for _, code in tail if not code & 2]
+            nodes = (*((seq, code) for seq, code in checkpoints), *tail)
+            older = MessageTail(nodes, len(checkpoints), messages - len(sizes), size - sum(sizes))
+            return header, last, older
+
+        return await self._run_sync(body, write=False)
 
     async def _read_surface(
         self, session_id: str, columns: str, decode: Callable[[list[Any]], list[T]]
@@ -1319,6 +1406,12 @@ def _insert_events(
     """
     check_batch(folder, first, batch)
     kinds = [event_kind(v.type, v.data, v.surface_op is not None) for v in batch]
+    codes = [
+        None
+        if v.surface_op is None
+        else projection_code(build_event(first + i, v.type, v.time, v.data, v.surface_op, None))
+        for i, v in enumerate(batch)
+    ]
     rows: list[tuple[Any, ...]] = []
     i, count = 0, len(batch)
     while i < count:
@@ -1335,11 +1428,7 @@ def _insert_events(
                     _stored_data(v.data_json),
                     None if v.surface_op is None else encode_op(v.surface_op),
                     None if v.source_event_seqs is None else encode_seqs(v.source_event_seqs),
-                    None
-                    if v.surface_op is None
-                    else projection_code(
-                        build_event(first + i, v.type, v.time, v.data, v.surface_op, None)
-                    ),
+                    codes[i],
                 )
             )
             i += 1
@@ -1391,6 +1480,7 @@ def _insert_events(
                 )
             i = stop
     raw.executemany(_INSERT_EVENT_SQL, rows)
+    _track_surface(raw, key, first, batch, codes)
     build = build_event
     return [
         build(first + i, v.type, v.time, v.data, v.surface_op, v.source_event_seqs)
@@ -1432,3 +1522,153 @@ def _extend_pack(
         (n + take, added[-1].time, blob, key, seq),
     )
     return take
+
+
+def _outline_rows(raw: sqlite3.Connection, key: int, rows: Iterable[Any]) -> list[SurfaceOutline]:
+    """Decode ``(seq, surface_op, source_event_seqs, projection)`` rows of ``events``; a
+    projection written as NULL (rows from before schema v3 kept it) is computed from the
+    event's data. Corrupt data raises ``ValueError``, ``TypeError`` or ``zlib.error``."""
+    out: list[SurfaceOutline] = []
+    for seq, surface_op, source_seqs, projection in rows:
+        op = decode_op(surface_op)
+        seqs = None if source_seqs is None else decode_seqs(source_seqs)
+        if projection is None:  # written before projections were kept
+            raw_type, time, data = raw.execute(
+                "SELECT type, time, data FROM events WHERE session = ? AND seq = ?",
+                (key, seq),
+            ).fetchone()
+            event = build_event(
+                seq, decode_text(raw_type), time, loads_exact(_text(data)), op, seqs
+            )
+            projection = projection_code(event)
+        out.append(SurfaceOutline(seq, op, seqs, projection))
+    return out
+
+
+_INSERT_NODE_SQL = "INSERT INTO surface_nodes (session, pos, seq, projection) VALUES (?, ?, ?, ?)"
+
+
+def _track_surface(
+    raw: sqlite3.Connection,
+    key: int,
+    first: int,
+    batch: Sequence[ValidatedEvent],
+    codes: Sequence[int | None],
+) -> None:
+    """Keep ``surface_nodes`` and ``surface_sums`` in step with a batch whose surface
+    operations were checked (so every replace's range is on the surface)."""
+    pending: list[tuple[int, int, int, int]] = []
+    messages = size = 0
+    for offset, v in enumerate(batch):
+        op = v.surface_op
+        code = codes[offset]
+        if op is None or code is None:
+            continue
+        seq = first + offset
+        if isinstance(op, Replace):
+            if pending:
+                raw.executemany(_INSERT_NODE_SQL, pending)
+                pending.clear()
+            ends = raw.execute(
+                "SELECT pos FROM surface_nodes WHERE session = ? AND seq IN (?, ?) ORDER BY pos",
+                (key, op.start, op.end),
+            ).fetchall()
+            if not ends:
+                raise StoreError(f"the surface index lacks seqs {op.start}..{op.end}")
+            lo, hi = ends[0][0], ends[-1][0]
+            for (gone,) in raw.execute(
+                "SELECT projection FROM surface_nodes WHERE session = ? AND pos BETWEEN ? AND ?",
+                (key, lo, hi),
+            ).fetchall():
+                shadowed = plain_message_bytes(gone)
+                if shadowed is not None:
+                    messages -= 1
+                    size -= shadowed
+            raw.execute(
+                "DELETE FROM surface_nodes WHERE session = ? AND pos BETWEEN ? AND ?",
+                (key, lo, hi),
+            )
+            pending.append((key, lo, seq, code))
+        else:
+            pending.append((key, seq, seq, code))
+        added = plain_message_bytes(code)
+        if added is not None:
+            messages += 1
+            size += added
+    if pending:
+        raw.executemany(_INSERT_NODE_SQL, pending)
+    if messages or size:
+        raw.execute(
+            "INSERT INTO surface_sums (session, messages, bytes) VALUES (?, ?, ?) "
+            "ON CONFLICT (session) DO UPDATE SET messages = messages + excluded.messages, "
+            "bytes = bytes + excluded.bytes",
+            (key, messages, size),
+        )
+
+
+_BACKFILL_REPORT_MIN = 100_000
+"""An upgrade folding at least this many surface rows reports its progress."""
+_BACKFILL_BATCH = 50_000
+
+
+def _backfill_surfaces(
+    raw: sqlite3.Connection, progress: Callable[[int, int], None] | None
+) -> None:
+    """Migration to schema v4: fold every session's surface once into ``surface_nodes``
+    and ``surface_sums`` (positions: the node's rank, below every later seq)."""
+    (total,) = raw.execute(f"SELECT count(*) FROM events WHERE kind = {KIND_SURFACE}").fetchone()
+    report = progress if progress is not None and total >= _BACKFILL_REPORT_MIN else None
+    done = 0
+    keys = [key for (key,) in raw.execute("SELECT key FROM sessions ORDER BY key").fetchall()]
+    for key in keys:
+        cursor = raw.execute(
+            "SELECT seq, surface_op, source_event_seqs, projection FROM events "
+            f"WHERE session = ? AND kind = {KIND_SURFACE} ORDER BY seq",
+            (key,),
+        )
+        outline: list[SurfaceOutline] = []
+        while rows := cursor.fetchmany(_BACKFILL_BATCH):
+            try:
+                outline += _outline_rows(raw, key, rows)
+            except (ValueError, TypeError, zlib.error) as err:
+                raise StoreError(f"cannot upgrade: a stored event is corrupt ({err})") from err
+            done += len(rows)
+            if report is not None:
+                report(done, total)
+        try:
+            nodes = fold_surface(outline)
+        except InvalidEventError as err:
+            raise StoreError(f"cannot upgrade: a stored surface is invalid ({err})") from err
+        raw.executemany(
+            _INSERT_NODE_SQL, [(key, pos, n.seq, n.projection) for pos, n in enumerate(nodes)]
+        )
+        sizes = [s for s in (plain_message_bytes(n.projection) for n in nodes) if s is not None]
+        if sizes:
+            raw.execute(
+                "INSERT INTO surface_sums (session, messages, bytes) VALUES (?, ?, ?)",
+                (key, len(sizes), sum(sizes)),
+            )
+    if report is not None and done < total:
+        report(total, total)
+
+
+def terminal_progress(path: Path) -> Callable[[int, int], None] | None:
+    """A progress line for a long upgrade on stderr, rewritten in place; ``None`` unless
+    stderr is the process's own terminal (not captured, e.g. by a running Textual app,
+    whose screen it would break). The path is not printed: it is the user's text."""
+    original = sys.__stderr__
+    if original is None or sys.stderr is not original or not original.isatty():
+        return None
+    stream = original
+    del path
+
+    def report(done: int, total: int) -> None:
+        percent = done * 100 // max(total, 1)
+        end = "\n" if done >= total else ""
+        stream.write(
+            f"\rdsh: upgrading the database: {percent}% ({done:,} of {total:,} surface events)"
+            + end
+        )
+        stream.flush()
+
+    return report

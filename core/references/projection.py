@@ -19,7 +19,13 @@ from core.log import (
     message_text,
 )
 
-__all__ = ["NO_MESSAGE", "ProjectedMessage", "project_surface", "projection_code"]
+__all__ = [
+    "NO_MESSAGE",
+    "ProjectedMessage",
+    "plain_message_bytes",
+    "project_surface",
+    "projection_code",
+]
 
 
 class ProjectedMessage(NamedTuple):
@@ -108,3 +114,12 @@ def projection_code(event: Event) -> int:
         + (2 if message.checkpoint else 0)
         + (1 if message.role == "assistant" else 0)
     )
+
+
+def plain_message_bytes(code: int | None) -> int | None:
+    """The UTF-8 bytes of the text of a message that is not a checkpoint, from its
+    ``projection_code``; ``None`` for a checkpoint, no message, or no code at all (the
+    stores' running sums of a surface count exactly these messages)."""
+    if code is None or code < 0 or code & 2:
+        return None
+    return code >> 2

@@ -12,7 +12,13 @@ from typing import Any
 from core.gcpause import gc_paused
 from core.jsoncodec import utf8_len
 from core.log import Event, SessionHeader, text_block, user_message
-from core.query import SessionQueryLike, SessionTitle, SurfaceOutlineSnapshot, SurfaceSnapshot
+from core.query import (
+    MessageTailSnapshot,
+    SessionQueryLike,
+    SessionTitle,
+    SurfaceOutlineSnapshot,
+    SurfaceSnapshot,
+)
 from core.references.cancellation import CancelRequested, TaskFailed, gather_cancellable
 from core.references.config import (
     SESSION_REFERENCE_CANCELLED,
@@ -259,6 +265,56 @@ class SessionReferenceService:
         )
         return PreparedReferencedMessage(content_copy, message)
 
+    async def _read_tail(
+        self,
+        ref: SessionReferenceInput,
+        tail_of: Callable[[str, int], Awaitable[object]],
+        read_at: Callable[[str, Sequence[int]], Awaitable[Sequence[Event]]],
+    ) -> _Projected | object | None:
+        """Like ``_read_kept``, from the surface's ``MessageTail`` (its newest messages until
+        the budget is spent, its older checkpoints and two sums for the rest) instead of
+        its whole outline: what is read is bounded by what retention can keep. ``None``
+        when the tail is not enough or disagrees with the bodies (then the caller reads
+        more)."""
+        budget = self._config.max_reference_bytes
+        snapshot = await tail_of(ref.session_id, budget)
+        if not isinstance(snapshot, MessageTailSnapshot):
+            return snapshot  # reported by the caller, in reference order
+        assert ref.label is not None
+        tail = snapshot.tail
+        nodes = tail.nodes
+        shape = [
+            ("assistant" if code & 1 else "user", bool(code & 2), code >> 2) for _, code in nodes
+        ]
+        first = tail.older_checkpoints
+        if tail.older_messages and not (
+            sum(size for _, checkpoint, size in shape[first:-1] if not checkpoint) > budget
+        ):
+            return None  # not a tail retention surely cuts inside
+        cut = retention_cut(
+            session_id=ref.session_id,
+            label=ref.label,
+            cwd=snapshot.session.cwd,
+            captured_through_seq=snapshot.captured_through_seq,
+            outline=shape,
+            max_bytes=budget,
+        )
+        if tail.older_messages and cut < first:
+            return None
+        kept = [i for i in range(cut) if shape[i][1]] + list(range(cut, len(nodes)))
+        events = await read_at(ref.session_id, [nodes[i][0] for i in kept]) if kept else []
+        messages = project_surface(events)
+        if [(m.role, m.checkpoint, utf8_len(m.text)) for m in messages] != [shape[i] for i in kept]:
+            return None
+        skipped = [shape[i][2] for i in range(cut) if not shape[i][1]]
+        return _Projected(
+            snapshot.session.cwd,
+            snapshot.captured_through_seq,
+            messages,
+            len(skipped) + tail.older_messages,
+            sum(skipped) + tail.older_bytes,
+        )
+
     async def _read_kept(
         self,
         ref: SessionReferenceInput,
@@ -307,11 +363,16 @@ class SessionReferenceService:
 
         outline = getattr(self._query, "read_surface_outline", None)
         read_at = getattr(self._query, "read_events_at", None)
+        tail_of = getattr(self._query, "read_message_tail", None)
 
         def reader(ref: SessionReferenceInput) -> Callable[[], Awaitable[_Projected | object]]:
             session_id = ref.session_id
 
             async def read() -> _Projected | object:
+                if tail_of is not None and read_at is not None:
+                    bounded = await self._read_tail(ref, tail_of, read_at)
+                    if bounded is not None:
+                        return bounded
                 if outline is not None and read_at is not None:
                     bounded = await self._read_kept(ref, outline, read_at)
                     if bounded is not None:

@@ -384,10 +384,10 @@ async def test_reads_and_retention_run_with_the_cyclic_collector_paused(
     seen: list[bool] = []
 
     class Watching(SessionQuery):
-        # prepare reads each source's outline, then the bodies it keeps
-        async def read_surface_outline(self, session_id: str) -> Any:
+        # prepare reads each source's message tail, then the bodies it keeps
+        async def read_message_tail(self, session_id: str, budget: int) -> Any:
             seen.append(gc.isenabled())
-            snapshot = await super().read_surface_outline(session_id)
+            snapshot = await super().read_message_tail(session_id, budget)
             seen.append(gc.isenabled())
             return snapshot
 

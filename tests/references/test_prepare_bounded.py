@@ -25,13 +25,14 @@ from core.log import (
     assistant_message,
     user_message,
 )
-from core.query import SurfaceSnapshot
+from core.query import SurfaceSnapshot, message_tail
 from core.references import (
     SessionReferenceConfig,
     SessionReferenceError,
     SessionReferenceInput,
     SessionReferenceService,
 )
+from core.surface import fold_surface
 from stores import MemorySessionStore, SessionQuery, SqliteSessionStore
 from stores.base import SessionStore
 
@@ -76,6 +77,7 @@ step = st.one_of(
     st.tuples(st.just("huge"), st.integers(1_000, 20_000)),
     st.tuples(st.just("compact"), st.tuples(text, st.integers(0, 50), st.integers(0, 50))),
     st.tuples(st.just("replace"), st.tuples(text, st.integers(0, 50), st.integers(0, 50))),
+    st.tuples(st.just("batch"), st.tuples(text, st.integers(0, 50), st.integers(0, 50))),
 )
 
 
@@ -100,6 +102,26 @@ async def write(store: SessionStore, sid: str, steps: list[tuple[str, Any]]) -> 
             ev = NewEvent("assistant/chunk", {"turn": 1, "chunk": {"text": arg}})
         elif kind == "huge":
             ev = NewEvent("user/message", user_message("h<" * arg), "append")
+        elif kind == "batch":
+            # One batch: two appends, then a compaction of a range ending at the second
+            # (so a replace meets nodes appended in its own batch).
+            body, a, _ = arg
+            first = NewEvent("user/message", user_message(body + " 1"), "append")
+            reply = assistant_message(body, provider="p", model="m")
+            second = NewEvent("assistant/message", {"turn": 1, "message": reply}, "append")
+            nodes = [*surface, seq, seq + 1]
+            lo = a % len(nodes)
+            shadowed = nodes[lo:]
+            compact = NewEvent(
+                "user/message",
+                user_message("batch summary", source=COMPACT_CHECKPOINT_SOURCE),
+                Replace(shadowed[0], shadowed[-1]),
+                list(shadowed),
+            )
+            await store.append_batch(sid, [first, second, compact])
+            surface[:] = [*nodes[:lo], seq + 2]
+            seq += 3
+            continue
         else:
             body, a, b = arg
             if not surface:
@@ -120,6 +142,17 @@ async def write(store: SessionStore, sid: str, steps: list[tuple[str, Any]]) -> 
                 hi = surface.index(op.end)
                 surface[lo : hi + 1] = [seq]
         seq += 1
+
+
+async def tails_agree(store: SessionStore, budgets: Sequence[int]) -> None:
+    """The store's ``read_message_tail`` (from the nodes and sums it keeps) is exactly
+    ``message_tail`` of the folded outline, at each budget."""
+    _, last, rows = await store.read_surface_outline("src")
+    nodes = [(row.seq, row.projection) for row in fold_surface(rows) if row.projection >= 0]
+    for budget in budgets:
+        header, last_seq, tail = await store.read_message_tail("src", budget)
+        assert (header.id, last_seq) == ("src", last)
+        assert tail == message_tail(nodes, budget), budget
 
 
 async def both(store: SessionStore, budget: int) -> tuple[str, str, int]:
@@ -164,6 +197,7 @@ def test_bounded_prepare_on_sqlite_is_byte_identical(
     async def run() -> None:
         async with await SqliteSessionStore.open(path) as store:
             await write(store, "src", steps)
+            await tails_agree(store, [0, 1, 40, budget, 10**6])
             bounded, full, _ = await both(store, budget)
             assert bounded == full
 
@@ -211,6 +245,7 @@ async def test_bounded_prepare_is_byte_identical_on_every_store(store: SessionSt
         if i == 8:
             steps.append(("huge", 9_000))
     await write(store, "src", steps)
+    await tails_agree(store, [0, 10, 100, 500, 3_000, 20_000])
     for budget in (150, 400, 900, 2_000, 5_000, 12_000, 40_000):
         bounded, full, _ = await both(store, budget)
         assert bounded == full, budget

@@ -81,6 +81,8 @@ async def test_schema_has_an_integer_session_key_and_a_version(
         "dsh_reply_leases.session_key:bigint",
         "dsh_sessions.id:bytea",
         "dsh_sessions.key:bigint",
+        "dsh_surface_nodes.session_key:bigint",
+        "dsh_surface_sums.session_key:bigint",
     ]
     assert pg_cluster.psql(f"SELECT seq, kind, data FROM {schema}.dsh_events") == (
         '0|1|{"id":"m","role":"user","content":[{"type":"text","text":"hi"}]}'
@@ -320,4 +322,30 @@ async def test_a_schema_1_database_gains_the_projection_column(pg_cluster: Clust
         await store.append("s", "user/message", user_message("hello"), surface_op="append")
         outline = (await store.read_surface_outline("s"))[2]
         assert [row.projection for row in outline] == [4 * len("hello")]
-    assert pg_cluster.psql(f"SELECT version FROM {name}.dsh_schema") == str(SCHEMA_VERSION) == "2"
+    assert pg_cluster.psql(f"SELECT version FROM {name}.dsh_schema") == str(SCHEMA_VERSION)
+
+
+async def test_a_schema_2_database_gains_the_surface_nodes(pg_cluster: Cluster, url: str) -> None:
+    """Schema 3 keeps the current surface's nodes and sums (issue 15); a database from
+    before gets them on open, folded from its events (a projection NULL since schema 1
+    computed), and then answers read_message_tail exactly as the memory store does."""
+    from tests.references.test_prepare_bounded import write
+
+    steps: list[tuple[str, object]] = [("user", "q 问 " * 9), ("assistant", "a" * 50)] * 6
+    steps += [("compact", ("summary", 0, 5)), ("tool", "t"), ("huge", 3_000)]
+    steps += [("replace", ("edit", 3, 4)), ("user", "last"), ("chunk", "x")]
+    memory = MemorySessionStore()
+    await write(memory, "src", steps)
+    schema = schema_of(url)
+    async with await open_store(url) as store:
+        await write(store, "src", steps)
+    pg_cluster.psql(
+        f"SET search_path = {schema}; DROP TABLE dsh_surface_nodes, dsh_surface_sums; "
+        "UPDATE dsh_events SET projection = NULL WHERE seq % 2 = 0; "
+        "UPDATE dsh_schema SET version = 2"
+    )
+    async with await open_store(url) as store:
+        for budget in (0, 60, 200, 1_000, 10_000):
+            want = (await memory.read_message_tail("src", budget))[2]
+            assert (await store.read_message_tail("src", budget))[2] == want, budget
+    assert pg_cluster.psql(f"SELECT version FROM {schema}.dsh_schema") == str(SCHEMA_VERSION)

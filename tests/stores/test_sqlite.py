@@ -64,7 +64,13 @@ async def test_open_creates_parent_dirs_and_schema(db_path: Path) -> None:
             for row in conn.execute("PRAGMA table_list")
             if row[0] == "main" and not row[1].startswith("sqlite_")
         }
-        assert tables == {"sessions": 1, "events": 1, "reply_leases": 1}  # STRICT
+        assert tables == {  # STRICT
+            "sessions": 1,
+            "events": 1,
+            "reply_leases": 1,
+            "surface_nodes": 1,
+            "surface_sums": 1,
+        }
         indexes = {
             row[0] for row in conn.execute("SELECT name FROM sqlite_schema WHERE type='index'")
         }

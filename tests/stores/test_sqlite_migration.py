@@ -8,16 +8,28 @@ with today's store migrates it; every event must read back byte-identical.
 from __future__ import annotations
 
 import json
+import os
+import pty
 import shutil
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+import stores.sqlite as sqlite_module
 from core.jsoncodec import dumps_js
-from core.log import NewEvent, surface_op_to_json
+from core.log import NewEvent, Replace, surface_op_to_json
+from core.query import message_tail
+from core.surface import fold_surface
 from stores import SqliteSessionStore
 from stores.sqlite import SCHEMA_VERSION
 from tests.stores.fixtures.make_v2_fixture import DB, EXPECTED, IDS, event_json
+from tests.stores.fixtures.make_v3_fixture import DB as V3_DB
+from tests.stores.fixtures.make_v3_fixture import EXPECTED as V3_EXPECTED
+from tests.stores.fixtures.make_v3_fixture import IDS as V3_IDS
 
 MSG = "user/message"
 
@@ -98,3 +110,144 @@ async def test_new_events_after_an_upgrade_read_back_like_a_fresh_store(tmp_path
             (sid.encode("utf-8", "surrogatepass"), len(before)),
         ).fetchone()
     assert rows == 1  # the 30 chunks are one packed row
+
+
+# ---------------------------------------------------------------- schema v3 (99902a9)
+
+
+def copy_v3(tmp_path: Path) -> Path:
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    target = tmp_path / "v3.sqlite3"
+    shutil.copyfile(V3_DB, target)
+    return target
+
+
+async def assert_tails_fold(store: SqliteSessionStore, sid: str) -> None:
+    """The kept surface nodes and sums give exactly the tail a fold of every row does."""
+    _, last, rows = await store.read_surface_outline(sid)
+    nodes = [(row.seq, row.projection) for row in fold_surface(rows) if row.projection >= 0]
+    assert nodes  # every fixture session has messages
+    for budget in (0, 5, 50, 300, 1_000, 3_000, 10_000, 100_000):
+        _, last_seq, tail = await store.read_message_tail(sid, budget)
+        assert last_seq == last
+        assert tail == message_tail(nodes, budget), (sid, budget)
+
+
+async def test_a_v3_database_upgrades_with_every_event_byte_identical(tmp_path: Path) -> None:
+    """A database written by the store of 99902a9 (schema v3: packs, compressed payloads,
+    compactions and an edit) opens with every event byte-identical, and its surfaces are
+    folded into the nodes prepare reads."""
+    path = copy_v3(tmp_path)
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone() == (3,)
+    want = json.loads(V3_EXPECTED.read_text(encoding="ascii"))
+    async with await SqliteSessionStore.open(path) as store:
+        headers = [[h.id, h.created_at, h.cwd] for h in await store.list_headers()]
+        assert repr(headers) == want["headers"]
+        for k, sid in enumerate(V3_IDS):
+            events = await store.read_events(sid)
+            assert repr([event_json(e) for e in events]) == want["events"][k]
+            seqs = [e.seq for e in events]
+            assert await store.read_events_at(sid, seqs[::-1]) == events[::-1]
+            surface = (await store.read_surface_events(sid))[2]
+            assert repr([e.seq for e in surface]) == want["surfaces"][k]
+            await assert_tails_fold(store, sid)
+        # New events (a compaction in the same batch as the appends it shadows) keep
+        # the nodes in step.
+        sid = V3_IDS[1]
+        nodes = [row.seq for row in fold_surface((await store.read_surface_rows(sid))[2])]
+        first = len(await store.read_events(sid))
+        batch = [
+            NewEvent(MSG, {"id": "n1", "role": "user", "content": []}, "append"),
+            NewEvent(
+                MSG,
+                {"id": "n2", "role": "user", "content": [{"type": "text", "text": "again"}]},
+                Replace(nodes[2], first),
+                [*nodes[2:], first],
+            ),
+        ]
+        await store.append_batch(sid, batch)
+        await assert_tails_fold(store, sid)
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
+        assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
+        assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+
+
+async def test_the_v2_fixture_upgrades_through_v3_to_the_surface_nodes(tmp_path: Path) -> None:
+    """Rows copied from schema v2 have no projection kept: the upgrade computes it."""
+    path = copy_fixture(tmp_path)
+    async with await SqliteSessionStore.open(path) as store:
+        for sid in IDS:
+            await assert_tails_fold(store, sid)
+
+
+async def test_a_large_upgrade_reports_its_progress(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sqlite_module, "_BACKFILL_REPORT_MIN", 10)
+    monkeypatch.setattr(sqlite_module, "_BACKFILL_BATCH", 7)
+    calls: list[tuple[int, int]] = []
+    path = copy_v3(tmp_path)
+    with sqlite3.connect(path) as conn:
+        (total,) = conn.execute("SELECT count(*) FROM events WHERE kind = 1").fetchone()
+    async with await SqliteSessionStore.open(path, progress=lambda d, t: calls.append((d, t))):
+        pass
+    assert len(calls) > 3
+    assert calls[-1] == (total, total)
+    assert [d for d, _ in calls] == sorted(d for d, _ in calls)
+    assert {t for _, t in calls} == {total}
+    # An upgrade below the threshold says nothing.
+    monkeypatch.setattr(sqlite_module, "_BACKFILL_REPORT_MIN", total + 1)
+    calls.clear()
+    later = copy_v3(tmp_path / "b")
+    async with await SqliteSessionStore.open(later, progress=lambda d, t: calls.append((d, t))):
+        pass
+    assert calls == []
+
+
+def test_the_upgrade_progress_is_a_line_on_the_terminal(tmp_path: Path) -> None:
+    """On a real terminal (a pty as stderr), a large upgrade prints its progress there;
+    the database path (the user's text) is never printed."""
+    path = copy_v3(tmp_path / "x\x1b[31m")
+    code = (
+        "import asyncio, sys\n"
+        "import stores.sqlite as s\n"
+        "s._BACKFILL_REPORT_MIN = 1\n"
+        "async def main():\n"
+        "    store = await s.SqliteSessionStore.open(sys.argv[1])\n"
+        "    await store.close()\n"
+        "asyncio.run(main())\n"
+    )
+    master, slave = pty.openpty()
+    try:
+        child = subprocess.run(
+            [sys.executable, "-c", code, str(path)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=slave,
+            cwd=Path(__file__).resolve().parents[2],
+            timeout=60,
+            check=False,
+        )
+        os.close(slave)
+        slave = -1
+        out = b""
+        while True:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            out += chunk
+    finally:
+        if slave >= 0:
+            os.close(slave)
+        os.close(master)
+    assert child.returncode == 0, out
+    text = out.decode("utf-8")
+    assert "dsh: upgrading the database: 100%" in text
+    assert "\x1b" not in text
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)

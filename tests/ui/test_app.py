@@ -26,7 +26,7 @@ from core.log import (
     user_message,
 )
 from core.providers.base import ProviderMessage, StreamEvent, TextDelta
-from core.query import SurfaceOutlineSnapshot, SurfaceSnapshot
+from core.query import MessageTailSnapshot, SurfaceOutlineSnapshot, SurfaceSnapshot
 from core.references import (
     SessionReferenceInput,
     SessionReferenceService,
@@ -217,6 +217,12 @@ class GatedQuery(SessionQuery):
         """What ``prepare`` reads first (then only the bodies it keeps)."""
         await self._wait(session_id)
         return await super().read_surface_outline(session_id)
+
+    async def read_message_tail(self, session_id: str, budget: int) -> MessageTailSnapshot:
+        """What ``prepare`` reads first since issue 15's surface nodes (then only the
+        bodies it keeps)."""
+        await self._wait(session_id)
+        return await super().read_message_tail(session_id, budget)
 
 
 def gated_runtime(runtime: Runtime, gated: set[str]) -> tuple[Runtime, GatedQuery]:
