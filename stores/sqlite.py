@@ -686,7 +686,7 @@ class SqliteSessionStore:
         # (and ``_conn``, the sqlite3 connection that thread owns) are used instead.
         raw: sqlite3.Connection = conn._conn
 
-        def transaction() -> T:
+        def transaction() -> list[T]:
             raw.execute("BEGIN IMMEDIATE" if write else "BEGIN")
             try:
                 result = body(raw)
@@ -695,12 +695,14 @@ class SqliteSessionStore:
                 with contextlib.suppress(sqlite3.Error):
                     raw.execute("ROLLBACK")
                 raise
-            return result
+            # In a box the caller empties: aiosqlite's worker keeps the last value it
+            # returned until its next call, which would hold a large read's events.
+            return [result]
 
         async def attempt() -> T:
             try:
-                result: T = await conn._execute(transaction)  # type: ignore[no-untyped-call]
-                return result
+                box: list[T] = await conn._execute(transaction)  # type: ignore[no-untyped-call]
+                return box.pop()
             finally:
                 if write:
                     self._writes += 1

@@ -78,6 +78,10 @@ class _Projected:
     skipped_bytes: int = 0
 
 
+_BODIES_PER_READ = 32
+"""Bodies ``prepare`` reads per ``read_events_at`` from a message tail."""
+
+
 def _cancelled() -> SessionReferenceError:
     return SessionReferenceError("session reference was cancelled", SESSION_REFERENCE_CANCELLED)
 
@@ -302,8 +306,12 @@ class SessionReferenceService:
         if tail.older_messages and cut < first:
             return None
         kept = [i for i in range(cut) if shape[i][1]] + list(range(cut, len(nodes)))
-        events = await read_at(ref.session_id, [nodes[i][0] for i in kept]) if kept else []
-        messages = project_surface(events)
+        # A few bodies at a time, each batch projected at once: only their texts are
+        # held, never all the kept events together (peak memory follows what is kept).
+        messages: list[ProjectedMessage] = []
+        for start in range(0, len(kept), _BODIES_PER_READ):
+            seqs = [nodes[i][0] for i in kept[start : start + _BODIES_PER_READ]]
+            messages += project_surface(await read_at(ref.session_id, seqs))
         if [(m.role, m.checkpoint, utf8_len(m.text)) for m in messages] != [shape[i] for i in kept]:
             return None
         skipped = [shape[i][2] for i in range(cut) if not shape[i][1]]
