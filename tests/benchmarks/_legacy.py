@@ -34,6 +34,14 @@ def legacy_store_class() -> Any | None:
             ).stdout
         except (OSError, subprocess.CalledProcessError):
             return None
+        if "stores.paths" not in sys.modules:
+            # Gone since b83eb6a (one default_database_path in core.config); the old
+            # module imports it from there.
+            import core.config
+
+            paths = ModuleType("stores.paths")
+            paths.default_database_path = core.config.default_database_path  # type: ignore[attr-defined]
+            sys.modules["stores.paths"] = paths
         spec = importlib.util.spec_from_loader(_NAME, loader=None)
         assert spec is not None
         module = importlib.util.module_from_spec(spec)
