@@ -60,7 +60,7 @@ class SessionBusyError(DshError):
         self.session_id = session_id
 
 
-class SessionReadOnlyError(DshError, PermissionError):
+class SessionReadOnlyError(DshError):
     """A write (append, rename, compact, delete, lease, share) to a session the user may
     read but does not own (issue 17): only its owner writes it; nothing was stored.
 

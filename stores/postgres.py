@@ -63,7 +63,7 @@ from stores.columns import (
     encode_text,
 )
 from stores.pglocation import PgLocation, connect_error
-from stores.sharing import check_grantee
+from stores.sharing import check_grantee, check_user
 from stores.validation import (
     KIND_SURFACE,
     KIND_TITLE,
@@ -360,8 +360,7 @@ class PostgresSessionStore:
     def read_only(self) -> bool:
         return False
 
-    @property
-    def user(self) -> str:
+    def current_user(self) -> str:
         """The role this store connects as (``current_user``): it owns what it creates."""
         return self._user
 
@@ -800,10 +799,11 @@ class PostgresSessionStore:
 
     async def share(self, session_id: str, user: str) -> bool:
         sid = check_session_id(session_id)
-        grantee = check_grantee(user, self._user)
+        grantee = check_user(user)
 
         async def body(conn: asyncpg.Connection) -> bool:
             key, header = await self._require_own(conn, sid)
+            check_grantee(grantee, self._user)
             if not await conn.fetchval("SELECT 1 FROM pg_roles WHERE rolname = $1", grantee):
                 raise ShareError(f"there is no user {grantee!r} on {self.location}")
             added = await conn.fetchval(
@@ -819,10 +819,11 @@ class PostgresSessionStore:
 
     async def unshare(self, session_id: str, user: str) -> bool:
         sid = check_session_id(session_id)
-        grantee = check_grantee(user, self._user)
+        grantee = check_user(user)
 
         async def body(conn: asyncpg.Connection) -> bool:
             key, _ = await self._require_own(conn, sid)
+            check_grantee(grantee, self._user)
             removed = await conn.fetchval(
                 "DELETE FROM dsh_shares WHERE session_key = $1 AND grantee = $2 RETURNING true",
                 key,
@@ -1144,11 +1145,8 @@ async def _insert_session(conn: asyncpg.Connection, header: SessionHeader, next_
         )
     except asyncpg.UniqueViolationError as err:
         raise SessionExistsError(header.id) from err
-    except asyncpg.InsufficientPrivilegeError as err:  # another owner's session
-        raise StoreError(
-            f"cannot store session {header.id!r} owned by {header.owner}: only that role "
-            "(or one exempt from row security) may create it"
-        ) from err
+    except asyncpg.InsufficientPrivilegeError as err:  # row security: another's session
+        raise SessionReadOnlyError(header.id, header.owner or "") from err
     return key
 
 

@@ -159,7 +159,11 @@ class Cluster:
         return sql
 
     def psql(self, sql: str, database: str = DATABASE) -> str:
-        """Run ``sql`` as the superuser with ``psql`` and return its unaligned output."""
+        """Run ``sql`` as the superuser with ``psql`` and return its unaligned output.
+
+        A long script (beyond what one command-line argument may hold) goes through
+        standard input instead, statement by statement."""
+        long = len(sql.encode()) > 100_000
         result = subprocess.run(
             [
                 str(self.bindir / "psql"),
@@ -175,9 +179,9 @@ class Cluster:
                 SUPERUSER,
                 "-d",
                 database,
-                "-c",
-                sql,
+                *(() if long else ("-c", sql)),
             ],
+            input=sql if long else None,
             check=True,
             capture_output=True,
             text=True,

@@ -64,7 +64,7 @@ async def test_open_creates_parent_dirs_and_schema(db_path: Path) -> None:
             for row in conn.execute("PRAGMA table_list")
             if row[0] == "main" and not row[1].startswith("sqlite_")
         }
-        assert tables == {"sessions": 1, "events": 1, "reply_leases": 1}  # STRICT
+        assert tables == {"sessions": 1, "events": 1, "reply_leases": 1, "shares": 1}  # STRICT
         indexes = {
             row[0] for row in conn.execute("SELECT name FROM sqlite_schema WHERE type='index'")
         }
