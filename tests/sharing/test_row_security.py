@@ -189,3 +189,25 @@ async def test_an_older_database_gives_its_sessions_to_the_role_that_upgrades_it
         with pytest.raises(SessionNotFoundError):
             await bob.read_events("old")
     assert pg_cluster.psql(f"SELECT version FROM {schema}.dsh_schema") == str(SCHEMA_VERSION)
+
+
+async def test_the_readme_team_setup_works(pg_cluster: Cluster) -> None:
+    """The README's recipe, verbatim in spirit: an admin role owns the tables, members of
+    dsh_users use them, each sees only their own and what is shared with them."""
+    pg_cluster.psql("CREATE ROLE dsh_admin LOGIN", database="postgres")
+    pg_cluster.psql("CREATE DATABASE readme_team OWNER dsh_admin", database="postgres")
+    pg_cluster.psql("GRANT USAGE ON SCHEMA public TO dsh_users", database="readme_team")
+    admin_url = pg_cluster.url("readme_team", user="dsh_admin")
+    async with await open_store(admin_url) as admin:
+        assert await admin.list_headers() == []
+    alice_url = pg_cluster.url("readme_team", user=ALICE)
+    bob_url = pg_cluster.url("readme_team", user=BOB)
+    async with await open_store(alice_url) as alice, await open_store(bob_url) as bob:
+        await alice.create_session("a")
+        await bob.create_session("b")
+        assert [h.id for h in await alice.list_headers()] == ["a"]
+        assert [h.id for h in await bob.list_headers()] == ["b"]
+        await alice.share("a", BOB)
+        assert {h.id for h in await bob.list_headers()} == {"a", "b"}
+    async with await open_store(admin_url) as admin:  # the tables' owner, held by FORCE
+        assert await admin.list_headers() == []
