@@ -3,6 +3,7 @@ no row of a private session and cannot write into anyone else's."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 
 import asyncpg
@@ -10,7 +11,7 @@ import pytest
 
 from core.errors import SessionNotFoundError
 from stores import open_store
-from stores.postgres import SCHEMA_VERSION
+from stores.postgres import CHANGES_CHANNEL, SCHEMA_VERSION
 from tests.pgcluster import ALICE, BOB, Cluster
 from tests.sharing.team import Team, team
 
@@ -211,3 +212,27 @@ async def test_the_readme_team_setup_works(pg_cluster: Cluster) -> None:
         assert {h.id for h in await bob.list_headers()} == {"a", "b"}
     async with await open_store(admin_url) as admin:  # the tables' owner, held by FORCE
         assert await admin.list_headers() == []
+
+
+async def test_notifications_name_no_session(team: Team, bob_sql: asyncpg.Connection) -> None:
+    """LISTEN/NOTIFY (how every dsh follows other writers) tells a listener that something
+    changed, never what: the payload is the writing store's random token."""
+    heard: list[str] = []
+    got = asyncio.Event()
+
+    def on_notify(conn: object, pid: int, channel: str, payload: str) -> None:
+        heard.append(payload)
+        got.set()
+
+    await bob_sql.add_listener(CHANGES_CHANNEL, on_notify)
+    async with await open_store(team.alice_url) as alice:
+        await alice.create_session("alice-hidden-name")
+        await alice.append(team.private, "session/title", {"title": "hidden title"})
+        async with asyncio.timeout(10):
+            while len(heard) < 2:
+                got.clear()
+                await got.wait()
+    assert heard and all(
+        "alice" not in p and "hidden" not in p and team.private not in p for p in heard
+    )
+    assert await ids(bob_sql) == {team.shared, team.bobs}

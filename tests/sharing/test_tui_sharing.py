@@ -14,6 +14,7 @@ from textual.pilot import Pilot
 
 from core.config import DshConfig
 from core.providers.offline import OfflineProvider
+from core.references import SessionReferenceInput, format_session_reference_mention
 from stores import open_store
 from tests.pgcluster import ALICE
 from tests.sharing.team import Team, team
@@ -88,6 +89,20 @@ async def test_the_tui_as_bob(team: Team, bob_runtime: Runtime) -> None:
         assert "belongs to" not in notice(app)
         assert [c.session_id for c in await app._candidates("")] == [team.shared]
         assert await app._candidates("secret") == []
+        # A mention of the private session fails as one of a deleted session does.
+        failures = {}
+        for sid in (team.private, "deleted-long-ago"):
+            mention = format_session_reference_mention(SessionReferenceInput(sid, "that one"))
+            app.composer.set_draft(f"see {mention}")
+            app.notice.clear()
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: notice(app) != "" and not app.preparing)
+            failures[sid] = notice(app)
+            assert app.composer.draft == f"see {mention}"  # the draft is kept
+        assert failures[team.private] == failures["deleted-long-ago"]
+        assert "does not exist" in failures[team.private]
+        assert event_counts(team) == before
+        app.composer.set_draft("")
         names = {c.title for c in app.get_system_commands(app.screen)}
         assert {"Share session…", "Unshare session…"} <= names
         app.action_share_session()
