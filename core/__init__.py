@@ -9,6 +9,8 @@ from core.errors import (
     SessionBusyError,
     SessionExistsError,
     SessionNotFoundError,
+    SessionReadOnlyError,
+    ShareError,
     StoreError,
 )
 from core.log import (
@@ -31,6 +33,7 @@ from core.log import (
 from core.query import SessionQueryLike, SessionTitle, SurfaceSnapshot
 from core.references import *  # noqa: F403 - the session-reference API is ours to re-export
 from core.references import __all__ as _references_all
+from core.sharing import Share
 from core.store import SessionStore
 from core.surface import SurfaceFolder, fold_surface
 
@@ -46,9 +49,12 @@ __all__ = [
     "SessionExistsError",
     "SessionHeader",
     "SessionNotFoundError",
+    "SessionReadOnlyError",
     "SessionQueryLike",
     "SessionStore",
     "SessionTitle",
+    "Share",
+    "ShareError",
     "StoreError",
     "SurfaceFolder",
     "SurfaceOp",

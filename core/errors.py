@@ -9,6 +9,8 @@ __all__ = [
     "SessionBusyError",
     "SessionExistsError",
     "SessionNotFoundError",
+    "SessionReadOnlyError",
+    "ShareError",
     "StoreError",
 ]
 
@@ -56,3 +58,21 @@ class SessionBusyError(DshError):
     def __init__(self, session_id: str) -> None:
         super().__init__(self.MESSAGE)
         self.session_id = session_id
+
+
+class SessionReadOnlyError(DshError):
+    """A write (append, rename, compact, delete, lease, share) to a session the user may
+    read but does not own (issue 17): only its owner writes it; nothing was stored.
+
+    A session the user may not read at all raises ``SessionNotFoundError`` instead, exactly
+    as a deleted one does, so nobody learns that it exists."""
+
+    def __init__(self, session_id: str, owner: str) -> None:
+        super().__init__(f"the session is read-only: it is owned by {owner}")
+        self.session_id = session_id
+        self.owner = owner
+
+
+class ShareError(DshError, ValueError):
+    """A grant that cannot be made (no such user, sharing with oneself, an empty name);
+    nothing was stored."""

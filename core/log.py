@@ -5,7 +5,7 @@ from __future__ import annotations
 import time as _time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal, NamedTuple
 
 from core.errors import InvalidEventError
@@ -87,11 +87,16 @@ def new_message_id() -> str:
 
 @dataclass(frozen=True, slots=True)
 class SessionHeader:
-    """The immutable part of a session. ``created_at`` is epoch milliseconds."""
+    """The immutable part of a session. ``created_at`` is epoch milliseconds.
+
+    ``owner`` is who owns it (issue 17: the PostgreSQL role that created it, or the OS user
+    on SQLite; ``None`` where nobody does, e.g. a log file). It takes no part in equality,
+    so headers compare as they did before owners existed."""
 
     id: str
     created_at: int
     cwd: str | None = None
+    owner: str | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)

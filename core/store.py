@@ -7,12 +7,31 @@ from typing import Any, Protocol, runtime_checkable
 
 from core.log import Event, NewEvent, SessionHeader, SurfaceOp, SurfaceOutline, SurfaceRow
 from core.query import MessageTail, SessionTitle
+from core.sharing import Share
 
 __all__ = ["SessionStore"]
 
 
 @runtime_checkable
 class SessionStore(Protocol):
+    """Sessions and their logs (SPEC §3), and who may read them (issue 17).
+
+    Every session has an owner (``SessionHeader.owner``): the user the store acts as when
+    it was created (``current_user()``). Its owner reads and writes it; a user it is shared with
+    (``share``) reads it only; for anyone else it does not exist. So every read and listing
+    below sees only what ``user`` may read, reading or writing a session they may not read
+    raises ``SessionNotFoundError`` exactly as for a deleted one, and a write (append,
+    delete, lease, share) to one they may read but do not own raises
+    ``SessionReadOnlyError`` and stores nothing. PostgreSQL enforces this with row-level
+    security keyed on the role's ``current_user``; SQLite and the memory store in the store.
+    """
+
+    def current_user(self) -> str:
+        """Who this store acts as: the PostgreSQL role it connects as, or the OS user
+        (SQLite, memory). A method, not a property: ``issubclass`` works only on a
+        protocol of methods."""
+        ...
+
     async def create_session(
         self,
         session_id: str | None = None,
@@ -110,6 +129,21 @@ class SessionStore(Protocol):
         ...
 
     async def delete_session(self, session_id: str) -> None: ...
+
+    async def share(self, session_id: str, user: str) -> bool:
+        """Let ``user`` read (never write) a session of one's own; ``False`` when it was
+        shared with them already. Only the owner shares (``SessionReadOnlyError``); a user
+        the database does not know, an empty name or oneself is ``ShareError``."""
+        ...
+
+    async def unshare(self, session_id: str, user: str) -> bool:
+        """Take back what ``share`` gave; ``False`` when it was not shared with ``user``."""
+        ...
+
+    async def list_shares(self, session_id: str | None = None) -> list[Share]:
+        """The grants one may see: on one session (readable, else ``SessionNotFoundError``)
+        or on all. An owner sees every grant on their sessions, a grantee only their own."""
+        ...
 
     async def change_token(self) -> int:
         """A number that changes whenever another writer may have changed the store: for

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import TracebackType
 from typing import Any
 
@@ -20,7 +20,9 @@ from core.log import (
 )
 from core.query import MessageTail, SessionTitle, message_tail
 from core.references.projection import projection_code
+from core.sharing import Share
 from core.surface import SurfaceFolder, fold_surface
+from stores.sharing import check_grantee, check_owner, check_user, os_user
 from stores.validation import (
     KIND_TITLE,
     check_batch,
@@ -60,15 +62,34 @@ class MemorySessionStore:
     """Keeps everything in memory. Returned events are immutable and share nothing mutable
     with the caller's input (data is re-parsed from its JSON)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, user: str | None = None) -> None:
+        """``user``: who the store acts as, owning what it creates (default: the OS user)."""
+        self._user = os_user() if user is None else check_user(user)
         self._sessions: dict[str, _Session] = {}
         self._closed = False
         self._changes = 0  # bumped by every write: the change token
         self._leases: dict[str, tuple[str, int]] = {}  # session id -> (owner, expires at ms)
+        self._shares: dict[str, set[str]] = {}  # session id -> who it is shared with
+
+    def as_user(self, user: str) -> MemorySessionStore:
+        """The same sessions, seen by ``user`` (for tests of sharing: another user's
+        store on one database)."""
+        view = MemorySessionStore(user=user)
+        view._sessions, view._leases, view._shares = self._sessions, self._leases, self._shares
+        return view
 
     @property
     def read_only(self) -> bool:
         return False
+
+    def current_user(self) -> str:
+        """Who this store acts as: the owner of what it creates."""
+        return self._user
+
+    def _readable(self, session: _Session) -> bool:
+        return session.header.owner == self._user or self._user in self._shares.get(
+            session.header.id, ()
+        )
 
     async def __aenter__(self) -> MemorySessionStore:
         return self
@@ -91,10 +112,16 @@ class MemorySessionStore:
     def _session(self, session_id: object) -> _Session:
         self._open()
         sid = check_session_id(session_id)
-        try:
-            return self._sessions[sid]
-        except KeyError:
+        session = self._sessions.get(sid)
+        if session is None or not self._readable(session):
             raise SessionNotFoundError(sid) from None
+        return session
+
+    def _own(self, session_id: object) -> _Session:
+        """A session this user may write: readable (else not found) and theirs."""
+        session = self._session(session_id)
+        check_owner(session.header.id, session.header.owner, self._user)
+        return session
 
     # ------------------------------------------------------------------ writes
 
@@ -106,7 +133,7 @@ class MemorySessionStore:
         created_at: int | None = None,
     ) -> SessionHeader:
         self._open()
-        header = new_header(session_id, cwd, created_at)
+        header = replace(new_header(session_id, cwd, created_at), owner=self._user)
         if header.id in self._sessions:
             raise SessionExistsError(header.id)
         self._sessions[header.id] = _Session(header)
@@ -121,7 +148,7 @@ class MemorySessionStore:
         A taken id raises ``SessionExistsError``; a bad event ``InvalidEventError``.
         """
         self._open()
-        checked = import_header(header)
+        checked = replace(import_header(header), owner=header.owner or self._user)
         batch = validate_batch(events)
         if checked.id in self._sessions:
             raise SessionExistsError(checked.id)
@@ -143,12 +170,12 @@ class MemorySessionStore:
     ) -> Event:
         check_session_id(session_id)
         validated = validate_event(type, data, surface_op, source_event_seqs, time)
-        return self._commit(self._session(session_id), [validated])[0]
+        return self._commit(self._own(session_id), [validated])[0]
 
     async def append_batch(self, session_id: str, events: Sequence[NewEvent]) -> list[Event]:
         check_session_id(session_id)
         batch = validate_batch(events)
-        return self._commit(self._session(session_id), batch)
+        return self._commit(self._own(session_id), batch)
 
     def _commit(self, session: _Session, batch: list[ValidatedEvent]) -> list[Event]:
         # Same order of checks as every store: event shape, then the session, then the
@@ -178,9 +205,10 @@ class MemorySessionStore:
         return out
 
     async def delete_session(self, session_id: str) -> None:
-        self._session(session_id)
+        self._own(session_id)
         del self._sessions[session_id]
         self._leases.pop(session_id, None)
+        self._shares.pop(session_id, None)
         self._changes += 1
 
     async def change_token(self) -> int:
@@ -202,7 +230,7 @@ class MemorySessionStore:
         ttl_ms: int,
         dead: Callable[[str], bool] | None = None,
     ) -> bool:
-        self._session(session_id)
+        self._own(session_id)
         now = now_ms()
         held = self._leases.get(session_id)
         if (
@@ -225,7 +253,7 @@ class MemorySessionStore:
 
     async def list_headers(self) -> list[SessionHeader]:
         self._open()
-        headers = [s.header for s in self._sessions.values()]
+        headers = [s.header for s in self._sessions.values() if self._readable(s)]
         headers.sort(key=lambda h: h.id)
         headers.sort(key=lambda h: h.created_at, reverse=True)
         return headers
@@ -308,7 +336,7 @@ class MemorySessionStore:
         out: dict[str, SessionTitle] = {}
         for sid in wanted:
             session = self._sessions.get(sid)
-            if session is None or session.title_seq is None:
+            if session is None or session.title_seq is None or not self._readable(session):
                 continue
             event = session.events[session.title_seq]
             out[sid] = title_of(event.seq, event.time, event.data)
@@ -316,4 +344,46 @@ class MemorySessionStore:
 
     async def read_last_event_times(self) -> dict[str, int]:
         self._open()
-        return {sid: s.events[-1].time for sid, s in self._sessions.items() if s.events}
+        return {
+            sid: s.events[-1].time
+            for sid, s in self._sessions.items()
+            if s.events and self._readable(s)
+        }
+
+    # ------------------------------------------------------------------ sharing
+
+    async def share(self, session_id: str, user: str) -> bool:
+        grantee = check_user(user)
+        session = self._own(session_id)
+        check_grantee(grantee, self._user)
+        grantees = self._shares.setdefault(session.header.id, set())
+        if grantee in grantees:
+            return False
+        grantees.add(grantee)
+        self._changes += 1
+        return True
+
+    async def unshare(self, session_id: str, user: str) -> bool:
+        grantee = check_user(user)
+        session = self._own(session_id)
+        check_grantee(grantee, self._user)
+        grantees = self._shares.get(session.header.id, set())
+        if grantee not in grantees:
+            return False
+        grantees.discard(grantee)
+        self._changes += 1
+        return True
+
+    async def list_shares(self, session_id: str | None = None) -> list[Share]:
+        if session_id is not None:
+            sessions = [self._session(session_id)]
+        else:
+            self._open()
+            sessions = [self._sessions[h.id] for h in await self.list_headers()]
+        out: list[Share] = []
+        for session in sessions:
+            owner = session.header.owner or ""
+            for grantee in sorted(self._shares.get(session.header.id, ())):
+                if self._user in (owner, grantee):  # as the database shows them
+                    out.append(Share(session.header.id, owner, grantee))
+        return out

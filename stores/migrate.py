@@ -12,14 +12,27 @@ interrupted leaves whole sessions only, and running it again finishes the job:
   *conflict*: it is left alone and reported, never overwritten.
 
 Reply leases are not copied: they belong to running processes.
+
+Owners and grants travel too (issue 17). A session the migrating user owns in the source
+is theirs in the target (on SQLite the OS user, on PostgreSQL the role they connect as:
+the names may differ), and every grant on it is made again in the target (a grantee the
+target does not know is reported, not fatal). A session owned by someone else (shared
+with the user) keeps its owner; a target that enforces ownership (PostgreSQL's row
+security) refuses to store it for anyone but that owner, so it is reported as *foreign*
+and left for its owner to migrate.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from core.errors import SessionNotFoundError
+from core.errors import (
+    SessionExistsError,
+    SessionNotFoundError,
+    SessionReadOnlyError,
+    ShareError,
+)
 from core.log import Event, NewEvent, SessionHeader
 from core.store import SessionStore
 
@@ -28,11 +41,14 @@ __all__ = ["MigrationReport", "SessionOutcome", "migrate_sessions"]
 
 @dataclass(frozen=True)
 class SessionOutcome:
-    """What happened to one session: ``copied``, ``extended``, ``present`` or ``conflict``."""
+    """What happened to one session: ``copied``, ``extended``, ``present``, ``conflict``
+    or ``foreign`` (another user's: see the module doc)."""
 
     session_id: str
     outcome: str
     events: int  # events written to the target for this session
+    owner: str | None = None  # its owner in the target
+    shares: int = 0  # grants made in the target
 
 
 @dataclass
@@ -43,6 +59,9 @@ class MigrationReport:
     present: int = 0
     events: int = 0
     conflicts: list[str] = field(default_factory=list)
+    foreign: list[str] = field(default_factory=list)
+    shares: int = 0
+    share_problems: list[str] = field(default_factory=list)
 
 
 def _as_new(event: Event) -> NewEvent:
@@ -63,8 +82,18 @@ async def migrate_sessions(
     report = MigrationReport(total=len(headers))
     for position, header in enumerate(headers, 1):
         events = await source.read_events(header.id)
+        # Your sessions stay yours, whatever your name is on either side.
+        mine = header.owner is None or header.owner == source.current_user()
+        header = replace(header, owner=target.current_user() if mine else header.owner)
         outcome = await _migrate_one(target, header, events)
-        if outcome.outcome == "copied":
+        if mine and outcome.outcome in ("copied", "extended", "present"):
+            outcome = replace(
+                outcome, shares=await _carry_shares(source, target, header.id, report)
+            )
+            report.shares += outcome.shares
+        if outcome.outcome == "foreign":
+            report.foreign.append(header.id)
+        elif outcome.outcome == "copied":
             report.copied += 1
         elif outcome.outcome == "extended":
             report.extended += 1
@@ -81,19 +110,42 @@ async def migrate_sessions(
 async def _migrate_one(
     target: SessionStore, header: SessionHeader, events: list[Event]
 ) -> SessionOutcome:
-    sid = header.id
+    sid, owner = header.id, header.owner
     try:
         there = await target.read_header(sid)
     except SessionNotFoundError:
-        await target.import_session(header, [_as_new(e) for e in events])
-        return SessionOutcome(sid, "copied", len(events))
+        try:
+            await target.import_session(header, [_as_new(e) for e in events])
+        except SessionReadOnlyError:
+            return SessionOutcome(sid, "foreign", 0, owner)
+        except SessionExistsError:  # there, but not for this user to see
+            return SessionOutcome(sid, "conflict", 0)
+        return SessionOutcome(sid, "copied", len(events), owner)
     if there != header:
-        return SessionOutcome(sid, "conflict", 0)
+        return SessionOutcome(sid, "conflict", 0, there.owner)
     have = await target.read_events(sid)
     if have != events[: len(have)]:
-        return SessionOutcome(sid, "conflict", 0)
+        return SessionOutcome(sid, "conflict", 0, there.owner)
     missing = events[len(have) :]
     if not missing:
-        return SessionOutcome(sid, "present", 0)
-    await target.append_batch(sid, [_as_new(e) for e in missing])
-    return SessionOutcome(sid, "extended", len(missing))
+        return SessionOutcome(sid, "present", 0, there.owner)
+    try:
+        await target.append_batch(sid, [_as_new(e) for e in missing])
+    except SessionReadOnlyError:
+        return SessionOutcome(sid, "foreign", 0, there.owner)
+    return SessionOutcome(sid, "extended", len(missing), there.owner)
+
+
+async def _carry_shares(
+    source: SessionStore, target: SessionStore, sid: str, report: MigrationReport
+) -> int:
+    """Make the source's grants on one's own session ``sid`` in the target too."""
+    made = 0
+    for grant in await source.list_shares(sid):
+        if grant.grantee == target.current_user():
+            continue  # owning it there says more
+        try:
+            made += await target.share(sid, grant.grantee)
+        except (ShareError, SessionReadOnlyError) as err:
+            report.share_problems.append(f"{sid}: {err}")
+    return made

@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import asyncpg
 
@@ -31,6 +32,8 @@ from core.errors import (
     DiskFullError,
     SessionExistsError,
     SessionNotFoundError,
+    SessionReadOnlyError,
+    ShareError,
     StoreError,
 )
 from core.jsoncodec import loads_exact
@@ -48,6 +51,7 @@ from core.log import (
 )
 from core.query import MessageTail, SessionTitle
 from core.references.projection import plain_message_bytes, projection_code
+from core.sharing import Share
 from core.surface import SurfaceFolder, fold_surface
 from stores.columns import (
     APPEND_JSON,
@@ -60,6 +64,7 @@ from stores.columns import (
     encode_text,
 )
 from stores.pglocation import PgLocation, connect_error
+from stores.sharing import check_grantee, check_user
 from stores.validation import (
     KIND_SURFACE,
     KIND_TITLE,
@@ -78,12 +83,114 @@ from stores.validation import (
     validate_event,
 )
 
-__all__ = ["CHANGES_CHANNEL", "MIGRATIONS", "SCHEMA_VERSION", "PostgresSessionStore"]
+__all__ = [
+    "CHANGES_CHANNEL",
+    "GROUP_ROLE",
+    "MIGRATIONS",
+    "SCHEMA_VERSION",
+    "PostgresSessionStore",
+    "session_row_security",
+]
 
 T = TypeVar("T")
 
 _BACKFILL = "SELECT 'dsh: fold every surface into its nodes'"
 """A migration statement run as Python (``_backfill_surfaces``), a no-op as SQL."""
+
+# ---------------------------------------------------------------- row-level security
+#
+# Issue 17: every session has an owner (the role that created it, ``current_user``); its
+# owner reads and writes it, a role it is shared with (a row of ``dsh_shares``) only reads
+# it, and nobody else sees any row of it. The server enforces that on every dsh table with
+# row-level security, FORCEd so that the role owning the tables (whoever ran the first
+# migration) is held to it too; dsh's roles need neither superuser nor BYPASSRLS.
+
+GROUP_ROLE = "dsh_users"
+"""The group role of a team database: when it exists, each migration grants it the use of
+the tables it creates (rows stay guarded by the policies). See the README's sharing part."""
+
+
+def grant_to_group(table: str, privileges: str = "SELECT, INSERT, UPDATE, DELETE") -> str:
+    """The statement that lets ``GROUP_ROLE`` (if the server has it) use ``table``."""
+    return (
+        "DO $$ BEGIN IF EXISTS (SELECT FROM pg_roles WHERE rolname = "
+        f"'{GROUP_ROLE}') AND to_regclass('{table}') IS NOT NULL THEN "
+        f"GRANT {privileges} ON {table} TO {GROUP_ROLE}; END IF; END $$"
+    )
+
+
+def session_row_security(table: str, key_column: str = "session_key") -> tuple[str, ...]:
+    """Row-level security for a table whose rows belong to one session (``key_column``
+    holds ``dsh_sessions.key``): a row is seen by whoever may read its session and
+    written only by the session's owner. Add a new session-keyed table's policies by
+    appending these statements to the migration step that creates it."""
+    row = f"{table}.{key_column}"
+    readable = f"EXISTS (SELECT 1 FROM dsh_sessions AS s WHERE s.key = {row})"
+    owned = (
+        f"EXISTS (SELECT 1 FROM dsh_sessions AS s WHERE s.key = {row} AND s.owner = current_user)"
+    )
+    return (
+        f"ALTER TABLE {table} ENABLE ROW LEVEL SECURITY",
+        f"ALTER TABLE {table} FORCE ROW LEVEL SECURITY",
+        f"CREATE POLICY dsh_read ON {table} FOR SELECT USING ({readable})",
+        f"CREATE POLICY dsh_insert ON {table} FOR INSERT WITH CHECK ({owned})",
+        f"CREATE POLICY dsh_update ON {table} FOR UPDATE USING ({owned}) WITH CHECK ({owned})",
+        f"CREATE POLICY dsh_delete ON {table} FOR DELETE USING ({owned})",
+        grant_to_group(table),
+    )
+
+
+def owners_and_shares() -> tuple[str, ...]:
+    """The migration step of issue 17: owners, ``dsh_shares`` and the policies.
+
+    A share row names the session's owner too, and the foreign key ``(session_key,
+    owner)`` makes it the real one: nobody can forge a grant on another's session, and the
+    sessions policy can check grants without reading ``dsh_sessions`` from ``dsh_shares``'s
+    own policy (which would recurse). Existing sessions go to the role that migrates."""
+    return (
+        "ALTER TABLE dsh_sessions ADD COLUMN owner text NOT NULL DEFAULT current_user",
+        "ALTER TABLE dsh_sessions ADD CONSTRAINT dsh_sessions_key_owner UNIQUE (key, owner)",
+        """
+        CREATE TABLE dsh_shares (
+            session_key bigint NOT NULL,
+            owner       text   NOT NULL DEFAULT current_user,
+            grantee     text   NOT NULL CHECK (grantee <> ''),
+            -- The owner is in the key so that a forged row (another owner: refused by
+            -- the foreign key at the end of the statement) never meets a real one in
+            -- the index first, which would tell the forger that the grant exists.
+            PRIMARY KEY (session_key, owner, grantee),
+            FOREIGN KEY (session_key, owner) REFERENCES dsh_sessions (key, owner)
+                ON DELETE CASCADE ON UPDATE CASCADE
+        )
+        """,
+        "CREATE INDEX dsh_shares_by_grantee ON dsh_shares (grantee, session_key)",
+        "ALTER TABLE dsh_sessions ENABLE ROW LEVEL SECURITY",
+        "ALTER TABLE dsh_sessions FORCE ROW LEVEL SECURITY",
+        "CREATE POLICY dsh_read ON dsh_sessions FOR SELECT USING (owner = current_user "
+        "OR EXISTS (SELECT 1 FROM dsh_shares AS g WHERE g.session_key = dsh_sessions.key "
+        "AND g.owner = dsh_sessions.owner AND g.grantee = current_user))",
+        "CREATE POLICY dsh_insert ON dsh_sessions FOR INSERT WITH CHECK (owner = current_user)",
+        "CREATE POLICY dsh_update ON dsh_sessions FOR UPDATE "
+        "USING (owner = current_user) WITH CHECK (owner = current_user)",
+        "CREATE POLICY dsh_delete ON dsh_sessions FOR DELETE USING (owner = current_user)",
+        grant_to_group("dsh_sessions"),
+        "ALTER TABLE dsh_shares ENABLE ROW LEVEL SECURITY",
+        "ALTER TABLE dsh_shares FORCE ROW LEVEL SECURITY",
+        "CREATE POLICY dsh_read ON dsh_shares FOR SELECT "
+        "USING (owner = current_user OR grantee = current_user)",
+        "CREATE POLICY dsh_insert ON dsh_shares FOR INSERT WITH CHECK (owner = current_user)",
+        "CREATE POLICY dsh_delete ON dsh_shares FOR DELETE USING (owner = current_user)",
+        grant_to_group("dsh_shares", "SELECT, INSERT, DELETE"),
+        *session_row_security("dsh_events"),
+        *session_row_security("dsh_reply_leases"),
+        # Issue 15's surface tables (the step before this one).
+        *session_row_security("dsh_surface_nodes"),
+        *session_row_security("dsh_surface_sums"),
+        # The schema version holds no session data: every member reads it; only the
+        # tables' owner (who runs migrations) writes it.
+        grant_to_group("dsh_schema", "SELECT"),
+    )
+
 
 # Forward migrations: MIGRATIONS[i] takes schema version i to i + 1, in one transaction.
 # To change the schema, append a step; never edit a released one.
@@ -165,6 +272,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         # database without sessions, e.g. a test's template).
         _BACKFILL,
     ),
+    owners_and_shares(),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -223,6 +331,7 @@ class PostgresSessionStore:
         self._outage_told = False
         # Whole listings keyed by the snapshot they were read in (see ``_listing``).
         self._listings: dict[str, tuple[str, Any]] = {}
+        self._user = ""  # the connecting role (``current_user``), read at open
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -250,6 +359,7 @@ class PostgresSessionStore:
         store = cls(pool, location)
         try:
             await store._migrate()
+            store._user = await store._run(_current_user, write=False)
             await store._listen()
         except BaseException:
             await store.close()
@@ -288,6 +398,10 @@ class PostgresSessionStore:
     @property
     def read_only(self) -> bool:
         return False
+
+    def current_user(self) -> str:
+        """The role this store connects as (``current_user``): it owns what it creates."""
+        return self._user
 
     @property
     def read_only_reason(self) -> str | None:
@@ -488,15 +602,34 @@ class PostgresSessionStore:
 
     @staticmethod
     async def _require_session(conn: asyncpg.Connection, sid: str) -> tuple[int, SessionHeader]:
+        """The key and header of a session this role may read (row security hides the
+        others: they are ``SessionNotFoundError``, as a deleted one)."""
         row = await conn.fetchrow(
-            f"SELECT key, created_at, cwd FROM dsh_sessions WHERE {_BY_ID}", encode_text(sid)
+            f"SELECT key, created_at, cwd, owner FROM dsh_sessions WHERE {_BY_ID}",
+            encode_text(sid),
         )
         if row is None:
             raise SessionNotFoundError(sid)
-        key, created_at, cwd = row
+        key, created_at, cwd, owner = row
         return key, SessionHeader(
-            id=sid, created_at=created_at, cwd=None if cwd is None else decode_text(cwd)
+            id=sid,
+            created_at=created_at,
+            cwd=None if cwd is None else decode_text(cwd),
+            owner=owner,
         )
+
+    async def _refuse(self, conn: asyncpg.Connection, sid: str) -> NoReturn:
+        """A write found no session it may write: read-only when this role may read it
+        (shared with it), else not found (whether it exists is none of its business)."""
+        header = (await self._require_session(conn, sid))[1]
+        raise SessionReadOnlyError(sid, header.owner or "")
+
+    async def _require_own(self, conn: asyncpg.Connection, sid: str) -> tuple[int, SessionHeader]:
+        """The key and header of a session this role owns (else ``_refuse``)."""
+        key, header = await self._require_session(conn, sid)
+        if header.owner != self._user:
+            raise SessionReadOnlyError(sid, header.owner or "")
+        return key, header
 
     def _decode_events(self, rows: list[Any]) -> list[Event]:
         out: list[Event] = []
@@ -534,7 +667,7 @@ class PostgresSessionStore:
         cwd: str | None = None,
         created_at: int | None = None,
     ) -> SessionHeader:
-        header = new_header(session_id, cwd, created_at)
+        header = dataclasses.replace(new_header(session_id, cwd, created_at), owner=self._user)
 
         async def body(conn: asyncpg.Connection) -> SessionHeader:
             await _insert_session(conn, header, 0)
@@ -575,7 +708,7 @@ class PostgresSessionStore:
                 len(batch),
             )
             if row is None:
-                raise SessionNotFoundError(sid)
+                await self._refuse(conn, sid)
             key, first = row
             if not batch:
                 return []
@@ -617,6 +750,8 @@ class PostgresSessionStore:
                 len(sizes),
                 sum(sizes),
             )
+            if first is None:
+                await self._refuse(conn, sid)
             return first
 
         first = await self._run(body, write=True, isolation=None)
@@ -634,7 +769,7 @@ class PostgresSessionStore:
 
         A taken id raises ``SessionExistsError``; a bad event ``InvalidEventError``.
         """
-        checked = import_header(header)
+        checked = dataclasses.replace(import_header(header), owner=header.owner or self._user)
         batch = validate_batch(events)
 
         async def body(conn: asyncpg.Connection) -> SessionHeader:
@@ -652,7 +787,7 @@ class PostgresSessionStore:
                 f"DELETE FROM dsh_sessions WHERE {_BY_ID} RETURNING key", encode_text(sid)
             )
             if deleted is None:
-                raise SessionNotFoundError(sid)
+                await self._refuse(conn, sid)
 
         await self._run(body, write=True)
 
@@ -672,7 +807,7 @@ class PostgresSessionStore:
                 f"SELECT key FROM dsh_sessions WHERE {_BY_ID} FOR UPDATE", encode_text(sid)
             )
             if key is None:
-                raise SessionNotFoundError(sid)
+                await self._refuse(conn, sid)
             now = now_ms()
             held = await conn.fetchrow(
                 "SELECT owner, expires_at FROM dsh_reply_leases WHERE session_key = $1", key
@@ -705,6 +840,71 @@ class PostgresSessionStore:
             )
 
         await self._run(body, write=True)
+
+    # ------------------------------------------------------------------ sharing
+
+    async def share(self, session_id: str, user: str) -> bool:
+        sid = check_session_id(session_id)
+        grantee = check_user(user)
+
+        async def body(conn: asyncpg.Connection) -> bool:
+            key, header = await self._require_own(conn, sid)
+            check_grantee(grantee, self._user)
+            if not await conn.fetchval("SELECT 1 FROM pg_roles WHERE rolname = $1", grantee):
+                raise ShareError(f"there is no user {grantee!r} on {self.location}")
+            added = await conn.fetchval(
+                "INSERT INTO dsh_shares (session_key, owner, grantee) VALUES ($1, $2, $3) "
+                "ON CONFLICT DO NOTHING RETURNING true",
+                key,
+                header.owner,
+                grantee,
+            )
+            return bool(added)
+
+        return await self._run(body, write=True)
+
+    async def unshare(self, session_id: str, user: str) -> bool:
+        sid = check_session_id(session_id)
+        grantee = check_user(user)
+
+        async def body(conn: asyncpg.Connection) -> bool:
+            key, _ = await self._require_own(conn, sid)
+            check_grantee(grantee, self._user)
+            removed = await conn.fetchval(
+                "DELETE FROM dsh_shares WHERE session_key = $1 AND grantee = $2 RETURNING true",
+                key,
+                grantee,
+            )
+            return bool(removed)
+
+        return await self._run(body, write=True)
+
+    async def list_shares(self, session_id: str | None = None) -> list[Share]:
+        sid = None if session_id is None else check_session_id(session_id)
+
+        async def body(conn: asyncpg.Connection) -> list[Any]:
+            if sid is None:
+                return list(
+                    await conn.fetch(
+                        "SELECT s.id, g.owner, g.grantee FROM dsh_shares AS g "
+                        "JOIN dsh_sessions AS s ON s.key = g.session_key "
+                        "ORDER BY s.created_at DESC, s.id, g.grantee"
+                    )
+                )
+            key, _ = await self._require_session(conn, sid)
+            return list(
+                await conn.fetch(
+                    "SELECT NULL, owner, grantee FROM dsh_shares WHERE session_key = $1 "
+                    "ORDER BY grantee",
+                    key,
+                )
+            )
+
+        rows = await self._run(body, write=False)
+        return [
+            Share(decode_text(raw_id) if sid is None else sid, owner, grantee)
+            for raw_id, owner, grantee in rows
+        ]
 
     # ------------------------------------------------------------------ reads
 
@@ -747,14 +947,15 @@ class PostgresSessionStore:
     async def list_headers(self) -> list[SessionHeader]:
         headers: tuple[SessionHeader, ...] = await self._listing(
             "headers",
-            "SELECT id, created_at, cwd FROM dsh_sessions ORDER BY created_at DESC, id",
+            "SELECT id, created_at, cwd, owner FROM dsh_sessions ORDER BY created_at DESC, id",
             lambda rows: tuple(
                 SessionHeader(
                     id=decode_text(sid),
                     created_at=created_at,
                     cwd=None if cwd is None else decode_text(cwd),
+                    owner=owner,
                 )
-                for sid, created_at, cwd in rows
+                for sid, created_at, cwd, owner in rows
             ),
         )
         return list(headers)
@@ -1032,18 +1233,27 @@ async def _schema_version(conn: asyncpg.Connection) -> int | None:
     return 0 if version is None else int(version)
 
 
+async def _current_user(conn: asyncpg.Connection) -> str:
+    return str(await conn.fetchval("SELECT current_user"))
+
+
 async def _insert_session(conn: asyncpg.Connection, header: SessionHeader, next_seq: int) -> int:
+    """Insert the session, owned by ``header.owner`` (row security lets a role store only
+    its own, unless it is exempt from it, as an admin migrating a whole database is)."""
     try:
         key: int = await conn.fetchval(
-            "INSERT INTO dsh_sessions (id, created_at, cwd, next_seq) "
-            "VALUES ($1, $2, $3, $4) RETURNING key",
+            "INSERT INTO dsh_sessions (id, created_at, cwd, next_seq, owner) "
+            "VALUES ($1, $2, $3, $4, coalesce($5, current_user)) RETURNING key",
             encode_text(header.id),
             header.created_at,
             None if header.cwd is None else encode_text(header.cwd),
             next_seq,
+            header.owner,
         )
     except asyncpg.UniqueViolationError as err:
         raise SessionExistsError(header.id) from err
+    except asyncpg.InsufficientPrivilegeError as err:  # row security: another's session
+        raise SessionReadOnlyError(header.id, header.owner or "") from err
     return key
 
 

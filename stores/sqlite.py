@@ -33,6 +33,7 @@ import sys
 import threading
 import zlib
 from collections.abc import Awaitable, Callable, Container, Iterable, Sequence
+from dataclasses import replace
 from itertools import accumulate, pairwise
 from pathlib import Path
 from types import TracebackType
@@ -63,6 +64,7 @@ from core.log import (
 )
 from core.query import MessageTail, SessionTitle
 from core.references.projection import plain_message_bytes, projection_code
+from core.sharing import Share
 from core.surface import SurfaceFolder, fold_surface
 from stores.columns import (
     APPEND_JSON,
@@ -74,6 +76,7 @@ from stores.columns import (
     encode_seqs,
     encode_text,
 )
+from stores.sharing import check_grantee, check_owner, check_user, os_user
 from stores.validation import (
     KIND_LOG,
     KIND_SURFACE,
@@ -233,8 +236,34 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         # database without sessions, e.g. a test's template).
         _BACKFILL,
     ),
+    (
+        # Issue 17: every session has an owner (the OS user; sessions made before go to
+        # the user who upgrades, through the connection's ``dsh_user()``) and may be
+        # shared with other users. SQLite has no roles: the store enforces both, and
+        # ``dsh migrate`` carries them to PostgreSQL, whose row security does.
+        "ALTER TABLE sessions ADD COLUMN owner TEXT",
+        "UPDATE sessions SET owner = dsh_user()",
+        """
+        CREATE TABLE shares (
+            session  INTEGER NOT NULL REFERENCES sessions (key) ON DELETE CASCADE,
+            grantee  TEXT    NOT NULL,
+            PRIMARY KEY (session, grantee)
+        ) STRICT, WITHOUT ROWID
+        """,
+        "CREATE INDEX shares_by_grantee ON shares (grantee, session)",
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def _readable(alias: str) -> str:
+    """The rows of ``sessions`` (as ``alias``) the store's user may read; its two
+    parameters are that user (see ``SqliteSessionStore._readers``)."""
+    return (
+        f"({alias}.owner = ? OR EXISTS (SELECT 1 FROM shares AS g "
+        f"WHERE g.session = {alias}.key AND g.grantee = ?))"
+    )
+
 
 _BUSY_TIMEOUT_S = 10.0
 # How long a write keeps retrying an SQLITE_BUSY that escaped the busy handler.
@@ -380,8 +409,12 @@ def _file_is_read_only(path: Path) -> bool:
 class SqliteSessionStore:
     """A ``SessionStore`` on one SQLite file; create it with ``await SqliteSessionStore.open(path)``."""
 
-    def __init__(self, conn: aiosqlite.Connection, path: Path, *, read_only: bool) -> None:
+    def __init__(
+        self, conn: aiosqlite.Connection, path: Path, *, read_only: bool, user: str | None = None
+    ) -> None:
         """Internal: use :meth:`open`, which configures and migrates the connection."""
+        self._user = os_user() if user is None else check_user(user)
+        self._readers = (self._user, self._user)  # the parameters of ``_readable``
         self._conn: aiosqlite.Connection | None = conn
         self._path = path
         self._read_only = read_only
@@ -409,6 +442,7 @@ class SqliteSessionStore:
         read_only: bool = False,
         busy_timeout: float = _BUSY_TIMEOUT_S,
         progress: Callable[[int, int], None] | None = None,
+        user: str | None = None,
     ) -> SqliteSessionStore:
         """Open (creating and migrating when needed) the database at ``path``
         (default: :func:`stores.default_database_path`).
@@ -425,20 +459,23 @@ class SqliteSessionStore:
         must create and size its ``-shm`` file): it is then opened read-only instead
         (see :meth:`_open_when_full`), ``read_only_reason`` says why, and every write
         raises ``DiskFullError``.
+
+        ``user`` is who the store acts as (default: the OS user): the owner of the
+        sessions it creates, who sees only their own and those shared with them.
         """
         db_path = Path(path) if path is not None else default_database_path()
         if not read_only and _file_is_read_only(db_path):
             read_only = True
         try:
-            return await cls._connect(db_path, read_only, busy_timeout, progress=progress)
+            return await cls._connect(db_path, read_only, busy_timeout, progress=progress, user=user)
         except DiskFullError as err:
             if read_only or not db_path.is_file():
                 raise
-            return await cls._open_when_full(db_path, busy_timeout, err)
+            return await cls._open_when_full(db_path, busy_timeout, err, user)
 
     @classmethod
     async def _open_when_full(
-        cls, db_path: Path, busy_timeout: float, err: DiskFullError
+        cls, db_path: Path, busy_timeout: float, err: DiskFullError, user: str | None = None
     ) -> SqliteSessionStore:
         """The read-only fallback on a full disk.
 
@@ -452,7 +489,7 @@ class SqliteSessionStore:
         wal = db_path.with_name(db_path.name + "-wal")
         for options in ("mode=ro", "mode=ro&immutable=1"):
             try:
-                store = await cls._connect(db_path, True, busy_timeout, options)
+                store = await cls._connect(db_path, True, busy_timeout, options, user=user)
             except StoreError:
                 continue
             reason = "the disk is full, so dsh opened the database read-only"
@@ -471,6 +508,7 @@ class SqliteSessionStore:
         options: str = "mode=ro",
         *,
         progress: Callable[[int, int], None] | None = None,
+        user: str | None = None,
     ) -> SqliteSessionStore:
         target = _connect_target(db_path, read_only, options)
         connection = aiosqlite.connect(
@@ -486,7 +524,7 @@ class SqliteSessionStore:
             if isinstance(err, sqlite3.Error):
                 raise _store_error(db_path, "cannot open the database", err) from err
             raise
-        store = cls(conn, db_path, read_only=read_only)
+        store = cls(conn, db_path, read_only=read_only, user=user)
         store._migration_progress = progress or terminal_progress(db_path)
         try:
             await store._setup(busy_timeout)
@@ -502,6 +540,8 @@ class SqliteSessionStore:
         try:
             await conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
             await conn.execute("PRAGMA foreign_keys = ON")
+            user = self._user
+            await conn.create_function("dsh_user", 0, lambda: user)  # for migrations
             version = await self._user_version()
             if version > SCHEMA_VERSION:
                 raise StoreError(
@@ -712,32 +752,50 @@ class SqliteSessionStore:
         except sqlite3.Error as err:
             raise self._error("write failed" if write else "read failed", err) from err
 
-    @staticmethod
-    async def _require_session(conn: aiosqlite.Connection, session_id: str) -> SessionHeader:
+    def current_user(self) -> str:
+        """Who this store acts as: the owner of what it creates."""
+        return self._user
+
+    async def _require_session(self, conn: aiosqlite.Connection, session_id: str) -> SessionHeader:
         rows = list(
             await conn.execute_fetchall(
-                "SELECT created_at, cwd FROM sessions WHERE id = ?", (encode_text(session_id),)
+                f"SELECT created_at, cwd, owner FROM sessions AS s WHERE id = ? AND {_readable('s')}",
+                (encode_text(session_id), *self._readers),
             )
         )
         if not rows:
             raise SessionNotFoundError(session_id)
-        created_at, cwd = rows[0]
+        created_at, cwd, owner = rows[0]
         return SessionHeader(
-            id=session_id, created_at=created_at, cwd=None if cwd is None else decode_text(cwd)
+            id=session_id,
+            created_at=created_at,
+            cwd=None if cwd is None else decode_text(cwd),
+            owner=owner,
         )
 
-    @staticmethod
-    def _session(raw: sqlite3.Connection, session_id: str) -> tuple[int, SessionHeader]:
-        """The session's key and header (``SessionNotFoundError`` when there is none)."""
+    def _session(self, raw: sqlite3.Connection, session_id: str) -> tuple[int, SessionHeader]:
+        """The key and header of a session the user may read (``SessionNotFoundError``
+        when there is none, or the user may not read it: no existence leak)."""
         row = raw.execute(
-            "SELECT key, created_at, cwd FROM sessions WHERE id = ?", (encode_text(session_id),)
+            f"SELECT key, created_at, cwd, owner FROM sessions AS s WHERE id = ? AND {_readable('s')}",
+            (encode_text(session_id), *self._readers),
         ).fetchone()
         if row is None:
             raise SessionNotFoundError(session_id)
-        key, created_at, cwd = row
+        key, created_at, cwd, owner = row
         return key, SessionHeader(
-            id=session_id, created_at=created_at, cwd=None if cwd is None else decode_text(cwd)
+            id=session_id,
+            created_at=created_at,
+            cwd=None if cwd is None else decode_text(cwd),
+            owner=owner,
         )
+
+    def _own(self, raw: sqlite3.Connection, session_id: str) -> tuple[int, SessionHeader]:
+        """Like ``_session``, for a write: a session the user may read but does not own
+        is ``SessionReadOnlyError``."""
+        key, header = self._session(raw, session_id)
+        check_owner(session_id, header.owner, self._user)
+        return key, header
 
     def _decode_events(self, rows: list[Any], wanted: Container[int] | None = None) -> list[Event]:
         """Decode ``rows``, releasing each raw row as soon as its event exists (so the raw
@@ -786,7 +844,7 @@ class SqliteSessionStore:
         cwd: str | None = None,
         created_at: int | None = None,
     ) -> SessionHeader:
-        header = new_header(session_id, cwd, created_at)
+        header = replace(new_header(session_id, cwd, created_at), owner=self._user)
 
         async def body(conn: aiosqlite.Connection) -> SessionHeader:
             await _insert_session(conn, header)
@@ -814,6 +872,7 @@ class SqliteSessionStore:
 
     async def _append(self, session_id: str, batch: list[ValidatedEvent]) -> list[Event]:
         def body(raw: sqlite3.Connection) -> list[Event]:
+            self._own(raw, session_id)
             row = raw.execute(_APPEND_HEAD_SQL, (encode_text(session_id),)).fetchone()
             if row is None:
                 raise SessionNotFoundError(session_id)
@@ -844,7 +903,7 @@ class SqliteSessionStore:
 
         A taken id raises ``SessionExistsError``; a bad event ``InvalidEventError``.
         """
-        checked = import_header(header)
+        checked = replace(import_header(header), owner=header.owner or self._user)
         batch = validate_batch(events)
 
         def body(raw: sqlite3.Connection) -> SessionHeader:
@@ -858,6 +917,8 @@ class SqliteSessionStore:
         sid = check_session_id(session_id)
 
         async def body(conn: aiosqlite.Connection) -> None:
+            header = await self._require_session(conn, sid)
+            check_owner(sid, header.owner, self._user)
             cursor = await conn.execute("DELETE FROM sessions WHERE id = ?", (encode_text(sid),))
             if cursor.rowcount == 0:
                 raise SessionNotFoundError(sid)
@@ -875,7 +936,7 @@ class SqliteSessionStore:
         sid = check_session_id(session_id)
 
         def body(raw: sqlite3.Connection) -> bool:
-            key, _ = self._session(raw, sid)
+            key, _ = self._own(raw, sid)
             now = now_ms()
             # BEGIN IMMEDIATE (a write) makes the check and the take one step for every process.
             for held, expires_at in raw.execute(
@@ -902,6 +963,61 @@ class SqliteSessionStore:
             )
 
         await self._run(body, write=True)
+
+    # ------------------------------------------------------------------ sharing
+
+    async def share(self, session_id: str, user: str) -> bool:
+        sid = check_session_id(session_id)
+        grantee = check_user(user)
+
+        def body(raw: sqlite3.Connection) -> bool:
+            key, _ = self._own(raw, sid)
+            check_grantee(grantee, self._user)
+            cursor = raw.execute(
+                "INSERT OR IGNORE INTO shares (session, grantee) VALUES (?, ?)", (key, grantee)
+            )
+            return cursor.rowcount > 0
+
+        return await self._run_sync(body, write=True)
+
+    async def unshare(self, session_id: str, user: str) -> bool:
+        sid = check_session_id(session_id)
+        grantee = check_user(user)
+
+        def body(raw: sqlite3.Connection) -> bool:
+            key, _ = self._own(raw, sid)
+            check_grantee(grantee, self._user)
+            cursor = raw.execute(
+                "DELETE FROM shares WHERE session = ? AND grantee = ?", (key, grantee)
+            )
+            return cursor.rowcount > 0
+
+        return await self._run_sync(body, write=True)
+
+    async def list_shares(self, session_id: str | None = None) -> list[Share]:
+        sid = None if session_id is None else check_session_id(session_id)
+
+        def body(raw: sqlite3.Connection) -> list[Share]:
+            # As the database shows them: grants on one's own sessions, and one's own grants.
+            mine = "(s.owner = ? OR g.grantee = ?)"
+            if sid is None:
+                rows = raw.execute(
+                    "SELECT s.id, s.owner, g.grantee FROM shares AS g "
+                    f"JOIN sessions AS s ON s.key = g.session WHERE {mine} "
+                    "ORDER BY s.created_at DESC, s.id, g.grantee",
+                    self._readers,
+                ).fetchall()
+            else:
+                key, _ = self._session(raw, sid)
+                rows = raw.execute(
+                    "SELECT s.id, s.owner, g.grantee FROM shares AS g "
+                    f"JOIN sessions AS s ON s.key = g.session WHERE s.key = ? AND {mine} "
+                    "ORDER BY g.grantee",
+                    (key, *self._readers),
+                ).fetchall()
+            return [Share(decode_text(i), owner or "", grantee) for i, owner, grantee in rows]
+
+        return await self._run_sync(body, write=False)
 
     # ------------------------------------------------------------------ reads
 
@@ -942,7 +1058,9 @@ class SqliteSessionStore:
             if cached is not None:
                 return key, cached, []
             rows = await conn.execute_fetchall(
-                "SELECT id, created_at, cwd FROM sessions ORDER BY created_at DESC, id"
+                f"SELECT id, created_at, cwd, owner FROM sessions AS s WHERE {_readable('s')} "
+                "ORDER BY created_at DESC, id",
+                self._readers,
             )
             return key, None, list(rows)
 
@@ -961,11 +1079,12 @@ class SqliteSessionStore:
             for row in rows:
                 header = memo.get(row)
                 if header is None:
-                    sid, created_at, cwd = row
+                    sid, created_at, cwd, owner = row
                     header = memo[row] = SessionHeader(
                         id=decode_text(sid),
                         created_at=created_at,
                         cwd=None if cwd is None else decode_text(cwd),
+                        owner=owner,
                     )
                 out.append(header)
             _trim(memo)
@@ -1170,17 +1289,19 @@ class SqliteSessionStore:
                 else " AND session IN (SELECT key FROM sessions "
                 f"WHERE id IN ({', '.join('?' * id_count)}))"
             )
-            return titles_sql(where)
+            return titles_sql(where) + f" WHERE {_readable('s')}"
 
         async def body(conn: aiosqlite.Connection) -> tuple[tuple[int, int], Any, list[Any]]:
             key, cached = await self._listing_key(conn, "titles")
             if wanted is None and cached is not None:
                 return key, cached, []
             if wanted is None:
-                queries: Iterable[tuple[str, list[bytes]]] = [(select(None), [])]
+                queries: Iterable[tuple[str, list[bytes | str]]] = [
+                    (select(None), [*self._readers])
+                ]
             else:
                 queries = (
-                    (select(len(chunk)), [encode_text(sid) for sid in chunk])
+                    (select(len(chunk)), [*(encode_text(sid) for sid in chunk), *self._readers])
                     for chunk in (
                         wanted[i : i + _IN_CHUNK] for i in range(0, len(wanted), _IN_CHUNK)
                     )
@@ -1204,7 +1325,15 @@ class SqliteSessionStore:
             key, cached = await self._listing_key(conn, "last_event_times")
             if cached is not None:
                 return key, cached, []
-            return key, None, list(await conn.execute_fetchall(LAST_EVENT_TIMES_SQL))
+            return (
+                key,
+                None,
+                list(
+                    await conn.execute_fetchall(
+                        f"{LAST_EVENT_TIMES_SQL} WHERE {_readable('s')}", self._readers
+                    )
+                ),
+            )
 
         key, cached, rows = await self._run(body, write=False)
         if cached is not None:
@@ -1262,14 +1391,15 @@ primary-key index ``(session, seq)`` (a pack's ``time`` is its last event's), so
 not of events (a ``GROUP BY`` over ``events`` would read every event's index entry)."""
 
 
-_INSERT_SESSION_SQL = "INSERT INTO sessions (id, created_at, cwd) VALUES (?, ?, ?)"
+_INSERT_SESSION_SQL = "INSERT INTO sessions (id, created_at, cwd, owner) VALUES (?, ?, ?, ?)"
 
 
-def _session_params(header: SessionHeader) -> tuple[bytes, int | None, bytes | None]:
+def _session_params(header: SessionHeader) -> tuple[bytes, int | None, bytes | None, str | None]:
     return (
         encode_text(header.id),
         header.created_at,
         None if header.cwd is None else encode_text(header.cwd),
+        header.owner,
     )
 
 

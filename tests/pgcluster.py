@@ -27,8 +27,11 @@ from pathlib import Path
 from urllib.parse import quote
 
 __all__ = [
+    "ALICE",
+    "BOB",
     "SECRET_PASSWORD",
     "SECRET_ROLE",
+    "TEAM_GROUP",
     "Cluster",
     "find_binaries",
     "running_cluster",
@@ -37,6 +40,11 @@ __all__ = [
 SUPERUSER = "dsh"
 DATABASE = "dsh"
 SECRET_ROLE = "team"
+# Two plain login roles of a team database (issue 17): no superuser, no BYPASSRLS, members
+# of the group role that may use dsh's tables.
+TEAM_GROUP = "dsh_users"
+ALICE = "alice"
+BOB = "bob"
 SECRET_PASSWORD = "pg-Pa55word-never-shown"
 
 _BATCH = 25  # migrated schemas made per psql call
@@ -124,6 +132,18 @@ class Cluster:
         name = ready.pop()
         return name, self.url(search_path=name)
 
+    def team_schema(self) -> str:
+        """A new, empty schema the team's group role may use and create tables in: the
+        first of ``alice`` and ``bob`` to open dsh on it migrates it (and so owns the
+        tables). Give each its URL with ``team_url``."""
+        name = "team_" + uuid.uuid4().hex[:16]
+        self.psql(f"CREATE SCHEMA {name}; GRANT USAGE, CREATE ON SCHEMA {name} TO {TEAM_GROUP}")
+        return name
+
+    def team_url(self, user: str, schema: str) -> str:
+        """The URL of ``schema`` for the plain login role ``user``."""
+        return self.url(user=user, search_path=schema)
+
     @staticmethod
     def _schema_sql(name: str, migrated: bool) -> str:
         sql = f"CREATE SCHEMA {name}"
@@ -139,7 +159,11 @@ class Cluster:
         return sql
 
     def psql(self, sql: str, database: str = DATABASE) -> str:
-        """Run ``sql`` as the superuser with ``psql`` and return its unaligned output."""
+        """Run ``sql`` as the superuser with ``psql`` and return its unaligned output.
+
+        A long script (beyond what one command-line argument may hold) goes through
+        standard input instead, statement by statement."""
+        long = len(sql.encode()) > 100_000
         result = subprocess.run(
             [
                 str(self.bindir / "psql"),
@@ -155,9 +179,9 @@ class Cluster:
                 SUPERUSER,
                 "-d",
                 database,
-                "-c",
-                sql,
+                *(() if long else ("-c", sql)),
             ],
+            input=sql if long else None,
             check=True,
             capture_output=True,
             text=True,
@@ -245,7 +269,12 @@ def running_cluster(bindir: Path) -> Iterator[Cluster]:
                 f"CREATE ROLE {SECRET_ROLE} LOGIN PASSWORD '{SECRET_PASSWORD}';"
                 f"GRANT ALL ON DATABASE {DATABASE} TO {SECRET_ROLE};"
                 # Its default search_path ("$user", public) finds its own schema first.
-                f"CREATE SCHEMA {SECRET_ROLE} AUTHORIZATION {SECRET_ROLE}"
+                f"CREATE SCHEMA {SECRET_ROLE} AUTHORIZATION {SECRET_ROLE};"
+                # The team of issue 17: plain roles in one group, as the README tells an
+                # admin to set them up.
+                f"CREATE ROLE {TEAM_GROUP} NOLOGIN;"
+                f"CREATE ROLE {ALICE} LOGIN NOSUPERUSER NOBYPASSRLS IN ROLE {TEAM_GROUP};"
+                f"CREATE ROLE {BOB} LOGIN NOSUPERUSER NOBYPASSRLS IN ROLE {TEAM_GROUP}"
             )
             yield cluster
         finally:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from stores.sharing import os_user
 from tests.cli.conftest import Run
 
 
@@ -84,7 +85,13 @@ def test_sessions_json_and_table(dsh: Run) -> None:
     dsh("rename", a, "My [bold]title[/]")
     rows = dsh("sessions", "--json").json()
     assert rows == [
-        {"id": a, "title": "My [bold]title[/]", "cwd": "/x", "created_at": rows[0]["created_at"]}
+        {
+            "id": a,
+            "title": "My [bold]title[/]",
+            "cwd": "/x",
+            "created_at": rows[0]["created_at"],
+            "owner": os_user(),  # issue 17: on SQLite, the OS user
+        }
     ]
     table = dsh("sessions").out
     assert "My [bold]title[/]" in table and a in table

@@ -15,6 +15,7 @@ import pytest
 from core.display import single_line
 from core.jsoncodec import dumps_js
 from core.references import parse_session_reference_text
+from stores.sharing import os_user
 from tests.cli.conftest import Result, Run
 from tests.terminal_safety import HOSTILE, assert_terminal_safe
 
@@ -136,6 +137,7 @@ def test_the_json_printers_escape_and_parse_back_exactly(dsh: Run, hostile: str)
             "title": f"title {HOSTILE}",
             "cwd": f"/cwd/{HOSTILE}",
             "created_at": 1_700_000_000_000,
+            "owner": os_user(),
         }
     ]
     log = safe(dsh("show", name, "--json"), "show").json()

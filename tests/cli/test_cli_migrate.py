@@ -6,6 +6,7 @@ date; a session that differs in the target is reported, never overwritten."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import pytest
 
 from core.log import NewEvent, Replace, SessionHeader
 from stores import open_store
+from stores.sharing import os_user
 from tests.cli.conftest import Run
 from tests.pgcluster import Cluster
 from tests.storekinds import pg_schema_url
@@ -80,7 +82,12 @@ def test_migrate_sqlite_to_postgres_and_back_is_lossless(
     assert f"[1/{total}] copied: " in moved.err and f"[{total}/{total}] copied: " in moved.err
     assert moved.out.startswith(f"{total} sessions in {dsh_env}: {total} copied, 0 completed")
     assert exports(dsh, pg_url, tmp_path / "on-postgres") == before
-    assert dsh("sessions", "--json", db=pg_url).out == listing
+    # Same listing; the sessions the OS user owned belong to the role that migrated them.
+    moved_rows = json.loads(dsh("sessions", "--json", db=pg_url).out)
+    assert {row.pop("owner") for row in moved_rows} == {"dsh"}
+    source_rows = json.loads(listing)
+    assert {row.pop("owner") for row in source_rows} == {os_user()}
+    assert moved_rows == source_rows
 
     # Again: nothing to do, nothing written.
     again = dsh("migrate", "--to", pg_url)

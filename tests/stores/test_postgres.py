@@ -17,6 +17,7 @@ from stores import MemorySessionStore, open_store
 from stores.postgres import SCHEMA_VERSION, PostgresSessionStore
 from tests.fulldisk import _mount, _unmount, tmpfs_mounts
 from tests.pgcluster import Cluster
+from tests.stores.pgdowngrade import downgrade_sql
 from tests.storekinds import pg_schema_url
 from tui.shared.errors import describe_error
 
@@ -81,6 +82,7 @@ async def test_schema_has_an_integer_session_key_and_a_version(
         "dsh_reply_leases.session_key:bigint",
         "dsh_sessions.id:bytea",
         "dsh_sessions.key:bigint",
+        "dsh_shares.session_key:bigint",  # issue 17's grants
         "dsh_surface_nodes.session_key:bigint",
         "dsh_surface_sums.session_key:bigint",
     ]
@@ -192,11 +194,13 @@ async def test_cached_listings_see_other_clients_commits_at_once(url: str) -> No
 async def test_a_read_only_server_opens_for_reading_and_refuses_writes(
     url: str, pg_cluster: Cluster
 ) -> None:
+    role = "reader_" + schema_of(url)
+    pg_cluster.psql(f"CREATE ROLE {role} LOGIN")
     async with await open_store(url) as store:
         await store.create_session("kept", created_at=1)
-    role = "reader_" + schema_of(url)
+        await store.share("kept", role)  # row security: else the reader sees nothing
     pg_cluster.psql(
-        f"CREATE ROLE {role} LOGIN; GRANT USAGE ON SCHEMA {schema_of(url)} TO {role}; "
+        f"GRANT USAGE ON SCHEMA {schema_of(url)} TO {role}; "
         f"GRANT SELECT ON ALL TABLES IN SCHEMA {schema_of(url)} TO {role}; "
         f"ALTER ROLE {role} SET default_transaction_read_only = on"
     )
@@ -340,9 +344,7 @@ async def test_a_schema_2_database_gains_the_surface_nodes(pg_cluster: Cluster, 
     async with await open_store(url) as store:
         await write(store, "src", steps)
     pg_cluster.psql(
-        f"SET search_path = {schema}; DROP TABLE dsh_surface_nodes, dsh_surface_sums; "
-        "UPDATE dsh_events SET projection = NULL WHERE seq % 2 = 0; "
-        "UPDATE dsh_schema SET version = 2"
+        downgrade_sql(schema, 2) + "; UPDATE dsh_events SET projection = NULL WHERE seq % 2 = 0"
     )
     async with await open_store(url) as store:
         for budget in (0, 60, 200, 1_000, 10_000):

@@ -70,6 +70,7 @@ async def test_open_creates_parent_dirs_and_schema(db_path: Path) -> None:
             "reply_leases": 1,
             "surface_nodes": 1,
             "surface_sums": 1,
+            "shares": 1,
         }
         indexes = {
             row[0] for row in conn.execute("SELECT name FROM sqlite_schema WHERE type='index'")

@@ -41,7 +41,7 @@ from acp.schema import (
 )
 
 from core.engine import ChatSession, ReplyDelta, ReplyFinished, TitleChanged
-from core.errors import SessionBusyError, SessionNotFoundError
+from core.errors import SessionBusyError, SessionNotFoundError, SessionReadOnlyError
 from core.references import SESSION_REFERENCE_CANCELLED, SessionReferenceError
 from tui.acp.listing import PAGE_SIZE, InvalidCursorError, candidates_markdown, list_page
 from tui.acp.prompt import (
@@ -355,6 +355,12 @@ class DshAcpAgent:
                         stop = await self._send(state, draft, cancel)
                 except SessionBusyError as err:
                     raise RequestError(SESSION_BUSY, str(err), {"sessionId": session_id}) from err
+                except SessionReadOnlyError as err:  # shared with this user: read only
+                    raise RequestError(
+                        INVALID_PARAMS,
+                        client_label(describe_error(err)),
+                        {"sessionId": session_id, "owner": client_label(err.owner)},
+                    ) from err
         finally:
             state.cancel = None
         return PromptResponse(stop_reason=stop)

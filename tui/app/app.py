@@ -45,7 +45,7 @@ from core.errors import (
     SessionNotFoundError,
     StoreError,
 )
-from core.log import Event, now_ms
+from core.log import Event, SessionHeader, now_ms
 from core.logfile import export_jsonl
 from core.query import SurfaceWindow
 from core.references import (
@@ -60,7 +60,14 @@ from tui.app.drafts import DraftKeeper, drafts_path
 from tui.app.faults import FAULTS, FaultGuard
 from tui.app.follow import StoreFollower
 from tui.app.screens.help import HelpScreen
-from tui.app.screens.modals import ConfirmScreen, RenameScreen, compact_question, delete_question
+from tui.app.screens.modals import (
+    ConfirmScreen,
+    RenameScreen,
+    UserNameScreen,
+    compact_question,
+    delete_question,
+    share_question,
+)
 from tui.app.screenshot import save_screenshot_file, screenshot_directory
 from tui.app.sent_history import sent_messages
 from tui.app.sidebar.sidebar import Sidebar
@@ -86,6 +93,19 @@ WRITING_ACTIONS = frozenset(
     {"new_session", "rename_session", "compact_session", "delete_session", "answer_again"}
 )
 """Actions that write to the store: dimmed when it is read-only."""
+
+SESSION_WRITING_ACTIONS = frozenset(
+    {
+        "rename_session",
+        "compact_session",
+        "delete_session",
+        "answer_again",
+        "share_session",
+        "unshare_session",
+    }
+)
+"""Actions that write to the open session: dimmed when another user owns it (issue 17:
+a session shared with you is read-only to you)."""
 
 HISTORY_EVENTS = 2000
 """How many surface events before the newest page are read for Up/Down history."""
@@ -490,17 +510,45 @@ class DshApp(App[int]):
         if self._chat_screen is not None and self._chat_screen.is_mounted:
             self.status.set_status(activity.status)
             # While preparing, Enter says how to cancel (the composer's SendBlocked).
-            self.composer.send_enabled = not self._read_only and not self.preparing
+            self.composer.send_enabled = self._can_send and not self.preparing
 
     @property
     def _read_only(self) -> bool:
         return self._runtime is not None and bool(getattr(self.runtime.store, "read_only", False))
+
+    def _owner_if_not_mine(self, header: SessionHeader | None) -> str | None:
+        """Who owns ``header``'s session when it is not the user (shared with them: they
+        may read it, not write it); ``None`` for their own."""
+        if header is None or header.owner is None or self._runtime is None:
+            return None
+        return None if header.owner == self.runtime.store.current_user() else header.owner
+
+    @property
+    def _foreign_owner(self) -> str | None:
+        """The owner of the open session when it is someone else's."""
+        return self._owner_if_not_mine(self.chat.header if self.chat is not None else None)
+
+    @property
+    def _can_send(self) -> bool:
+        return not self._read_only and self._foreign_owner is None
+
+    def _foreign_notice(self, owner: str) -> str:
+        return (
+            f"This session belongs to {single_line(owner, 40)} and is shared with you: "
+            "you can read it and @-mention it, not write to it."
+        )
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """``None`` (shown dimmed, does nothing) for an action that cannot run now."""
         if not action_available(action, self.activity.state):
             return None
         if action in WRITING_ACTIONS and self._read_only:  # a replay, or a full disk
+            return None
+        if action in SESSION_WRITING_ACTIONS and self._foreign_owner is not None:
+            return None
+        if action in ("share_session", "unshare_session") and (
+            self.chat is None or self._read_only
+        ):
             return None
         if action in ("rename_session", "compact_session", "delete_session") and self.chat is None:
             return None
@@ -531,7 +579,9 @@ class DshApp(App[int]):
             headers = await self.runtime.query.list_sessions()
             titles = await self.runtime.query.read_titles()
             last_active = await self.runtime.query.read_last_event_times()
-            self.sidebar.set_sessions(headers, titles, self.current_id, last_active)
+            self.sidebar.set_sessions(
+                headers, titles, self.current_id, last_active, me=self.runtime.store.current_user()
+            )
             self._update_title()
 
     def _last_active_of(self, session_id: str) -> int | None:
@@ -586,6 +636,11 @@ class DshApp(App[int]):
         self._show_window(window)
         self._set_unanswered(unanswered_message(window.events) is not None)
         self._update_title()
+        self.composer.send_enabled = self._can_send and not self.preparing
+        owner = self._foreign_owner
+        if owner is not None:
+            self.notice.show_notice(self._foreign_notice(owner), warning=True)
+        self.refresh_bindings()
 
     async def open_newest_session(self) -> None:
         """Open the session used last (the sidebar's first), or none when there is none.
@@ -706,6 +761,8 @@ class DshApp(App[int]):
             )
         elif getattr(self.runtime.store, "read_only", False):
             self.notice.show_notice(f"{self._read_only_why()}: sending is disabled.", warning=True)
+        elif (owner := self._foreign_owner) is not None:
+            self.notice.show_notice(self._foreign_notice(owner), warning=True)
 
     def _read_only_why(self) -> str:
         """Why the database is read-only, as the start of a sentence (a full disk, or not
@@ -935,6 +992,14 @@ class DshApp(App[int]):
         if self.busy:  # the key is dimmed; the sidebar's delete key says why
             self._say_busy("deleting")
             return
+        entry = self.sidebar.entry(session_id)
+        owner = self._owner_if_not_mine(entry.header if entry is not None else None)
+        if owner is not None:  # the sidebar's delete key on a session shared with you
+            self.notice.show_notice(
+                f"Only {single_line(owner, 40)} can delete this session (it is shared with you).",
+                warning=True,
+            )
+            return
 
         async def done(confirmed: bool | None) -> None:
             if not confirmed:
@@ -955,6 +1020,52 @@ class DshApp(App[int]):
         self.push_screen(
             ConfirmScreen(delete_question(self._label_of(session_id), session_id)), done
         )
+
+    def action_share_session(self) -> None:
+        """From the palette: share the open session (one's own) with a user, read-only."""
+        self._ask_user_to_share(share=True)
+
+    def action_unshare_session(self) -> None:
+        """From the palette: stop sharing the open session with a user."""
+        self._ask_user_to_share(share=False)
+
+    def _ask_user_to_share(self, *, share: bool) -> None:
+        if self.chat is None or not self._can("share_session"):
+            if self._foreign_owner is not None:
+                self.notice.show_notice(self._foreign_notice(self._foreign_owner), warning=True)
+            return
+        session_id = self.chat.session_id
+        label = self._label_of(session_id)
+
+        async def done(user: str | None) -> None:
+            if user:
+                self._share(session_id, label, user, share)
+
+        question = share_question(label, session_id, share=share)
+        self.push_screen(UserNameScreen(question, "Share" if share else "Stop sharing"), done)
+
+    @work(group="share")
+    async def _share(self, session_id: str, label: str, user: str, share: bool) -> None:
+        store = self.runtime.store
+        doing = "share the session" if share else "stop sharing the session"
+        with self.faults(doing) as guard:
+            changed = await (store.share if share else store.unshare)(session_id, user)
+        if guard.failed:
+            return
+        who, what = single_line(user, 40), single_line(label, 60)
+        if share:
+            text = (
+                f"Shared {what} with {who} (read-only)."
+                if changed
+                else (f"{what} was already shared with {who}.")
+            )
+        else:
+            text = (
+                f"{what} is no longer shared with {who}."
+                if changed
+                else (f"{what} was not shared with {who}.")
+            )
+        self.notify(text, markup=False)
 
     def action_compact_session(self) -> None:
         """F4: ask first (the model sees only the summary afterwards), then compact."""
@@ -1102,6 +1213,17 @@ class DshApp(App[int]):
         yield SystemCommand(
             "Delete session", "Delete the current session (F8)", self.action_delete_session
         )
+        if self._foreign_owner is None:
+            yield SystemCommand(
+                "Share session…",
+                "Let another user read this session (they cannot change it)",
+                self.action_share_session,
+            )
+            yield SystemCommand(
+                "Unshare session…",
+                "Stop sharing this session with a user",
+                self.action_unshare_session,
+            )
         yield SystemCommand(
             "Export as Markdown",
             "Write the conversation to a .md file in the working directory",

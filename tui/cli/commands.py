@@ -199,6 +199,27 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("session")
     p.add_argument("-y", "--yes", action="store_true", help="delete without asking")
 
+    p = sub.add_parser(
+        "share",
+        help="let another user read one of your sessions",
+        description="Let USER (a database role on PostgreSQL, a user name on SQLite) read "
+        "SESSION, which you own: they see it, can show, export and @-mention it, never "
+        "write it. Take it back with `dsh unshare`.",
+    )
+    p.add_argument("session")
+    p.add_argument("--with", dest="user", required=True, metavar="USER")
+
+    p = sub.add_parser("unshare", help="take back what `dsh share` gave")
+    p.add_argument("session")
+    p.add_argument("--with", dest="user", required=True, metavar="USER")
+
+    p = sub.add_parser(
+        "shares",
+        help="list the grants on your sessions and the sessions shared with you",
+    )
+    p.add_argument("session", nargs="?")
+    p.add_argument("--json", action="store_true", help="print a JSON array")
+
     p = sub.add_parser("mention", help="print the @ mention that references a session")
     p.add_argument("session")
 
@@ -275,6 +296,12 @@ def _reference_error_line(err: SessionReferenceError) -> str:
 # --------------------------------------------------------------------------- commands
 
 
+def _owner_label(rt: Runtime, header: SessionHeader) -> str:
+    """Whose session this is, when it is not the user's own ("" for their own)."""
+    owner = header.owner
+    return "" if owner is None or owner == rt.store.current_user() else single_line(owner, 32)
+
+
 async def cmd_sessions(rt: Runtime, args: argparse.Namespace) -> int:
     headers = await rt.query.list_sessions()
     titles = await rt.query.read_titles()
@@ -285,6 +312,7 @@ async def cmd_sessions(rt: Runtime, args: argparse.Namespace) -> int:
                 "title": titles[h.id].title if h.id in titles else None,
                 "cwd": h.cwd,
                 "created_at": h.created_at,
+                "owner": h.owner,
             }
             for h in headers
         ]
@@ -293,7 +321,7 @@ async def cmd_sessions(rt: Runtime, args: argparse.Namespace) -> int:
     if not headers:
         print("No sessions yet. Create one with `dsh new`, or try `dsh demo`.")
         return 0
-    table = [
+    table: list[tuple[str, ...]] = [
         (
             single_line(h.id),
             single_line(titles[h.id].title, 60) if h.id in titles else "",
@@ -302,9 +330,14 @@ async def cmd_sessions(rt: Runtime, args: argparse.Namespace) -> int:
         )
         for h in headers
     ]
+    columns: tuple[str, ...] = ("id", "title", "cwd", "age")
+    owners = [_owner_label(rt, h) for h in headers]
+    if any(owners):  # someone else's sessions (shared with you): say whose
+        columns += ("owner",)
+        table = [(*row, owner) for row, owner in zip(table, owners, strict=True)]
     from tui.cli.output import print_session_table  # Rich loads only to draw
 
-    print_session_table(("id", "title", "cwd", "age"), table)
+    print_session_table(columns, table)
     return 0
 
 
@@ -640,6 +673,50 @@ async def cmd_delete(rt: Runtime, args: argparse.Namespace) -> int:
     return 0
 
 
+async def cmd_share(rt: Runtime, args: argparse.Namespace) -> int:
+    header = await _resolve(rt, args.session)
+    user = single_line(args.user, 64)
+    if await rt.store.share(header.id, args.user):
+        print(f"shared {single_line(header.id)} with {user} (read-only)")
+    else:
+        print(f"{single_line(header.id)} was already shared with {user}")
+    return 0
+
+
+async def cmd_unshare(rt: Runtime, args: argparse.Namespace) -> int:
+    header = await _resolve(rt, args.session)
+    user = single_line(args.user, 64)
+    if await rt.store.unshare(header.id, args.user):
+        print(f"{single_line(header.id)} is no longer shared with {user}")
+    else:
+        print(f"{single_line(header.id)} was not shared with {user}")
+    return 0
+
+
+async def cmd_shares(rt: Runtime, args: argparse.Namespace) -> int:
+    session_id = None if args.session is None else (await _resolve(rt, args.session)).id
+    shares = await rt.store.list_shares(session_id)
+    if args.json:
+        rows = [{"id": g.session_id, "owner": g.owner, "with": g.grantee} for g in shares]
+        print(terminal_json(rows))
+        return 0
+    if not shares:
+        print("Not shared with anyone." if session_id is not None else "No shares.")
+        return 0
+    titles = await rt.query.read_titles([g.session_id for g in shares])
+    me = rt.store.current_user()
+    for g in shares:
+        title = titles.get(g.session_id)
+        name = single_line(g.session_id) + (
+            f"  {single_line(title.title, 50)}" if title is not None else ""
+        )
+        if g.owner == me:
+            print(f"{name}\tshared with {single_line(g.grantee, 64)}")
+        else:
+            print(f"{name}\towned by {single_line(g.owner, 64)}, shared with you")
+    return 0
+
+
 async def cmd_mention(rt: Runtime, args: argparse.Namespace) -> int:
     header = await _resolve(rt, args.session)
     title = await rt.query.read_title(header.id)
@@ -730,6 +807,9 @@ COMMANDS: dict[str, Callable[[Runtime, argparse.Namespace], Coroutine[Any, Any, 
     "import": cmd_import,
     "delete": cmd_delete,
     "mention": cmd_mention,
+    "share": cmd_share,
+    "unshare": cmd_unshare,
+    "shares": cmd_shares,
     "candidates": cmd_candidates,
     "demo": cmd_demo,
 }
@@ -793,6 +873,7 @@ _MIGRATE_WORDS = {
     "extended": "completed",
     "present": "already there",
     "conflict": "CONFLICT (differs in the target; left alone)",
+    "foreign": "not yours (left for its owner to copy)",
 }
 
 
@@ -815,6 +896,10 @@ async def migrate(config: DshConfig, args: argparse.Namespace) -> int:
 
     def progress(position: int, total: int, outcome: SessionOutcome) -> None:
         events = f" ({outcome.events} events)" if outcome.events else ""
+        if outcome.owner is not None and outcome.owner != target.current_user():
+            events += f" (owned by {single_line(outcome.owner, 32)})"
+        if outcome.shares:
+            events += f" (shared with {outcome.shares} more)"
         print(
             f"[{position}/{total}] {_MIGRATE_WORDS[outcome.outcome]}: "
             f"{single_line(outcome.session_id, 60)}{events}",
@@ -831,11 +916,15 @@ async def migrate(config: DshConfig, args: argparse.Namespace) -> int:
             await target.close()
     finally:
         await source.close()
+    for problem in report.share_problems:
+        print(f"dsh: warning: a share was not copied: {single_line(problem)}", file=sys.stderr)
+    foreign = f", {len(report.foreign)} not yours" if report.foreign else ""
+    grants = f"; {report.shares} shares made" if report.shares else ""
     print(
         f"{report.total} sessions in {single_line(source_name)}: {report.copied} copied, "
         f"{report.extended} completed, {report.present} already there, "
-        f"{len(report.conflicts)} conflicts; {report.events} events written to "
-        f"{single_line(target_name)}"
+        f"{len(report.conflicts)} conflicts{foreign}; {report.events} events written to "
+        f"{single_line(target_name)}{grants}"
     )
     return 1 if report.conflicts else 0
 

@@ -30,11 +30,12 @@ def session_table(
 ) -> list[Text]:
     """The rows of ``dsh sessions`` (already escaped) in aligned columns, one line each. An
     id (first column) is never cut or folded; within ``width`` the title (second) and then
-    the cwd (third) are cut with an ellipsis instead."""
+    the cwd (third) are cut with an ellipsis instead. Columns after the fourth (the owner)
+    are kept whole."""
     widths = [max(cell_len(row[i]) for row in [head, *rows]) for i in range(len(head))]
     gap = 2
     if width is not None and sum(widths) + gap * (len(widths) - 1) > width:
-        spare = width - gap * (len(widths) - 1) - widths[0] - widths[3]
+        spare = width - gap * (len(widths) - 1) - widths[0] - sum(widths[3:])
         cwd = min(widths[2], max(12, spare - widths[1]), max(spare // 2, 12))
         widths[1] = max(min(widths[1], spare - cwd), 8)
         widths[2] = max(min(widths[2], spare - widths[1]), 8)
@@ -44,7 +45,7 @@ def session_table(
             row[0],
             cut_cells(row[1], widths[1]),
             cut_cells(row[2], widths[2], keep_end=True),
-            row[3],
+            *row[3:],  # the age (and the owner, when some sessions are another's)
         ]
         line = Text(style="bold" if index == 0 else "")
         for column, cell in enumerate(cells):

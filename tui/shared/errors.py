@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from core.display import single_line
 from core.engine import CompactionError
-from core.errors import DiskFullError, SessionNotFoundError, StoreError
+from core.errors import DiskFullError, SessionNotFoundError, SessionReadOnlyError, StoreError
 from core.references.config import (
     SESSION_REFERENCE_BUDGET_EXCEEDED,
     SESSION_REFERENCE_CANCELLED,
@@ -100,6 +100,11 @@ def describe_error(err: BaseException, *, name_of: Callable[[str], str] | None =
     """
     if isinstance(err, SessionReferenceError):
         return _reference_words(err, name_of)
+    if isinstance(err, SessionReadOnlyError):
+        return (
+            f"the session is read-only: it is owned by {single_line(err.owner, NAME_CHARS)} "
+            "(only its owner can change it)"
+        )
     if isinstance(err, DiskFullError) or (isinstance(err, OSError) and err.errno == errno.ENOSPC):
         return "the disk is full"
     if is_locked(err):

@@ -1,4 +1,5 @@
-"""Small modal screens: rename a session, confirm a deletion or a compaction."""
+"""Small modal screens: rename a session, confirm a deletion or a compaction, name the user
+to share a session with (or to stop sharing it with)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,14 @@ from textual.widgets import Button, Input, Label
 
 from core.display import single_line
 
-__all__ = ["ConfirmScreen", "RenameScreen", "compact_question", "delete_question"]
+__all__ = [
+    "ConfirmScreen",
+    "RenameScreen",
+    "UserNameScreen",
+    "compact_question",
+    "delete_question",
+    "share_question",
+]
 
 _CSS_PATH = "modals.tcss"
 """The modals' stylesheet, beside this module."""
@@ -67,6 +75,58 @@ class RenameScreen(ModalScreen[str | None]):
             self.notify("A title cannot be empty.", severity="warning", markup=False)
             return
         self.dismiss(value)
+
+
+class UserNameScreen(ModalScreen[str | None]):
+    """Ask for a user name (who to share the session with, or stop sharing it with);
+    dismisses with the name typed, or ``None`` when cancelled or left empty. ``question``
+    is untrusted-safe (``Text``)."""
+
+    CSS_PATH = _CSS_PATH
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
+
+    def __init__(self, question: Text, confirm_label: str) -> None:
+        super().__init__()
+        self._question = question
+        self._confirm_label = confirm_label
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Label(self._question, id="user-question")
+            yield Input(placeholder="user name", id="user-input")
+            with Horizontal():
+                yield Button("Cancel", id="cancel")
+                yield Button(self._confirm_label, id="ok", variant="primary")
+
+    @on(Input.Submitted)
+    def _submitted(self) -> None:
+        self._accept()
+
+    @on(Button.Pressed, "#ok")
+    def _ok(self) -> None:
+        self._accept()
+
+    @on(Button.Pressed, "#cancel")
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+    def _accept(self) -> None:
+        value = self.query_one(Input).value.strip()
+        if not value:
+            self.notify("Type the user's name.", severity="warning", markup=False)
+            return
+        self.dismiss(value)
+
+
+def share_question(label: str, session_id: str, *, share: bool) -> Text:
+    text = Text("Share the session " if share else "Stop sharing the session ")
+    text.append(single_line(label, 60), style="bold")
+    if label != session_id:
+        text.append(f" ({single_line(session_id, 40)})", style="dim")
+    text.append(
+        " with:\nThey can read it and @-mention it, never change it." if share else " with:"
+    )
+    return text
 
 
 class ConfirmScreen(ModalScreen[bool]):

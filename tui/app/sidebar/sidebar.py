@@ -98,6 +98,7 @@ class Sidebar(Vertical):
         self._visible: list[SessionEntry] = []
         self._positions: dict[str, int] = {}
         self.current_id: str | None = None
+        self.me: str | None = None  # the user: other owners' sessions are marked
 
     def compose(self) -> ComposeResult:
         yield Static("Sessions", id="sidebar-title")
@@ -127,10 +128,14 @@ class Sidebar(Vertical):
         titles: Mapping[str, SessionTitle],
         current_id: str | None,
         last_active: Mapping[str, int] | None = None,
+        *,
+        me: str | None = None,
     ) -> None:
         """Show these sessions, ordered by ``last_active`` (the time of each one's last
-        event, as ``SessionQuery.read_last_event_times`` gives it; absent: no events)."""
+        event, as ``SessionQuery.read_last_event_times`` gives it; absent: no events).
+        ``me``: the user; a session another user owns (shared with them) says whose."""
         times = last_active if last_active is not None else {}
+        self.me = me
         self._entries = by_last_activity(
             [
                 SessionEntry(h, titles[h.id].title if h.id in titles else None, times.get(h.id))
@@ -171,6 +176,10 @@ class Sidebar(Vertical):
         age = relative_age(entry.active_at, self._now())
         cwd = single_line(entry.header.cwd) if entry.header.cwd is not None else "no cwd"
         detail = Text("  ", no_wrap=True, overflow="ellipsis")
+        owner = entry.header.owner
+        if owner is not None and self.me is not None and owner != self.me:
+            # Shared with the user by its owner: read-only to them.
+            detail.append(f"⇄ {single_line(owner, 24)} · ", style="italic")
         detail.append(single_line(f"{age} · {cwd}", max(8, width - 3)), style="dim")
         return label, detail
 

@@ -1,0 +1,238 @@
+"""Issue 17, enforced by the database: plain SQL as another role (no dsh in between) sees
+no row of a private session and cannot write into anyone else's."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import asyncpg
+import pytest
+
+from core.errors import SessionNotFoundError
+from stores import open_store
+from stores.postgres import CHANGES_CHANNEL, SCHEMA_VERSION
+from tests.pgcluster import ALICE, BOB, Cluster
+from tests.sharing.team import Team, team
+
+__all__ = ["team"]
+
+# Ids are stored as bytea of their UTF-8.
+_KEY = "(SELECT key FROM dsh_sessions WHERE id = convert_to($1, 'UTF8'))"
+
+
+@pytest.fixture
+async def bob_sql(team: Team) -> AsyncIterator[asyncpg.Connection]:
+    conn = await asyncpg.connect(team.bob_url)
+    try:
+        yield conn
+    finally:
+        await conn.close()
+
+
+@pytest.fixture
+async def alice_sql(team: Team) -> AsyncIterator[asyncpg.Connection]:
+    conn = await asyncpg.connect(team.alice_url)
+    try:
+        yield conn
+    finally:
+        await conn.close()
+
+
+async def ids(conn: asyncpg.Connection) -> set[str]:
+    rows = await conn.fetch("SELECT convert_from(id, 'UTF8') FROM dsh_sessions")
+    return {row[0] for row in rows}
+
+
+async def test_the_roles_are_plain_and_alice_owns_the_tables(
+    team: Team, bob_sql: asyncpg.Connection
+) -> None:
+    for role in (ALICE, BOB):
+        row = await bob_sql.fetchrow(
+            "SELECT rolsuper, rolbypassrls FROM pg_roles WHERE rolname = $1", role
+        )
+        assert tuple(row) == (False, False)
+    owners = await bob_sql.fetch(
+        "SELECT relname, pg_get_userbyid(relowner), relrowsecurity, relforcerowsecurity "
+        "FROM pg_class WHERE relnamespace = $1::regnamespace AND relkind = 'r' "
+        "AND relname LIKE 'dsh\\_%' ORDER BY relname",
+        team.schema,
+    )
+    assert {row[0]: tuple(row[1:]) for row in owners} == {
+        "dsh_events": (ALICE, True, True),
+        "dsh_reply_leases": (ALICE, True, True),
+        "dsh_schema": (ALICE, False, False),
+        "dsh_sessions": (ALICE, True, True),
+        "dsh_shares": (ALICE, True, True),
+    }
+
+
+async def test_another_role_sees_no_row_of_a_private_session(
+    team: Team, bob_sql: asyncpg.Connection
+) -> None:
+    assert await ids(bob_sql) == {team.shared, team.bobs}
+    for table in ("dsh_events", "dsh_reply_leases", "dsh_shares"):
+        count = await bob_sql.fetchval(
+            f"SELECT count(*) FROM {table} WHERE session_key = {_KEY}", team.private
+        )
+        assert count == 0, table
+    # Nor by key, guessed: every table holds rows of the private session.
+    keys = {row[0] for row in await bob_sql.fetch("SELECT DISTINCT session_key FROM dsh_events")}
+    assert len(keys) == 2
+    assert await bob_sql.fetchval("SELECT count(*) FROM dsh_reply_leases") == 0
+    # The grant bob holds is the only share row he sees.
+    assert [tuple(r) for r in await bob_sql.fetch("SELECT owner, grantee FROM dsh_shares")] == [
+        (ALICE, BOB)
+    ]
+
+
+async def test_the_table_owner_is_held_to_the_policies_too(
+    team: Team, alice_sql: asyncpg.Connection
+) -> None:
+    """FORCE ROW LEVEL SECURITY: alice owns the tables and still sees none of bob's rows."""
+    assert await ids(alice_sql) == {team.private, team.shared}
+    count = await alice_sql.fetchval(
+        "SELECT count(*) FROM dsh_events AS e JOIN dsh_sessions AS s ON s.key = e.session_key "
+        "WHERE s.owner <> current_user"
+    )
+    assert count == 0
+
+
+async def private_key(team: Team) -> int:
+    return int(
+        team.cluster.psql(
+            f"SELECT key FROM {team.schema}.dsh_sessions WHERE id = convert_to('{team.private}', 'UTF8')"
+        )
+    )
+
+
+@pytest.mark.parametrize("which", ["private", "shared"])
+async def test_another_role_cannot_write_into_a_session_it_does_not_own(
+    team: Team, bob_sql: asyncpg.Connection, which: str
+) -> None:
+    sid = team.private if which == "private" else team.shared
+    key = int(
+        team.cluster.psql(
+            f"SELECT key FROM {team.schema}.dsh_sessions WHERE id = convert_to('{sid}', 'UTF8')"
+        )
+    )
+    before = team.cluster.psql(
+        f"SELECT (SELECT count(*) FROM {team.schema}.dsh_events), "
+        f"(SELECT count(*) FROM {team.schema}.dsh_reply_leases), "
+        f"(SELECT count(*) FROM {team.schema}.dsh_shares), "
+        f"(SELECT string_agg(next_seq::text || owner, ',' ORDER BY key) FROM {team.schema}.dsh_sessions)"
+    )
+    inserts = [
+        (
+            "INSERT INTO dsh_events (session_key, seq, type, time, kind, data) "
+            "VALUES ($1, 99, convert_to('x', 'UTF8'), 0, 0, '{}')",
+            (key,),
+        ),
+        (
+            "INSERT INTO dsh_reply_leases (session_key, owner, expires_at) "
+            "VALUES ($1, convert_to('bob', 'UTF8'), 0)",
+            (key,),
+        ),
+        # A forged grant, naming the real owner or bob himself.
+        (
+            "INSERT INTO dsh_shares (session_key, owner, grantee) VALUES ($1, $2, $3)",
+            (key, ALICE, BOB),
+        ),
+        (
+            "INSERT INTO dsh_shares (session_key, owner, grantee) VALUES ($1, $2, $3)",
+            (key, BOB, BOB),
+        ),
+        # A session in alice's name.
+        (
+            "INSERT INTO dsh_sessions (id, created_at, owner) VALUES (convert_to('x', 'UTF8'), 0, $1)",
+            (ALICE,),
+        ),
+    ]
+    for sql, args in inserts:
+        with pytest.raises((asyncpg.InsufficientPrivilegeError, asyncpg.ForeignKeyViolationError)):
+            await bob_sql.execute(sql, *args)
+    for sql in (
+        "UPDATE dsh_sessions SET next_seq = next_seq + 1 WHERE key = $1",
+        "UPDATE dsh_sessions SET owner = 'bob' WHERE key = $1",
+        "DELETE FROM dsh_sessions WHERE key = $1",
+        "DELETE FROM dsh_events WHERE session_key = $1",
+        "DELETE FROM dsh_reply_leases WHERE session_key = $1",
+        "DELETE FROM dsh_shares WHERE session_key = $1",
+        "UPDATE dsh_events SET data = '{}' WHERE session_key = $1",
+    ):
+        assert await bob_sql.execute(sql, key) in ("UPDATE 0", "DELETE 0"), sql
+    after = team.cluster.psql(
+        f"SELECT (SELECT count(*) FROM {team.schema}.dsh_events), "
+        f"(SELECT count(*) FROM {team.schema}.dsh_reply_leases), "
+        f"(SELECT count(*) FROM {team.schema}.dsh_shares), "
+        f"(SELECT string_agg(next_seq::text || owner, ',' ORDER BY key) FROM {team.schema}.dsh_sessions)"
+    )
+    assert after == before
+
+
+async def test_an_older_database_gives_its_sessions_to_the_role_that_upgrades_it(
+    pg_cluster: Cluster,
+) -> None:
+    from stores.postgres import MIGRATIONS
+
+    schema = pg_cluster.team_schema()
+    pg_cluster.psql(
+        f"SET ROLE {ALICE}; SET search_path = {schema};"
+        + ";".join(s for step in MIGRATIONS[:2] for s in step)
+        + ";CREATE TABLE dsh_schema (version integer NOT NULL);"
+        + "INSERT INTO dsh_schema (version) VALUES (2);"
+        + "INSERT INTO dsh_sessions (id, created_at) VALUES (convert_to('old', 'UTF8'), 1)"
+    )
+    async with await open_store(pg_cluster.team_url(ALICE, schema)) as alice:
+        assert [(h.id, h.owner) for h in await alice.list_headers()] == [("old", ALICE)]
+    async with await open_store(pg_cluster.team_url(BOB, schema)) as bob:
+        assert await bob.list_headers() == []
+        with pytest.raises(SessionNotFoundError):
+            await bob.read_events("old")
+    assert pg_cluster.psql(f"SELECT version FROM {schema}.dsh_schema") == str(SCHEMA_VERSION)
+
+
+async def test_the_readme_team_setup_works(pg_cluster: Cluster) -> None:
+    """The README's recipe, verbatim in spirit: an admin role owns the tables, members of
+    dsh_users use them, each sees only their own and what is shared with them."""
+    pg_cluster.psql("CREATE ROLE dsh_admin LOGIN", database="postgres")
+    pg_cluster.psql("CREATE DATABASE readme_team OWNER dsh_admin", database="postgres")
+    pg_cluster.psql("GRANT USAGE ON SCHEMA public TO dsh_users", database="readme_team")
+    admin_url = pg_cluster.url("readme_team", user="dsh_admin")
+    async with await open_store(admin_url) as admin:
+        assert await admin.list_headers() == []
+    alice_url = pg_cluster.url("readme_team", user=ALICE)
+    bob_url = pg_cluster.url("readme_team", user=BOB)
+    async with await open_store(alice_url) as alice, await open_store(bob_url) as bob:
+        await alice.create_session("a")
+        await bob.create_session("b")
+        assert [h.id for h in await alice.list_headers()] == ["a"]
+        assert [h.id for h in await bob.list_headers()] == ["b"]
+        await alice.share("a", BOB)
+        assert {h.id for h in await bob.list_headers()} == {"a", "b"}
+    async with await open_store(admin_url) as admin:  # the tables' owner, held by FORCE
+        assert await admin.list_headers() == []
+
+
+async def test_notifications_name_no_session(team: Team, bob_sql: asyncpg.Connection) -> None:
+    """LISTEN/NOTIFY (how every dsh follows other writers) tells a listener that something
+    changed, never what: the payload is the writing store's random token."""
+    heard: list[str] = []
+    got = asyncio.Event()
+
+    def on_notify(conn: object, pid: int, channel: str, payload: str) -> None:
+        heard.append(payload)
+        got.set()
+
+    await bob_sql.add_listener(CHANGES_CHANNEL, on_notify)
+    async with await open_store(team.alice_url) as alice:
+        await alice.create_session("alice-hidden-name")
+        await alice.append(team.private, "session/title", {"title": "hidden title"})
+        async with asyncio.timeout(10):
+            while len(heard) < 2:
+                got.clear()
+                await got.wait()
+    assert heard and all(
+        "alice" not in p and "hidden" not in p and team.private not in p for p in heard
+    )
+    assert await ids(bob_sql) == {team.shared, team.bobs}

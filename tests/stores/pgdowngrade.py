@@ -1,0 +1,46 @@
+"""Take a PostgreSQL schema written by this dsh back to an older schema version, for
+upgrade tests: each step's undo, newest first. A new migration step needs its undo here
+(``downgrade_sql`` refuses to guess)."""
+
+from __future__ import annotations
+
+from stores.postgres import SCHEMA_VERSION
+
+_RLS_TABLES = (
+    "dsh_sessions",
+    "dsh_events",
+    "dsh_reply_leases",
+    "dsh_surface_nodes",
+    "dsh_surface_sums",
+)
+
+UNDO: dict[int, str] = {
+    # Step 2 (issue 15): the surface tables. The projection column stays (step 1's).
+    2: "DROP TABLE dsh_surface_nodes, dsh_surface_sums",
+    # Step 3 (issue 17): owners, shares, row-level security.
+    3: ";".join(
+        [
+            f"DROP POLICY IF EXISTS {policy} ON {table}"
+            for table in _RLS_TABLES
+            for policy in ("dsh_read", "dsh_insert", "dsh_update", "dsh_delete")
+        ]
+        + [f"ALTER TABLE {table} NO FORCE ROW LEVEL SECURITY" for table in _RLS_TABLES]
+        + [f"ALTER TABLE {table} DISABLE ROW LEVEL SECURITY" for table in _RLS_TABLES]
+        + [
+            "DROP TABLE dsh_shares",
+            "ALTER TABLE dsh_sessions DROP CONSTRAINT dsh_sessions_key_owner",
+            "ALTER TABLE dsh_sessions DROP COLUMN owner",
+        ]
+    ),
+}
+
+
+def downgrade_sql(schema: str, version: int) -> str:
+    """SQL (run as the superuser) taking ``schema`` from ``SCHEMA_VERSION`` to ``version``."""
+    missing = [step for step in range(version, SCHEMA_VERSION) if step not in UNDO]
+    if missing:
+        raise AssertionError(f"no undo for migration step(s) {missing}: add it to UNDO")
+    undo = [UNDO[step] for step in reversed(range(version, SCHEMA_VERSION))]
+    return ";".join(
+        [f"SET search_path = {schema}", *undo, f"UPDATE dsh_schema SET version = {version}"]
+    )
