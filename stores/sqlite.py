@@ -467,7 +467,9 @@ class SqliteSessionStore:
         if not read_only and _file_is_read_only(db_path):
             read_only = True
         try:
-            return await cls._connect(db_path, read_only, busy_timeout, progress=progress, user=user)
+            return await cls._connect(
+                db_path, read_only, busy_timeout, progress=progress, user=user
+            )
         except DiskFullError as err:
             if read_only or not db_path.is_file():
                 raise

@@ -64,6 +64,8 @@ async def test_the_roles_are_plain_and_alice_owns_the_tables(
         "dsh_schema": (ALICE, False, False),
         "dsh_sessions": (ALICE, True, True),
         "dsh_shares": (ALICE, True, True),
+        "dsh_surface_nodes": (ALICE, True, True),  # issue 15's
+        "dsh_surface_sums": (ALICE, True, True),
     }
 
 

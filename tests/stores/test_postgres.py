@@ -17,8 +17,8 @@ from stores import MemorySessionStore, open_store
 from stores.postgres import SCHEMA_VERSION, PostgresSessionStore
 from tests.fulldisk import _mount, _unmount, tmpfs_mounts
 from tests.pgcluster import Cluster
-from tests.stores.pgdowngrade import downgrade_sql
 from tests.storekinds import pg_schema_url
+from tests.stores.pgdowngrade import downgrade_sql
 from tui.shared.errors import describe_error
 
 __all__ = ["tmpfs_mounts"]  # the fixture, for the full-disk test
