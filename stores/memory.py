@@ -20,6 +20,7 @@ from core.log import (
 )
 from core.query import SessionTitle
 from core.references.projection import projection_code
+from core.search import SearchHit, check_search_limit, indexed_text, rank_hits, search_terms
 from core.surface import SurfaceFolder
 from stores.validation import (
     KIND_TITLE,
@@ -47,6 +48,8 @@ class _Session:
     # The live surface (seqs only), kept in step with ``events`` so appends stay O(1).
     folder: SurfaceFolder[None] = field(default_factory=SurfaceFolder)
     title_seq: int | None = None
+    # The search index (core.search): seq -> indexed text of the surface's messages.
+    texts: dict[int, str] = field(default_factory=dict)
 
     def refold(self) -> None:
         folder: SurfaceFolder[None] = SurfaceFolder()
@@ -175,6 +178,7 @@ class MemorySessionStore:
         for event in out:
             if event_kind(event.type, event.data, event.is_surface) == KIND_TITLE:
                 session.title_seq = event.seq
+        _index(session, out)
         return out
 
     async def delete_session(self, session_id: str) -> None:
@@ -308,3 +312,31 @@ class MemorySessionStore:
     async def read_last_event_times(self) -> dict[str, int]:
         self._open()
         return {sid: s.events[-1].time for sid, s in self._sessions.items() if s.events}
+
+    async def search_messages(self, query: str, *, limit: int = 20) -> list[SearchHit]:
+        self._open()
+        terms = search_terms(query)
+        wanted = check_search_limit(limit)
+        if not terms:
+            return []
+        found = [
+            (sid, seq, text)
+            for sid, session in self._sessions.items()
+            for seq, text in session.texts.items()
+        ]
+        return rank_hits(found, terms, wanted)
+
+
+def _index(session: _Session, events: Sequence[Event]) -> None:
+    """Keep the session's search index in step with its surface (see ``core.search``)."""
+    texts = session.texts
+    for event in events:
+        if event.surface_op is None:
+            continue
+        if event.surface_op != "append":
+            for seq in event.source_event_seqs or ():
+                if seq not in session.folder:
+                    texts.pop(seq, None)
+        text = indexed_text(event)
+        if text is not None:
+            texts[event.seq] = text

@@ -62,9 +62,15 @@ async def test_open_creates_parent_dirs_and_schema(db_path: Path) -> None:
         tables = {
             row[1]: row[5]
             for row in conn.execute("PRAGMA table_list")
-            if row[0] == "main" and not row[1].startswith("sqlite_")
+            if row[0] == "main" and not row[1].startswith(("sqlite_", "search_index"))
         }
-        assert tables == {"sessions": 1, "events": 1, "reply_leases": 1}  # STRICT
+        assert tables == {  # STRICT (search_index*: the FTS5 table and its own tables)
+            "sessions": 1,
+            "events": 1,
+            "reply_leases": 1,
+            "search_messages": 1,
+            "search_pending": 1,
+        }
         indexes = {
             row[0] for row in conn.execute("SELECT name FROM sqlite_schema WHERE type='index'")
         }
