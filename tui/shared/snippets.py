@@ -33,8 +33,9 @@ def snippet_text(
     start = 0
     if spans and width > 2:
         first_start, first_end = spans[0]
-        # Drop characters from the start until the first match ends within the width.
-        while start < first_start and cell_len("…" + snippet[start:first_end]) > width:
+        # Drop characters from the start until the first match ends within the width
+        # (one cell kept for the ellipsis of a cut end).
+        while start < first_start and cell_len("…" + snippet[start:first_end]) > width - 1:
             start += 1
     head = "…" if start > 0 else ""
     rest = snippet[start:]
