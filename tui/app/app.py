@@ -49,7 +49,7 @@ from core.log import Event, now_ms
 from core.logfile import export_jsonl
 from core.query import SurfaceWindow
 from core.references import (
-    SessionReferenceCandidate,
+    SessionDiscovery,
     SessionReferenceError,
     find_session_reference_spans,
 )
@@ -252,6 +252,7 @@ class DshApp(App[int]):
                 return
         composer = self.composer
         composer.candidate_source = self._candidates
+        self.sidebar.body_source = self._found_by_text
         composer.picker.last_active_of = self._last_active_of
         composer.focus()
         self._drafts = DraftKeeper(
@@ -663,10 +664,17 @@ class DshApp(App[int]):
             text = "Could not read earlier messages: " + single_line(str(message.error), 200)
         self.notice.show_notice(text, warning=True)
 
-    async def _candidates(self, query: str) -> list[SessionReferenceCandidate]:
+    async def _candidates(self, query: str) -> list[SessionDiscovery]:
+        """The picker's rows: the candidates, then the sessions found by what was said in
+        them (``SessionReferenceService.discover``, the merge every host shares)."""
         if self.chat is None:
             return []
-        return await self.runtime.service.list_candidates(self.chat.header, query)
+        return await self.runtime.service.discover(self.chat.header, query)
+
+    async def _found_by_text(self, query: str, shown: Sequence[str]) -> list[SessionDiscovery]:
+        """The session list filter's body matches: sessions not ``shown`` whose messages
+        contain ``query``, best first."""
+        return await self.runtime.service.search_sessions(query, exclude=shown)
 
     async def _ensure_session(self) -> ChatSession | None:
         """The open session, or a new one (``None`` when it could not be opened; store

@@ -16,7 +16,7 @@ from tui.shared.cells import cell_len, take_cells
 
 __all__ = ["MATCH_STYLE", "snippet_text"]
 
-MATCH_STYLE = "bold underline"
+MATCH_STYLE = "bold underline not dim"
 """How a matched word is marked (on top of the row's own colours)."""
 
 
