@@ -18,8 +18,9 @@ than 3 characters cannot use a trigram index: the stores look them up by a scan
 (``LIKE``/``ILIKE``), which folds case for ASCII letters only; a query made only of such
 short terms lists the newest matching messages first instead of ranking them.
 
-Ranking: BM25 (SQLite: FTS5's ``bm25()``; the memory and PostgreSQL stores: ``bm25_scores``
-below, over the matching messages), best first; ties newest first.
+Ranking: BM25 (``bm25_scores``, the same in every store), best first, ties newest first,
+over the newest ``RANK_WINDOW`` matching messages (so a word found in half of a large
+database costs a bounded search; older matches of such a word are not ranked).
 
 A hit carries a one-line ``snippet`` around the first match, made safe for a terminal
 (``core.display.mask_control``, one character for one, so offsets hold), and the
@@ -40,6 +41,7 @@ from core.references.projection import project_surface
 __all__ = [
     "MAX_TERMS",
     "MIN_INDEXED_TERM",
+    "RANK_WINDOW",
     "SNIPPET_WIDTH",
     "SearchHit",
     "bm25_scores",
@@ -53,6 +55,8 @@ __all__ = [
     "search_terms",
 ]
 
+RANK_WINDOW = 1000
+"""Matching messages ranked per search: the newest ones, when more match."""
 MAX_TERMS = 8
 """Terms of a query looked for (later ones are ignored)."""
 MIN_INDEXED_TERM = 3
@@ -193,11 +197,12 @@ def bm25_scores(texts: Sequence[str], terms: Sequence[str]) -> list[float]:
 def rank_hits(
     found: Iterable[tuple[str, int, str]], terms: Sequence[str], limit: int
 ) -> list[SearchHit]:
-    """``found`` (session id, seq, text; newest last) that match ``terms``, as hits ranked
-    by ``bm25_scores`` (ties newest first), at most ``limit``. A query of short terms only
-    lists the newest matches first (see the module doc)."""
+    """``found`` (session id, seq, text; newest first) that match ``terms``, as hits
+    ranked by ``bm25_scores`` over the newest ``RANK_WINDOW`` of them (ties newest first),
+    at most ``limit``. A query of short terms only lists the newest matches first (see the
+    module doc)."""
     rows = [(sid, seq, text) for sid, seq, text in found if matches(text, terms)]
-    rows.reverse()  # newest first: the order of ties
+    del rows[RANK_WINDOW:]
     if any(len(t) >= MIN_INDEXED_TERM for t in terms):
         scores = bm25_scores([text for _, _, text in rows], terms)
         order = sorted(range(len(rows)), key=lambda i: -scores[i])

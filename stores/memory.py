@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -48,8 +49,9 @@ class _Session:
     # The live surface (seqs only), kept in step with ``events`` so appends stay O(1).
     folder: SurfaceFolder[None] = field(default_factory=SurfaceFolder)
     title_seq: int | None = None
-    # The search index (core.search): seq -> indexed text of the surface's messages.
-    texts: dict[int, str] = field(default_factory=dict)
+    # The search index (core.search): seq -> (insertion order, indexed text) of the
+    # surface's messages (the order across sessions says which match is newest).
+    texts: dict[int, tuple[int, str]] = field(default_factory=dict)
 
     def refold(self) -> None:
         folder: SurfaceFolder[None] = SurfaceFolder()
@@ -320,11 +322,15 @@ class MemorySessionStore:
         if not terms:
             return []
         found = [
-            (sid, seq, text)
+            (order, sid, seq, text)
             for sid, session in self._sessions.items()
-            for seq, text in session.texts.items()
+            for seq, (order, text) in session.texts.items()
         ]
-        return rank_hits(found, terms, wanted)
+        found.sort(reverse=True)  # newest first
+        return rank_hits([row[1:] for row in found], terms, wanted)
+
+
+_INDEX_ORDER = itertools.count()
 
 
 def _index(session: _Session, events: Sequence[Event]) -> None:
@@ -339,4 +345,4 @@ def _index(session: _Session, events: Sequence[Event]) -> None:
                     texts.pop(seq, None)
         text = indexed_text(event)
         if text is not None:
-            texts[event.seq] = text
+            texts[event.seq] = (next(_INDEX_ORDER), text)

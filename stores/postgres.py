@@ -48,6 +48,7 @@ from core.log import (
 from core.query import SessionTitle
 from core.references.projection import projection_code
 from core.search import (
+    RANK_WINDOW,
     SearchHit,
     check_search_limit,
     indexed_text,
@@ -951,7 +952,7 @@ class PostgresSessionStore:
         sql = (
             "SELECT s.id, m.seq, m.text FROM dsh_search AS m "
             f"JOIN dsh_sessions AS s ON s.key = m.session_key WHERE {likes} "
-            f"ORDER BY m.id DESC LIMIT {_SEARCH_CANDIDATES}"
+            f"ORDER BY m.id DESC LIMIT {RANK_WINDOW}"
         )
 
         async def body(conn: asyncpg.Connection) -> list[Any]:
@@ -960,7 +961,7 @@ class PostgresSessionStore:
         rows = await self._run(body, write=False)
 
         def rank() -> list[SearchHit]:
-            found = [(decode_text(sid), seq, text) for sid, seq, text in reversed(rows)]
+            found = [(decode_text(sid), seq, text) for sid, seq, text in rows]
             return rank_hits(found, terms, wanted)
 
         return await asyncio.to_thread(rank)
@@ -1112,9 +1113,6 @@ async def _index_events(
 
 
 _INSERT_SEARCH_SQL = "INSERT INTO dsh_search (session_key, seq, text) VALUES ($1, $2, $3)"
-
-_SEARCH_CANDIDATES = 2000
-"""Matching messages ranked per search (the newest ones, when more match)."""
 
 
 def _projection(event: ValidatedEvent) -> int | None:

@@ -62,12 +62,12 @@ from core.query import SessionTitle
 from core.references.projection import projection_code
 from core.search import (
     MIN_INDEXED_TERM,
+    RANK_WINDOW,
     SearchHit,
     check_search_limit,
     indexed_text,
     like_pattern,
-    make_hit,
-    matches,
+    rank_hits,
     search_terms,
 )
 from core.surface import SurfaceFolder, fold_surface
@@ -221,8 +221,10 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             UNIQUE (session, seq)
         ) STRICT
         """,
+        # columnsize = 0: no row sizes kept (FTS5's own bm25 is not used: core.search
+        # ranks), one table less written by every append.
         "CREATE VIRTUAL TABLE search_index USING fts5(text, content = 'search_messages', "
-        "content_rowid = 'id', tokenize = 'trigram case_sensitive 0')",
+        "content_rowid = 'id', tokenize = 'trigram case_sensitive 0', columnsize = 0)",
         "CREATE TRIGGER search_messages_insert AFTER INSERT ON search_messages BEGIN "
         "INSERT INTO search_index (rowid, text) VALUES (new.id, new.text); END",
         "CREATE TRIGGER search_messages_delete AFTER DELETE ON search_messages BEGIN "
@@ -1176,18 +1178,13 @@ class SqliteSessionStore:
         if long_terms:
             params.append(" ".join(_fts_phrase(t) for t in long_terms))
         params += [like_pattern(t) for t in short_terms]
-        # A few spare rows: the FTS5 case folding may differ from core.search's in rare
-        # scripts, and every hit is checked by core.search.matches.
-        params.append(wanted + 16)
+        # Short terms only: the newest matches are the result (a few spare rows: every
+        # hit is checked by core.search.matches, which may fold case differently).
+        params.append(RANK_WINDOW if long_terms else wanted + 16)
 
         def body(raw: sqlite3.Connection) -> list[SearchHit]:
-            out: list[SearchHit] = []
-            for sid, seq, text, score in raw.execute(sql, params):
-                if matches(text, terms):
-                    out.append(make_hit(decode_text(sid), seq, text, terms, score))
-                    if len(out) == wanted:
-                        break
-            return out
+            found = [(decode_text(sid), seq, text) for sid, seq, text in raw.execute(sql, params)]
+            return rank_hits(found, terms, wanted)
 
         return await self._run_sync(body, write=False)
 
@@ -1570,21 +1567,20 @@ def _fts_phrase(term: str) -> str:
 
 
 def _search_sql(long_terms: int, short_terms: int) -> str:
-    """The search of ``search_messages`` (see ``search_messages``): FTS5 for the long terms,
-    ranked by ``bm25``; ``LIKE`` for the short ones (newest first when all are short)."""
-    likes = " AND m.text LIKE ? ESCAPE '\\'" * short_terms
+    """The newest messages that may match (see ``search_messages``): found by FTS5 for the
+    long terms (a phrase each: a substring), by ``LIKE`` for the short ones; newest
+    first. They are ranked by ``core.search.rank_hits``."""
+    likes = " AND text LIKE ? ESCAPE '\\'" * short_terms
     if long_terms:
-        return (
-            "SELECT s.id, m.seq, m.text, -bm25(search_index) FROM search_index "
-            "JOIN search_messages AS m ON m.id = search_index.rowid "
-            "JOIN sessions AS s ON s.key = m.session "
-            f"WHERE search_index MATCH ?{likes} "
-            "ORDER BY bm25(search_index), m.id DESC LIMIT ?"
+        found = (
+            f"SELECT rowid FROM search_index WHERE search_index MATCH ?{likes} "
+            "ORDER BY rowid DESC LIMIT ?"
         )
+    else:
+        found = f"SELECT id FROM search_messages WHERE 1{likes} ORDER BY id DESC LIMIT ?"
     return (
-        "SELECT s.id, m.seq, m.text, 0.0 FROM search_messages AS m "
-        "JOIN sessions AS s ON s.key = m.session "
-        f"WHERE 1{likes} ORDER BY m.id DESC LIMIT ?"
+        "SELECT s.id, m.seq, m.text FROM search_messages AS m "
+        f"JOIN sessions AS s ON s.key = m.session WHERE m.id IN ({found}) ORDER BY m.id DESC"
     )
 
 
