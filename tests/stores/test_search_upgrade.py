@@ -4,13 +4,14 @@ progress), and the SQLite FTS5 index stays consistent with its rows."""
 from __future__ import annotations
 
 import sqlite3
+import uuid
 from pathlib import Path
 
 from core.jsoncodec import dumps_js
 from core.log import Replace, user_message
 from stores import SqliteSessionStore, open_store
 from stores.sqlite import SCHEMA_VERSION
-from tests.pgcluster import Cluster
+from tests.pgcluster import SECRET_PASSWORD, SECRET_ROLE, Cluster
 from tests.stores.fixtures.make_v2_fixture import IDS
 from tests.stores.test_sqlite_migration import copy_fixture
 
@@ -134,3 +135,64 @@ async def test_an_old_postgres_database_is_indexed_when_it_is_upgraded(
         "AND indexname = 'dsh_search_trgm'"
     )
     assert "gin_trgm_ops" in index
+
+
+def _team_database(pg_cluster: Cluster, *, may_create: bool) -> tuple[str, str]:
+    """A new database for the (non-superuser) password role: it owns the database when
+    ``may_create``; else it has only a schema of its own there (no CREATE on the
+    database, so no extension). Its URL, and the schema dsh's tables go in."""
+    database = "team_" + uuid.uuid4().hex[:12]
+    if may_create:
+        pg_cluster.psql(f"CREATE DATABASE {database} OWNER {SECRET_ROLE}", database="postgres")
+        schema = "public"
+    else:
+        pg_cluster.psql(f"CREATE DATABASE {database}", database="postgres")
+        schema = "dsh_team"
+        pg_cluster.psql(
+            f"REVOKE CREATE ON DATABASE {database} FROM PUBLIC;"
+            f"CREATE SCHEMA {schema} AUTHORIZATION {SECRET_ROLE}",
+            database=database,
+        )
+    url = pg_cluster.password_url(SECRET_PASSWORD, database) + f"&search_path={schema}"
+    return url, schema
+
+
+async def test_a_team_role_that_owns_its_database_gets_the_trigram_index(
+    pg_cluster: Cluster,
+) -> None:
+    url, schema = _team_database(pg_cluster, may_create=True)
+    assert pg_cluster.psql(f"SELECT rolsuper FROM pg_roles WHERE rolname = '{SECRET_ROLE}'") == "f"
+    async with await open_store(url) as store:
+        await store.create_session("s", created_at=1)
+        await store.append("s", MSG, user_message("a trusted extension"), surface_op="append")
+        assert [h.seq for h in await store.search_messages("trusted")] == [0]
+    database = url.split("/")[3].split("?")[0]
+    index = pg_cluster.psql(
+        f"SELECT indexdef FROM pg_indexes WHERE schemaname = '{schema}' "
+        "AND indexname = 'dsh_search_trgm'",
+        database=database,
+    )
+    assert "gin_trgm_ops" in index
+
+
+async def test_without_pg_trgm_search_scans_and_still_finds(pg_cluster: Cluster) -> None:
+    url, schema = _team_database(pg_cluster, may_create=False)
+    async with await open_store(url) as store:
+        await store.create_session("s", created_at=1)
+        await store.append("s", MSG, user_message("ILIKE still finds it"), surface_op="append")
+        assert [h.snippet for h in await store.search_messages("finds")] == ["ILIKE still finds it"]
+    database = url.split("/")[3].split("?")[0]
+    assert (
+        pg_cluster.psql(
+            f"SELECT count(*) FROM pg_indexes WHERE schemaname = '{schema}' "
+            "AND indexname = 'dsh_search_trgm'",
+            database=database,
+        )
+        == "0"
+    )
+    assert (
+        pg_cluster.psql(
+            "SELECT count(*) FROM pg_extension WHERE extname = 'pg_trgm'", database=database
+        )
+        == "0"
+    )
