@@ -4,10 +4,15 @@ words are marked (styles on spans, never markup)."""
 
 from __future__ import annotations
 
+import sqlite3
+from pathlib import Path
+from typing import Any
+
 import pytest
 from rich.text import Text
 
 from core.log import NewEvent
+from stores import SqliteSessionStore
 from tests.ui.conftest import DAY, FIXED_NOW, MINUTE, SHOP, SIZE, exchange, make_app, title
 from tests.ui.snapshots import assert_snapshot, pinned_environment
 from tests.ui.test_app import settle, wait_for
@@ -106,3 +111,38 @@ async def test_sidebar_filter_lists_body_matches_with_snippets(
         await pilot.press("ctrl+l", *["backspace"] * len("retry policy"))
         await wait_for(pilot, lambda: len(sidebar.visible_ids) == 7)
         assert all(" ago · " in sidebar.row_lines(i)[1].plain for i in range(7))
+
+
+async def test_an_older_database_is_indexed_as_the_app_opens_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from core.config import DshConfig
+    from tui.app.app import DshApp
+    from tui.app.statusbar import NoticeBar
+
+    path = tmp_path / "old.sqlite3"
+    async with await SqliteSessionStore.open(path) as store:
+        for k in range(25):
+            await store.create_session(f"s{k}", cwd=SHOP, created_at=FIXED_NOW - DAY - k)
+            await store.append_batch(f"s{k}", exchange(f"zeta{k:02d} omega", "ok", 1, FIXED_NOW - DAY))
+    with sqlite3.connect(path) as conn:  # as the upgrade step leaves it
+        conn.execute("DELETE FROM search_messages")
+        conn.execute("INSERT INTO search_pending (session) SELECT key FROM sessions")
+    shown: list[str] = []
+    original = NoticeBar.show_notice
+
+    def spy(self: NoticeBar, message: str, *args: Any, **kwargs: Any) -> None:
+        shown.append(message)
+        original(self, message, *args, **kwargs)
+
+    monkeypatch.setattr(NoticeBar, "show_notice", spy)
+    app = DshApp(
+        config=DshConfig(database=path), now=lambda: FIXED_NOW, cwd=SHOP, cursor_blink=False
+    )
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        assert shown[0] == "Indexing messages for search: 20 of 25 sessions…"
+        assert app.notice.visible_text == ""  # cleared once done
+        await pilot.press(*"@zeta07")
+        await wait_for(pilot, lambda: len(app.composer.picker.row_texts) == 1)
+        assert "zeta07 omega" in app.composer.picker.row_texts[0]

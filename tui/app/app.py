@@ -71,6 +71,7 @@ from tui.app.uistate import UiState, default_state_path, load_ui_state, save_ui_
 from tui.shared.errors import describe_error, fault_message, sentence
 from tui.shared.export import export_markdown
 from tui.shared.files import write_new_file
+from tui.shared.progress import indexing_words
 from tui.shared.runtime import Runtime, offline_delay_from_env, open_runtime
 from tui.shared.signals import (
     detach_from_terminal,
@@ -244,7 +245,11 @@ class DshApp(App[int]):
         if self._runtime is None:
             try:
                 self._runtime = await self._stack.enter_async_context(
-                    open_runtime(self._config, offline_delay=self._offline_delay)
+                    open_runtime(
+                        self._config,
+                        offline_delay=self._offline_delay,
+                        progress=self._indexing_progress,
+                    )
                 )
             except (StoreError, DshError, OSError) as err:
                 self.startup_error = describe_error(err)
@@ -270,6 +275,14 @@ class DshApp(App[int]):
         else:
             await self.open_newest_session()
         self.follower.start()
+
+    def _indexing_progress(self, done: int, total: int) -> None:
+        """An older database's messages are being indexed for search as it opens: say so
+        in the notice line until it is done."""
+        if done < total:
+            self.notice.show_notice(indexing_words(done, total) + "…", warning=True)
+        else:
+            self.notice.clear()
 
     # ------------------------------------------------------------------ kept across runs
 
