@@ -124,7 +124,9 @@ async def test_an_older_database_is_indexed_as_the_app_opens_it(
     async with await SqliteSessionStore.open(path) as store:
         for k in range(25):
             await store.create_session(f"s{k}", cwd=SHOP, created_at=FIXED_NOW - DAY - k)
-            await store.append_batch(f"s{k}", exchange(f"zeta{k:02d} omega", "ok", 1, FIXED_NOW - DAY))
+            await store.append_batch(
+                f"s{k}", exchange(f"zeta{k:02d} omega", "ok", 1, FIXED_NOW - DAY)
+            )
     with sqlite3.connect(path) as conn:  # as the upgrade step leaves it
         conn.execute("DELETE FROM search_messages")
         conn.execute("INSERT INTO search_pending (session) SELECT key FROM sessions")
