@@ -202,13 +202,15 @@ class Sidebar(Vertical):
         local = [e for e in self._entries if not query or e.matches(query)]
         if query != self._found_for:
             self._found, self._found_for = [], query
-        by_id = {e.header.id: e for e in self._entries}
-        shown = {e.header.id for e in local}
-        found = [
-            SessionEntry(entry.header, entry.title, entry.last_active, hit)
-            for session_id, hit in self._found
-            if (entry := by_id.get(session_id)) is not None and session_id not in shown
-        ]
+        found: list[SessionEntry] = []
+        if self._found:  # the sessions as listed now (renamed, deleted since the search)
+            by_id = {e.header.id: e for e in self._entries}
+            shown = {e.header.id for e in local}
+            found = [
+                SessionEntry(entry.header, entry.title, entry.last_active, hit)
+                for session_id, hit in self._found
+                if (entry := by_id.get(session_id)) is not None and session_id not in shown
+            ]
         self._visible = local + found
         self._positions = {e.header.id: i for i, e in enumerate(self._visible)}
         current = self._positions.get(self.current_id) if self.current_id is not None else None
