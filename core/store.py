@@ -7,6 +7,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from core.log import Event, NewEvent, SessionHeader, SurfaceOp, SurfaceOutline, SurfaceRow
 from core.query import MessageTail, SessionTitle
+from core.search import SearchHit
 from core.sharing import Share
 
 __all__ = ["SessionStore"]
@@ -120,6 +121,19 @@ class SessionStore(Protocol):
     async def read_last_event_times(self) -> dict[str, int]:
         """The ``time`` of each session's last event (highest seq), one query over all
         sessions; sessions without events are absent."""
+        ...
+
+    async def search_messages(self, query: str, *, limit: int = 20) -> list[SearchHit]:
+        """The messages that contain every term of ``query``, best first (at most
+        ``limit``, a positive int, else ``ValueError``; a blank query finds nothing).
+
+        Searches the search index: the whole text of each user and assistant message on
+        the current surface of every session the store lets its user read (a compaction
+        checkpoint's summary included; never reasoning, tool output or a reference
+        snapshot's content). The index is written in the transaction of the append that
+        adds a message, loses a message in the transaction of the replace that shadows it,
+        and a deleted session's entries go with it. Matching, ranking (BM25 or its
+        equivalent) and the hit's snippet and spans follow ``core.search`` exactly."""
         ...
 
     async def import_session(

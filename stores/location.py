@@ -9,6 +9,7 @@ default (``$DSH_DB``, else the platform's data directory).
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 from core.config import default_location, is_database_url
 from core.store import SessionStore
@@ -16,17 +17,23 @@ from core.store import SessionStore
 __all__ = ["default_location", "display_location", "open_store"]
 
 
-async def open_store(location: str | os.PathLike[str] | None = None) -> SessionStore:
-    """Open (creating or migrating as needed) the store at ``location``."""
+async def open_store(
+    location: str | os.PathLike[str] | None = None,
+    *,
+    progress: Callable[[int, int], None] | None = None,
+) -> SessionStore:
+    """Open (creating or migrating as needed) the store at ``location``. ``progress``
+    (done, in all) follows a long upgrade: the indexing of an existing database's
+    sessions for search."""
     if location is None:
         location = default_location()
     if isinstance(location, str) and is_database_url(location):
         from stores.postgres import PostgresSessionStore  # the driver loads only when used
 
-        return await PostgresSessionStore.open(location)
+        return await PostgresSessionStore.open(location, progress=progress)
     from stores.sqlite import SqliteSessionStore
 
-    return await SqliteSessionStore.open(location)
+    return await SqliteSessionStore.open(location, progress=progress)
 
 
 def display_location(location: str | os.PathLike[str]) -> str:

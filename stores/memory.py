@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from types import TracebackType
@@ -20,6 +21,7 @@ from core.log import (
 )
 from core.query import MessageTail, SessionTitle, message_tail
 from core.references.projection import projection_code
+from core.search import SearchHit, check_search_limit, indexed_text, rank_hits, search_terms
 from core.sharing import Share
 from core.surface import SurfaceFolder, fold_surface
 from stores.sharing import check_grantee, check_owner, check_user, os_user
@@ -49,6 +51,9 @@ class _Session:
     # The live surface (seqs only), kept in step with ``events`` so appends stay O(1).
     folder: SurfaceFolder[None] = field(default_factory=SurfaceFolder)
     title_seq: int | None = None
+    # The search index (core.search): seq -> (insertion order, indexed text) of the
+    # surface's messages (the order across sessions says which match is newest).
+    texts: dict[int, tuple[int, str]] = field(default_factory=dict)
 
     def refold(self) -> None:
         folder: SurfaceFolder[None] = SurfaceFolder()
@@ -202,6 +207,7 @@ class MemorySessionStore:
         for event in out:
             if event_kind(event.type, event.data, event.is_surface) == KIND_TITLE:
                 session.title_seq = event.seq
+        _index(session, out)
         return out
 
     async def delete_session(self, session_id: str) -> None:
@@ -387,3 +393,36 @@ class MemorySessionStore:
                 if self._user in (owner, grantee):  # as the database shows them
                     out.append(Share(session.header.id, owner, grantee))
         return out
+
+    async def search_messages(self, query: str, *, limit: int = 20) -> list[SearchHit]:
+        self._open()
+        terms = search_terms(query)
+        wanted = check_search_limit(limit)
+        if not terms:
+            return []
+        found = [
+            (order, sid, seq, text)
+            for sid, session in self._sessions.items()
+            if self._readable(session)
+            for seq, (order, text) in session.texts.items()
+        ]
+        found.sort(reverse=True)  # newest first
+        return rank_hits([row[1:] for row in found], terms, wanted)
+
+
+_INDEX_ORDER = itertools.count()
+
+
+def _index(session: _Session, events: Sequence[Event]) -> None:
+    """Keep the session's search index in step with its surface (see ``core.search``)."""
+    texts = session.texts
+    for event in events:
+        if event.surface_op is None:
+            continue
+        if event.surface_op != "append":
+            for seq in event.source_event_seqs or ():
+                if seq not in session.folder:
+                    texts.pop(seq, None)
+        text = indexed_text(event)
+        if text is not None:
+            texts[event.seq] = (next(_INDEX_ORDER), text)

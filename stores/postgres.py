@@ -51,6 +51,15 @@ from core.log import (
 )
 from core.query import MessageTail, SessionTitle
 from core.references.projection import plain_message_bytes, projection_code
+from core.search import (
+    RANK_WINDOW,
+    SearchHit,
+    check_search_limit,
+    indexed_text,
+    like_pattern,
+    rank_hits,
+    search_terms,
+)
 from core.sharing import Share
 from core.surface import SurfaceFolder, fold_surface
 from stores.columns import (
@@ -186,6 +195,15 @@ def owners_and_shares() -> tuple[str, ...]:
         # Issue 15's surface tables (the step before this one).
         *session_row_security("dsh_surface_nodes"),
         *session_row_security("dsh_surface_sums"),
+        # Issue 18's index: read with the session; its backlog only by the session's
+        # owner, who indexes it (a grantee may read the session but not write its index).
+        *session_row_security("dsh_search"),
+        "ALTER TABLE dsh_search_pending ENABLE ROW LEVEL SECURITY",
+        "ALTER TABLE dsh_search_pending FORCE ROW LEVEL SECURITY",
+        "CREATE POLICY dsh_owner ON dsh_search_pending USING (EXISTS (SELECT 1 FROM "
+        "dsh_sessions AS s WHERE s.key = dsh_search_pending.session_key "
+        "AND s.owner = current_user))",
+        grant_to_group("dsh_search_pending", "SELECT, INSERT, DELETE"),
         # The schema version holds no session data: every member reads it; only the
         # tables' owner (who runs migrations) writes it.
         grant_to_group("dsh_schema", "SELECT"),
@@ -272,6 +290,57 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         # database without sessions, e.g. a test's template).
         _BACKFILL,
     ),
+    (
+        # Full-text search (issue 18, core.search): the text of each user and assistant
+        # message on the current surface, one row per message (never chunks), keyed by
+        # the session (so a row-level policy on the session covers it) and gone with it.
+        """
+        CREATE TABLE dsh_search (
+            session_key bigint NOT NULL REFERENCES dsh_sessions (key) ON DELETE CASCADE,
+            seq         bigint NOT NULL,
+            id          bigint GENERATED ALWAYS AS IDENTITY,  -- insertion order (ties)
+            text        text   NOT NULL,
+            PRIMARY KEY (session_key, seq)
+        )
+        """,
+        # A trigram index serves ILIKE '%term%' (pg_trgm; trusted since PostgreSQL 13, so
+        # a role that may create in the database may create it). Without the extension
+        # (not installed, or not allowed) search still works, by scanning: the NOTICE
+        # says so, and nothing else fails.
+        """
+        DO $$
+        DECLARE
+            ext_schema name;
+        BEGIN
+            BEGIN
+                CREATE EXTENSION IF NOT EXISTS pg_trgm;
+            EXCEPTION WHEN OTHERS THEN
+                RAISE NOTICE 'dsh: pg_trgm is not available (%): message search scans', SQLERRM;
+            END;
+            SELECT n.nspname INTO ext_schema FROM pg_extension AS e
+                JOIN pg_namespace AS n ON n.oid = e.extnamespace WHERE e.extname = 'pg_trgm';
+            IF ext_schema IS NOT NULL THEN
+                BEGIN
+                    EXECUTE format(
+                        'CREATE INDEX dsh_search_trgm ON dsh_search USING gin (text %I.gin_trgm_ops)',
+                        ext_schema);
+                EXCEPTION WHEN OTHERS THEN
+                    RAISE NOTICE 'dsh: no trigram index (%): message search scans', SQLERRM;
+                END;
+            END IF;
+        END
+        $$
+        """,
+        # Sessions whose messages are not indexed yet (every existing one): indexed when a
+        # store opens the database (``_index_pending``, a few per transaction).
+        """
+        CREATE TABLE dsh_search_pending (
+            session_key bigint PRIMARY KEY REFERENCES dsh_sessions (key) ON DELETE CASCADE
+        )
+        """,
+        "INSERT INTO dsh_search_pending (session_key) SELECT key FROM dsh_sessions",
+    ),
+    # After the search step, whose backlog (every session then) it must see whole.
     owners_and_shares(),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -285,6 +354,8 @@ _MIGRATION_LOCK = 0x64736873  # "dshs"
 
 _CONNECT_TIMEOUT_S = 10.0
 _POOL_MAX = 2  # operations are serialised; a spare connection covers a broken one
+_PENDING_PER_TRANSACTION = 20
+"""Sessions indexed per transaction when a database is upgraded to the search index."""
 
 _EVENT_COLUMNS = "seq, type, time, data, surface_op, source_event_seqs"
 # The session row of ``$1`` (an id): the digest finds it in the index, the id confirms it.
@@ -336,11 +407,15 @@ class PostgresSessionStore:
     # ------------------------------------------------------------------ lifecycle
 
     @classmethod
-    async def open(cls, url: str) -> PostgresSessionStore:
+    async def open(
+        cls, url: str, *, progress: Callable[[int, int], None] | None = None
+    ) -> PostgresSessionStore:
         """Connect to the server named by ``url`` (``postgresql://user@host:port/db``, libpq
         query options such as ``host=/run/postgresql`` for a socket) and create or migrate
         dsh's tables. A server that is down, refuses the login, or holds a newer schema
-        raises one ``StoreError`` line naming host and database, never the password."""
+        raises one ``StoreError`` line naming host and database, never the password.
+        Sessions written before the search index existed are indexed here; ``progress``
+        (sessions done, sessions in all) follows that."""
         location = PgLocation.parse(url)
         try:
             pool = await asyncpg.create_pool(
@@ -360,6 +435,7 @@ class PostgresSessionStore:
         try:
             await store._migrate()
             store._user = await store._run(_current_user, write=False)
+            await store._index_pending(progress)
             await store._listen()
         except BaseException:
             await store.close()
@@ -749,6 +825,7 @@ class PostgresSessionStore:
                 codes,
                 len(sizes),
                 sum(sizes),
+                [_searchable(v) for v in batch],
             )
             if first is None:
                 await self._refuse(conn, sid)
@@ -1170,6 +1247,72 @@ class PostgresSessionStore:
                 raise StoreError(f"{self.location}: a stored title is corrupt ({err})") from err
         return out
 
+    async def search_messages(self, query: str, *, limit: int = 20) -> list[SearchHit]:
+        terms = search_terms(query)
+        wanted = check_search_limit(limit)
+        if not terms:
+            return []
+        likes = " AND ".join(f"m.text ILIKE ${i + 1} ESCAPE '\\'" for i in range(len(terms)))
+        sql = (
+            "SELECT s.id, m.seq, m.text FROM dsh_search AS m "
+            f"JOIN dsh_sessions AS s ON s.key = m.session_key WHERE {likes} "
+            f"ORDER BY m.id DESC LIMIT {RANK_WINDOW}"
+        )
+
+        async def body(conn: asyncpg.Connection) -> list[Any]:
+            return list(await conn.fetch(sql, *(like_pattern(t) for t in terms)))
+
+        rows = await self._run(body, write=False)
+
+        def rank() -> list[SearchHit]:
+            found = [(decode_text(sid), seq, text) for sid, seq, text in rows]
+            return rank_hits(found, terms, wanted)
+
+        return await asyncio.to_thread(rank)
+
+    async def _index_pending(self, progress: Callable[[int, int], None] | None) -> None:
+        """Index the sessions of ``dsh_search_pending`` (those of a database upgraded from
+        before the search index), a few per transaction; ``progress`` gets (sessions done,
+        sessions in all) after each transaction."""
+
+        async def count(conn: asyncpg.Connection) -> int:
+            return int(await conn.fetchval("SELECT count(*) FROM dsh_search_pending"))
+
+        total = await self._run(count, write=False)
+
+        async def step(conn: asyncpg.Connection) -> int:
+            keys = [
+                row[0]
+                for row in await conn.fetch(
+                    "SELECT session_key FROM dsh_search_pending LIMIT $1 FOR UPDATE SKIP LOCKED",
+                    _PENDING_PER_TRANSACTION,
+                )
+            ]
+            for key in keys:
+                rows = await conn.fetch(
+                    f"SELECT {_EVENT_COLUMNS} FROM dsh_events "
+                    f"WHERE session_key = $1 AND kind = {KIND_SURFACE} ORDER BY seq",
+                    key,
+                )
+                await conn.execute("DELETE FROM dsh_search WHERE session_key = $1", key)
+                added = []
+                for event in fold_surface(self._decode_events(list(rows))):
+                    text = indexed_text(event)
+                    if text is not None:
+                        added.append((key, event.seq, text))
+                await conn.executemany(_INSERT_SEARCH_SQL, added)
+                await conn.execute("DELETE FROM dsh_search_pending WHERE session_key = $1", key)
+            return len(keys)
+
+        done = 0
+        while done < total:
+            indexed = await self._run(step, write=True, what="cannot index the messages")
+            if not indexed:
+                break
+            done += indexed
+            if progress is not None:
+                progress(min(done, total), total)
+
     async def read_last_event_times(self) -> dict[str, int]:
         times: dict[str, int] = await self._listing(
             "last_event_times",
@@ -1202,6 +1345,10 @@ WITH s AS (
     ON CONFLICT (session_key) DO UPDATE
     SET messages = dsh_surface_sums.messages + excluded.messages,
         bytes = dsh_surface_sums.bytes + excluded.bytes
+), searchable AS (
+    INSERT INTO dsh_search (session_key, seq, text)
+    SELECT s.key, s.first + u.n - 1, u.text
+    FROM s, unnest($13::text[]) WITH ORDINALITY AS u (text, n) WHERE u.text IS NOT NULL
 ), notified AS (
     SELECT pg_notify($8, $9)
 )
@@ -1257,6 +1404,41 @@ async def _insert_session(conn: asyncpg.Connection, header: SessionHeader, next_
     return key
 
 
+def _searchable(event: ValidatedEvent) -> str | None:
+    """The text the search index keeps of an appended event (``None``: none)."""
+    if event.surface_op is None:
+        return None
+    return indexed_text(build_event(0, event.type, event.time, event.data, event.surface_op, None))
+
+
+async def _index_events(
+    conn: asyncpg.Connection, key: int, events: Sequence[Event], folder: SurfaceFolder[None]
+) -> None:
+    """Keep the session's search index in step with its surface after ``events`` (in the
+    append's transaction): add their messages, drop those their replaces shadowed
+    (``folder`` holds the surface after the batch whenever it has a replace)."""
+    added: list[tuple[int, int, str]] = []
+    gone: list[int] = []
+    for event in events:
+        op = event.surface_op
+        if op is None:
+            continue
+        if op != "append":
+            gone.extend(seq for seq in event.source_event_seqs or () if seq not in folder)
+        text = indexed_text(event)
+        if text is not None:
+            added.append((key, event.seq, text))
+    if added:
+        await conn.executemany(_INSERT_SEARCH_SQL, added)
+    if gone:
+        await conn.execute(
+            "DELETE FROM dsh_search WHERE session_key = $1 AND seq = ANY($2::bigint[])", key, gone
+        )
+
+
+_INSERT_SEARCH_SQL = "INSERT INTO dsh_search (session_key, seq, text) VALUES ($1, $2, $3)"
+
+
 def _projection(event: ValidatedEvent) -> int | None:
     """The projection code kept beside a surface event (``None`` for a log event)."""
     if event.surface_op is None:
@@ -1296,7 +1478,7 @@ async def _insert_events(
         ],
     )
     await _track_surface(conn, key, first, batch, codes)
-    return [
+    events = [
         Event(
             seq=first + i,
             type=v.type,
@@ -1307,6 +1489,8 @@ async def _insert_events(
         )
         for i, v in enumerate(batch)
     ]
+    await _index_events(conn, key, events, folder)
+    return events
 
 
 _INSERT_NODE_SQL = (

@@ -12,6 +12,7 @@ from core.query import (
     SurfaceSnapshot,
     SurfaceWindow,
 )
+from core.search import SearchHit
 from core.surface import fold_surface
 from stores.base import SessionStore
 from stores.validation import check_session_id
@@ -110,3 +111,8 @@ class SessionQuery:
         """When each session last changed: the ``time`` of its last event (highest seq).
         Sessions without events are absent (their ``created_at`` is their last change)."""
         return await self._store.read_last_event_times()
+
+    async def search_messages(self, query: str, *, limit: int = 20) -> list[SearchHit]:
+        """Messages that contain every term of ``query``, best first (see
+        ``SessionStore.search_messages`` and ``core.search``)."""
+        return await self._store.search_messages(query, limit=limit)

@@ -64,6 +64,16 @@ from core.log import (
 )
 from core.query import MessageTail, SessionTitle
 from core.references.projection import plain_message_bytes, projection_code
+from core.search import (
+    MIN_INDEXED_TERM,
+    RANK_WINDOW,
+    SearchHit,
+    check_search_limit,
+    indexed_text,
+    like_pattern,
+    rank_hits,
+    search_terms,
+)
 from core.sharing import Share
 from core.surface import SurfaceFolder, fold_surface
 from stores.columns import (
@@ -237,6 +247,39 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         _BACKFILL,
     ),
     (
+        # Full-text search (issue 18, core.search): the text of each user and assistant
+        # message on the current surface (one row per message, never chunks), and an
+        # FTS5 trigram index over it (case-insensitive substrings, CJK included). The
+        # triggers keep the index in step with the rows; a deleted session's rows go by
+        # the foreign key's cascade (which fires them too).
+        """
+        CREATE TABLE search_messages (
+            id      INTEGER PRIMARY KEY,  -- the FTS5 rowid (stable across VACUUM)
+            session INTEGER NOT NULL REFERENCES sessions (key) ON DELETE CASCADE,
+            seq     INTEGER NOT NULL,
+            text    TEXT    NOT NULL,
+            UNIQUE (session, seq)
+        ) STRICT
+        """,
+        # columnsize = 0: no row sizes kept (FTS5's own bm25 is not used: core.search
+        # ranks), one table less written by every append.
+        "CREATE VIRTUAL TABLE search_index USING fts5(text, content = 'search_messages', "
+        "content_rowid = 'id', tokenize = 'trigram case_sensitive 0', columnsize = 0)",
+        "CREATE TRIGGER search_messages_insert AFTER INSERT ON search_messages BEGIN "
+        "INSERT INTO search_index (rowid, text) VALUES (new.id, new.text); END",
+        "CREATE TRIGGER search_messages_delete AFTER DELETE ON search_messages BEGIN "
+        "INSERT INTO search_index (search_index, rowid, text) "
+        "VALUES ('delete', old.id, old.text); END",
+        # Sessions whose messages are not indexed yet: every existing one. The store
+        # indexes them when it opens (``_index_pending``, a few at a time, with progress).
+        """
+        CREATE TABLE search_pending (
+            session INTEGER PRIMARY KEY REFERENCES sessions (key) ON DELETE CASCADE
+        ) STRICT
+        """,
+        "INSERT INTO search_pending (session) SELECT key FROM sessions",
+    ),
+    (
         # Issue 17: every session has an owner (the OS user; sessions made before go to
         # the user who upgrades, through the connection's ``dsh_user()``) and may be
         # shared with other users. SQLite has no roles: the store enforces both, and
@@ -288,6 +331,8 @@ _COMPRESS_MIN = 256
 (when that is smaller)."""
 _ZLIB_LEVEL = 6
 _PAGE_SIZE = 8192
+_PENDING_PER_TRANSACTION = 20
+"""Sessions indexed per transaction when a database is upgraded to the search index."""
 
 
 def _is_busy(err: sqlite3.Error) -> bool:
@@ -462,18 +507,27 @@ class SqliteSessionStore:
 
         ``user`` is who the store acts as (default: the OS user): the owner of the
         sessions it creates, who sees only their own and those shared with them.
+        A database written before the search index existed has its sessions indexed
+        here; ``progress`` (sessions done, sessions in all) follows that.
         """
         db_path = Path(path) if path is not None else default_database_path()
         if not read_only and _file_is_read_only(db_path):
             read_only = True
         try:
-            return await cls._connect(
+            store = await cls._connect(
                 db_path, read_only, busy_timeout, progress=progress, user=user
             )
         except DiskFullError as err:
             if read_only or not db_path.is_file():
                 raise
             return await cls._open_when_full(db_path, busy_timeout, err, user)
+        try:
+            await store._index_pending(progress)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await store.close()
+            raise
+        return store
 
     @classmethod
     async def _open_when_full(
@@ -1322,6 +1376,62 @@ class SqliteSessionStore:
             self._listings["titles"] = (key, dict(out))
         return out
 
+    async def search_messages(self, query: str, *, limit: int = 20) -> list[SearchHit]:
+        terms = search_terms(query)
+        wanted = check_search_limit(limit)
+        if not terms:
+            return []
+        long_terms = [t for t in terms if len(t) >= MIN_INDEXED_TERM]
+        short_terms = [t for t in terms if len(t) < MIN_INDEXED_TERM]
+        sql = _search_sql(len(long_terms), len(short_terms))
+        params: list[Any] = []
+        if long_terms:
+            params.append(" ".join(_fts_phrase(t) for t in long_terms))
+        params += [like_pattern(t) for t in short_terms]
+        params += self._readers
+        # Short terms only: the newest matches are the result (a few spare rows: every
+        # hit is checked by core.search.matches, which may fold case differently).
+        params.append(RANK_WINDOW if long_terms else wanted + 16)
+
+        def body(raw: sqlite3.Connection) -> list[SearchHit]:
+            found = [(decode_text(sid), seq, text) for sid, seq, text in raw.execute(sql, params)]
+            return rank_hits(found, terms, wanted)
+
+        return await self._run_sync(body, write=False)
+
+    async def _index_pending(self, progress: Callable[[int, int], None] | None) -> None:
+        """Index the sessions of ``search_pending`` (those of a database upgraded from
+        before the search index), ``_PENDING_PER_TRANSACTION`` at a time; ``progress``
+        gets (sessions done, sessions in all) after each transaction."""
+
+        def count(raw: sqlite3.Connection) -> int:
+            return int(raw.execute("SELECT count(*) FROM search_pending").fetchone()[0])
+
+        total = await self._run_sync(count, write=False)
+        if not total or self._read_only:
+            return
+
+        def step(raw: sqlite3.Connection) -> int:
+            keys = [
+                row[0]
+                for row in raw.execute(
+                    "SELECT session FROM search_pending LIMIT ?", (_PENDING_PER_TRANSACTION,)
+                )
+            ]
+            for key in keys:
+                _reindex_session(raw, self, key)
+                raw.execute("DELETE FROM search_pending WHERE session = ?", (key,))
+            return len(keys)
+
+        done = 0
+        while done < total:
+            indexed = await self._run_sync(step, write=True)
+            if not indexed:
+                break
+            done += indexed
+            if progress is not None:
+                progress(min(done, total), total)
+
     async def read_last_event_times(self) -> dict[str, int]:
         async def body(conn: aiosqlite.Connection) -> tuple[tuple[int, int], Any, list[Any]]:
             key, cached = await self._listing_key(conn, "last_event_times")
@@ -1616,10 +1726,91 @@ def _insert_events(
     raw.executemany(_INSERT_EVENT_SQL, rows)
     _track_surface(raw, key, first, batch, codes)
     build = build_event
-    return [
+    events = [
         build(first + i, v.type, v.time, v.data, v.surface_op, v.source_event_seqs)
         for i, v in enumerate(batch)
     ]
+    _index_events(raw, key, events, folder)
+    return events
+
+
+SEARCH_INDEX = True
+"""Whether appends write the search index (only the benchmark turns it off, to measure
+what the index costs an append)."""
+
+
+def _index_events(
+    raw: sqlite3.Connection, key: int, events: Sequence[Event], folder: SurfaceFolder[None]
+) -> None:
+    """Keep the session's search index in step with its surface after ``events`` (in the
+    append's transaction): add their messages, drop the messages their replaces shadowed
+    (``folder`` holds the surface after the batch whenever it has a replace)."""
+    if not SEARCH_INDEX:
+        return
+    added: list[tuple[int, int, str]] = []
+    gone: list[tuple[int, int]] = []
+    for event in events:
+        op = event.surface_op
+        if op is None:
+            continue
+        if op != "append":
+            gone.extend((key, seq) for seq in event.source_event_seqs or () if seq not in folder)
+        text = indexed_text(event)
+        if text is not None:
+            added.append((key, event.seq, text))
+    if added:
+        raw.executemany(_INSERT_SEARCH_SQL, added)
+    if gone:
+        raw.executemany("DELETE FROM search_messages WHERE session = ? AND seq = ?", gone)
+
+
+_INSERT_SEARCH_SQL = "INSERT INTO search_messages (session, seq, text) VALUES (?, ?, ?)"
+
+
+def _reindex_session(raw: sqlite3.Connection, store: SqliteSessionStore, key: int) -> None:
+    """Write the session's search index from its surface (the upgrade of a database
+    written before the index existed)."""
+    rows = raw.execute(
+        f"SELECT {_EVENT_COLUMNS} FROM events WHERE session = ? AND kind = {KIND_SURFACE} "
+        "ORDER BY seq",
+        (key,),
+    ).fetchall()
+    raw.execute("DELETE FROM search_messages WHERE session = ?", (key,))
+    added = []
+    for event in fold_surface(store._decode_events(rows)):
+        text = indexed_text(event)
+        if text is not None:
+            added.append((key, event.seq, text))
+    raw.executemany(_INSERT_SEARCH_SQL, added)
+
+
+def _fts_phrase(term: str) -> str:
+    """``term`` as one FTS5 string (a phrase: with the trigram tokenizer, a substring)."""
+    return '"' + term.replace('"', '""') + '"'
+
+
+def _search_sql(long_terms: int, short_terms: int) -> str:
+    """The newest messages that may match (see ``search_messages``): found by FTS5 for the
+    long terms (a phrase each: a substring), by ``LIKE`` for the short ones; newest
+    first. They are ranked by ``core.search.rank_hits``."""
+    likes = " AND r.text LIKE ? ESCAPE '\\'" * short_terms
+    # Only the sessions the store's user may read (issue 17), inside the window.
+    readable = f" AND {_readable('o')}"
+    if long_terms:
+        found = (
+            "SELECT i.rowid FROM search_index AS i JOIN search_messages AS r "
+            "ON r.id = i.rowid JOIN sessions AS o ON o.key = r.session "
+            f"WHERE search_index MATCH ?{likes}{readable} ORDER BY i.rowid DESC LIMIT ?"
+        )
+    else:
+        found = (
+            "SELECT r.id FROM search_messages AS r JOIN sessions AS o ON o.key = r.session "
+            f"WHERE 1{likes}{readable} ORDER BY r.id DESC LIMIT ?"
+        )
+    return (
+        "SELECT s.id, m.seq, m.text FROM search_messages AS m "
+        f"JOIN sessions AS s ON s.key = m.session WHERE m.id IN ({found}) ORDER BY m.id DESC"
+    )
 
 
 def _extend_pack(

@@ -41,6 +41,7 @@ from core.references.retention import (
 )
 from core.references.service import (
     PreparedReferencedMessage,
+    SessionDiscovery,
     SessionReferenceCandidate,
     SessionReferenceService,
 )
@@ -70,6 +71,7 @@ __all__ = [
     "ProjectedMessage",
     "RetainedSource",
     "RetentionStats",
+    "SessionDiscovery",
     "SessionReferenceCandidate",
     "SessionReferenceConfig",
     "SessionReferenceError",

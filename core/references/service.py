@@ -38,9 +38,11 @@ from core.references.prompt import (
     session_reference_source,
 )
 from core.references.retention import retain_source_after, retention_cut
+from core.search import SearchHit
 
 __all__ = [
     "PreparedReferencedMessage",
+    "SessionDiscovery",
     "SessionReferenceCandidate",
     "SessionReferenceService",
 ]
@@ -55,6 +57,17 @@ class SessionReferenceCandidate:
     cwd: str | None
     created_at: int
     mention: str
+
+
+@dataclass(frozen=True, slots=True)
+class SessionDiscovery:
+    """One row of a host's session search (the picker, the sidebar filter, ``dsh
+    candidates``, ACP ``/sessions``): a candidate, and for a body match the message that
+    matched (``hit``: its seq, snippet and spans; ``None`` for a ``list_candidates``
+    match, by id, cwd or title)."""
+
+    candidate: SessionReferenceCandidate
+    hit: SearchHit | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +108,39 @@ def _reason(cause: BaseException | None) -> str:
 
 def _invalid(message: str) -> SessionReferenceError:
     return SessionReferenceError(message, SESSION_REFERENCE_INVALID_REFERENCE)
+
+
+_HITS_PER_SESSION = 4
+"""Message hits read per session wanted by ``discover`` and ``search_sessions``."""
+
+
+def _body_matches(
+    hits: Sequence[SearchHit],
+    sessions: Sequence[SessionHeader],
+    titles: dict[str, SessionTitle],
+    excluded: set[str],
+    limit: int,
+) -> list[SessionDiscovery]:
+    """One discovery per session of ``hits`` (its first, best hit), in hit order, for the
+    listed sessions not in ``excluded``, at most ``limit``."""
+    headers = {h.id: h for h in sessions}
+    seen = set(excluded)
+    out: list[SessionDiscovery] = []
+    for hit in hits:
+        header = headers.get(hit.session_id)
+        if header is None or hit.session_id in seen:
+            continue
+        seen.add(hit.session_id)
+        entry = titles.get(header.id)
+        label = entry.title if entry is not None and entry.title else header.id
+        mention = format_session_reference_mention(SessionReferenceInput(header.id, label))
+        candidate = SessionReferenceCandidate(
+            header.id, label, header.cwd, header.created_at, mention
+        )
+        out.append(SessionDiscovery(candidate, hit))
+        if len(out) >= limit:
+            break
+    return out
 
 
 def _check_cancel(cancel: asyncio.Event | None) -> None:
@@ -166,6 +212,76 @@ class SessionReferenceService:
             cancel,
         )
         return self._candidates(target, sessions, titles, query, limit)
+
+    async def discover(
+        self,
+        target: SessionHeader,
+        query: str = "",
+        limit: int | None = None,
+        *,
+        cancel: asyncio.Event | None = None,
+    ) -> list[SessionDiscovery]:
+        """THE merge of the hosts' session search (the ``@`` picker, ``dsh candidates``,
+        ACP ``/sessions``): ``list_candidates(target, query, limit)`` first, in its order
+        (SPEC §4.4, unchanged), then the body matches (see ``search_sessions``) of the
+        sessions not listed yet, best first, at most ``limit`` of them."""
+        limit = self._check_discovery(query, limit)
+        reads: list[Callable[[], Awaitable[Any]]] = [
+            self._query.list_sessions,
+            self._query.read_titles,
+        ]
+        names = ["(list_sessions)", "(read_titles)"]
+        search = self._search(query, limit)
+        if search is not None:
+            reads.append(search)
+            names.append("(search_messages)")
+        sessions, titles, *found = await self._read("the session list", reads, names, cancel)
+        candidates = self._candidates(target, sessions, titles, query, limit)
+        listed = {c.session_id for c in candidates} | {target.id}
+        body = _body_matches(found[0] if found else [], sessions, titles, listed, limit)
+        return [SessionDiscovery(c) for c in candidates] + body
+
+    async def search_sessions(
+        self,
+        query: str,
+        *,
+        exclude: Iterable[str] = (),
+        limit: int | None = None,
+        cancel: asyncio.Event | None = None,
+    ) -> list[SessionDiscovery]:
+        """The sessions whose user and assistant messages contain every term of ``query``
+        (``core.search``), best match first, each once with its best message, none of
+        ``exclude``, at most ``limit`` (default ``candidate_limit``). Sessions the query
+        does not list (deleted, not readable) are never returned, whatever the index
+        holds; a blank query, or a query without ``search_messages``, finds none. (The
+        session list filter of a host puts these after its own matches.)"""
+        limit = self._check_discovery(query, limit)
+        search = self._search(query, limit)
+        if search is None:
+            return []
+        sessions, titles, found = await self._read(
+            "the session list",
+            [self._query.list_sessions, self._query.read_titles, search],
+            ["(list_sessions)", "(read_titles)", "(search_messages)"],
+            cancel,
+        )
+        return _body_matches(found, sessions, titles, set(exclude), limit)
+
+    def _check_discovery(self, query: object, limit: object) -> int:
+        if limit is None:
+            limit = self._config.candidate_limit
+        if not isinstance(limit, int) or isinstance(limit, bool) or limit <= 0:
+            raise _invalid(f"limit must be a positive int, got {limit!r}")
+        if not isinstance(query, str):
+            raise _invalid(f"query must be a str, got {type(query).__name__}")
+        return limit
+
+    def _search(self, query: str, limit: int) -> Callable[[], Awaitable[Any]] | None:
+        search = getattr(self._query, "search_messages", None)
+        if search is None or not query.strip():
+            return None
+        # More hits than sessions wanted: a session's several matches count once.
+        return lambda: search(query, limit=limit * _HITS_PER_SESSION)
 
     def _candidates(
         self,

@@ -9,8 +9,9 @@ from acp import RequestError, text_block
 
 from core.config import DshConfig
 from core.references import encode_session_reference_uri
+from stores import open_store
 from tests.acp.harness import open_agent
-from tests.acp.seed import read_log, seed_session
+from tests.acp.seed import converse, read_log, seed_session
 from tui.shared.runtime import open_runtime
 
 pytestmark = pytest.mark.timeout(120)
@@ -105,3 +106,28 @@ async def test_sessions_command_lists_candidates_with_mentions_self_excluded(
         assert "No other session matches" in agent.client.agent_text(sid)
 
     assert await read_log(db, sid) == [], "commands are answered, not stored"
+
+
+async def test_sessions_command_lists_body_matches_after_the_candidates(
+    tmp_path: Path, db: Path
+) -> None:
+    titled = await seed_session(db, cwd="/proj", title="Eviction notes", created_at=BASE + 1)
+    said = await seed_session(db, cwd="/proj", created_at=BASE + 2)
+    await converse(db, said, ["we chose *LRU* eviction for the [cache]"])
+    async with await open_store(db) as store:
+        await store.append(said, "session/title", {"title": "Gamma", "source": {"kind": "user"}})
+
+    async with open_agent(tmp_path, db) as agent:
+        sid = (await agent.conn.new_session(cwd="/proj", mcp_servers=[])).session_id
+        await agent.client.wait_for(lambda: agent.client.commands(sid) == [["sessions"]])
+        await agent.conn.prompt(session_id=sid, prompt=[text_block("/sessions eviction")])
+        answer = agent.client.agent_text(sid)
+    lines = answer.splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith("1. Eviction notes"))
+    second = next(i for i, line in enumerate(lines) if line.startswith("2. Gamma"))
+    assert first < second
+    assert f"{encode_session_reference_uri(titled)}" in lines[first + 1]
+    assert f"{encode_session_reference_uri(said)}" in lines[second + 1]
+    # The matching message, one line, Markdown escaped, the match in bold.
+    assert lines[second + 2] == ("   > #0: we chose \\*LRU\\* **eviction** for the \\[cache\\]")
+    assert all(not line.startswith("   > ") for line in lines[: second + 1])

@@ -21,6 +21,7 @@ from tests.benchmarks import (
     bench_prepare_scale,
     bench_replay,
     bench_retention,
+    bench_search,
     bench_storage,
     bench_stores,
     bench_ui,
@@ -37,6 +38,7 @@ WORKLOADS: dict[str, Callable[[Settings], Any]] = {
     "storage": bench_storage.run_workload,
     "prepare_scale": bench_prepare_scale.run_workload,
     "replay": bench_replay.run_workload,
+    "search": bench_search.run_workload,
 }
 
 

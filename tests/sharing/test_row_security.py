@@ -61,6 +61,8 @@ async def test_the_roles_are_plain_and_alice_owns_the_tables(
     assert {row[0]: tuple(row[1:]) for row in owners} == {
         "dsh_events": (ALICE, True, True),
         "dsh_reply_leases": (ALICE, True, True),
+        "dsh_search": (ALICE, True, True),  # issue 18's
+        "dsh_search_pending": (ALICE, True, True),
         "dsh_schema": (ALICE, False, False),
         "dsh_sessions": (ALICE, True, True),
         "dsh_shares": (ALICE, True, True),

@@ -12,13 +12,16 @@ _RLS_TABLES = (
     "dsh_reply_leases",
     "dsh_surface_nodes",
     "dsh_surface_sums",
+    "dsh_search",
 )
 
 UNDO: dict[int, str] = {
     # Step 2 (issue 15): the surface tables. The projection column stays (step 1's).
     2: "DROP TABLE dsh_surface_nodes, dsh_surface_sums",
-    # Step 3 (issue 17): owners, shares, row-level security.
-    3: ";".join(
+    # Step 3 (issue 18): the search index and its backlog.
+    3: "DROP TABLE dsh_search, dsh_search_pending",
+    # Step 4 (issue 17): owners, shares, row-level security.
+    4: ";".join(
         [
             f"DROP POLICY IF EXISTS {policy} ON {table}"
             for table in _RLS_TABLES
@@ -27,6 +30,9 @@ UNDO: dict[int, str] = {
         + [f"ALTER TABLE {table} NO FORCE ROW LEVEL SECURITY" for table in _RLS_TABLES]
         + [f"ALTER TABLE {table} DISABLE ROW LEVEL SECURITY" for table in _RLS_TABLES]
         + [
+            "DROP POLICY dsh_owner ON dsh_search_pending",
+            "ALTER TABLE dsh_search_pending NO FORCE ROW LEVEL SECURITY",
+            "ALTER TABLE dsh_search_pending DISABLE ROW LEVEL SECURITY",
             "DROP TABLE dsh_shares",
             "ALTER TABLE dsh_sessions DROP CONSTRAINT dsh_sessions_key_owner",
             "ALTER TABLE dsh_sessions DROP COLUMN owner",

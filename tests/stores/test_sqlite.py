@@ -62,12 +62,14 @@ async def test_open_creates_parent_dirs_and_schema(db_path: Path) -> None:
         tables = {
             row[1]: row[5]
             for row in conn.execute("PRAGMA table_list")
-            if row[0] == "main" and not row[1].startswith("sqlite_")
+            if row[0] == "main" and not row[1].startswith(("sqlite_", "search_index"))
         }
-        assert tables == {  # STRICT
+        assert tables == {  # STRICT (search_index*: the FTS5 table and its own tables)
             "sessions": 1,
             "events": 1,
             "reply_leases": 1,
+            "search_messages": 1,
+            "search_pending": 1,
             "surface_nodes": 1,
             "surface_sums": 1,
             "shares": 1,

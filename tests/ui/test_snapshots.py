@@ -193,7 +193,10 @@ async def test_picker_open_with_candidates(
         assert not any("Checkout" in r for r in rows)
         assert_snapshot(request, app, "app_picker_open")
         await pilot.press("k")
-        await wait_for(pilot, lambda: len(app.composer.picker.row_texts) == 1)
+        # The id/title match first, then the body match (issue 18): "ranked" holds a "k".
+        await wait_for(pilot, lambda: len(app.composer.picker.row_texts) == 2)
+        rows = app.composer.picker.row_texts
+        assert rows[0].startswith("Kubernetes") and "ranked" in rows[1]
         await pilot.press("tab")
         assert (
             app.composer.draft

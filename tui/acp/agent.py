@@ -370,7 +370,7 @@ class DshAcpAgent:
     ) -> StopReason:
         """A slash command is answered here, with no model call and nothing stored."""
         try:
-            candidates = await self.runtime.service.list_candidates(
+            candidates = await self.runtime.service.discover(
                 state.chat.header, command.argument, cancel=cancel
             )
         except SessionReferenceError as err:

@@ -20,7 +20,7 @@ from acp.schema import SessionInfo
 from core.jsoncodec import dumps_js
 from core.log import SessionHeader
 from core.query import SessionTitle
-from core.references import SessionReferenceCandidate
+from core.references import SessionDiscovery, SessionReferenceCandidate
 from core.references.labels import mention_label, safe_mention
 from tui.acp.text import client_label, client_text, code_span
 from tui.shared.times import iso_time
@@ -35,6 +35,7 @@ __all__ = [
     "encode_cursor",
     "iso_time",
     "list_page",
+    "snippet_markdown",
 ]
 
 PAGE_SIZE = 50
@@ -130,9 +131,13 @@ def list_page(
     return SessionPage(infos, encode_cursor(activity(last), last.id) if last else None)
 
 
-def candidates_markdown(candidates: Sequence[SessionReferenceCandidate], query: str) -> str:
-    """The ``/sessions`` answer: the candidates in ranking order, each with its mention."""
-    if not candidates:
+def candidates_markdown(
+    rows: Sequence[SessionReferenceCandidate | SessionDiscovery], query: str
+) -> str:
+    """The ``/sessions`` answer: the candidates in ranking order, each with its mention; a
+    session found by what was said in it (after the others) quotes its matching message
+    in one line, the matched words in bold."""
+    if not rows:
         if query:
             return f"No other session matches {code_span(client_label(query))}."
         return "There are no other sessions to reference yet."
@@ -140,7 +145,9 @@ def candidates_markdown(candidates: Sequence[SessionReferenceCandidate], query: 
         f" matching {code_span(client_label(query))}" if query else ""
     )
     lines = [head + " (paste a mention into your message):", ""]
-    for number, candidate in enumerate(candidates, 1):
+    for number, row in enumerate(rows, 1):
+        candidate = row.candidate if isinstance(row, SessionDiscovery) else row
+        hit = row.hit if isinstance(row, SessionDiscovery) else None
         where = client_label(candidate.cwd) if candidate.cwd is not None else "no cwd"
         # The label the user pastes into their own message: one line, bounded, nothing
         # hidden, no tag-breaking "<" or ">" (core.references.labels, the one label builder).
@@ -148,4 +155,26 @@ def candidates_markdown(candidates: Sequence[SessionReferenceCandidate], query: 
         mention = safe_mention(candidate.session_id, candidate.label)
         lines.append(f"{number}. {label} — {where}")
         lines.append(f"   {code_span(mention)}")
+        if hit is not None:
+            lines.append(f"   > #{hit.seq}: {snippet_markdown(hit.snippet, hit.spans)}")
     return "\n".join(lines)
+
+
+_MARKDOWN_SPECIAL = frozenset("\\`*_{}[]()<>#+-.!|~&")
+
+
+def _markdown_escaped(text: str) -> str:
+    return "".join("\\" + c if c in _MARKDOWN_SPECIAL else c for c in text)
+
+
+def snippet_markdown(snippet: str, spans: Sequence[tuple[int, int]]) -> str:
+    """A hit's snippet (already one safe line) as Markdown text: every character that
+    Markdown could read as syntax escaped, the matched spans in bold."""
+    out: list[str] = []
+    at = 0
+    for a, b in spans:
+        out.append(_markdown_escaped(snippet[at:a]))
+        out.append("**" + _markdown_escaped(snippet[a:b]) + "**")
+        at = b
+    out.append(_markdown_escaped(snippet[at:]))
+    return client_label("".join(out))

@@ -49,7 +49,7 @@ from core.log import Event, SessionHeader, now_ms
 from core.logfile import export_jsonl
 from core.query import SurfaceWindow
 from core.references import (
-    SessionReferenceCandidate,
+    SessionDiscovery,
     SessionReferenceError,
     find_session_reference_spans,
 )
@@ -78,6 +78,7 @@ from tui.app.uistate import UiState, default_state_path, load_ui_state, save_ui_
 from tui.shared.errors import describe_error, fault_message, sentence
 from tui.shared.export import export_markdown
 from tui.shared.files import write_new_file
+from tui.shared.progress import indexing_words
 from tui.shared.runtime import Runtime, offline_delay_from_env, open_runtime
 from tui.shared.signals import (
     detach_from_terminal,
@@ -264,7 +265,11 @@ class DshApp(App[int]):
         if self._runtime is None:
             try:
                 self._runtime = await self._stack.enter_async_context(
-                    open_runtime(self._config, offline_delay=self._offline_delay)
+                    open_runtime(
+                        self._config,
+                        offline_delay=self._offline_delay,
+                        progress=self._indexing_progress,
+                    )
                 )
             except (StoreError, DshError, OSError) as err:
                 self.startup_error = describe_error(err)
@@ -272,6 +277,7 @@ class DshApp(App[int]):
                 return
         composer = self.composer
         composer.candidate_source = self._candidates
+        self.sidebar.body_source = self._found_by_text
         composer.picker.last_active_of = self._last_active_of
         composer.focus()
         self._drafts = DraftKeeper(
@@ -289,6 +295,14 @@ class DshApp(App[int]):
         else:
             await self.open_newest_session()
         self.follower.start()
+
+    def _indexing_progress(self, done: int, total: int) -> None:
+        """An older database's messages are being indexed for search as it opens: say so
+        in the notice line until it is done."""
+        if done < total:
+            self.notice.show_notice(indexing_words(done, total) + "…", warning=True)
+        else:
+            self.notice.clear()
 
     # ------------------------------------------------------------------ kept across runs
 
@@ -718,10 +732,17 @@ class DshApp(App[int]):
             text = "Could not read earlier messages: " + single_line(str(message.error), 200)
         self.notice.show_notice(text, warning=True)
 
-    async def _candidates(self, query: str) -> list[SessionReferenceCandidate]:
+    async def _candidates(self, query: str) -> list[SessionDiscovery]:
+        """The picker's rows: the candidates, then the sessions found by what was said in
+        them (``SessionReferenceService.discover``, the merge every host shares)."""
         if self.chat is None:
             return []
-        return await self.runtime.service.list_candidates(self.chat.header, query)
+        return await self.runtime.service.discover(self.chat.header, query)
+
+    async def _found_by_text(self, query: str, shown: Sequence[str]) -> list[SessionDiscovery]:
+        """The session list filter's body matches: sessions not ``shown`` whose messages
+        contain ``query``, best first."""
+        return await self.runtime.service.search_sessions(query, exclude=shown)
 
     async def _ensure_session(self) -> ChatSession | None:
         """The open session, or a new one (``None`` when it could not be opened; store

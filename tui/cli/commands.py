@@ -60,6 +60,7 @@ from core.references.labels import safe_mention
 from core.resolve import SessionNameError, resolve_session_name
 from stores.replay import ReplayStore
 from tui.shared.errors import describe_error
+from tui.shared.progress import terminal_progress
 from tui.shared.runtime import Runtime, offline_delay_from_env, open_runtime
 from tui.shared.signals import (
     detach_from_terminal,
@@ -223,10 +224,28 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("mention", help="print the @ mention that references a session")
     p.add_argument("session")
 
-    p = sub.add_parser("candidates", help="sessions a message in SESSION could reference")
+    p = sub.add_parser(
+        "candidates",
+        help="sessions a message in SESSION could reference",
+        description="Sessions a message in SESSION could reference: those whose id, cwd or "
+        "title contain QUERY (the picker's order), then those whose messages contain it "
+        "(best match first, with the message's snippet).",
+    )
     p.add_argument("session")
     p.add_argument("query", nargs="?", default="")
     p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser(
+        "search",
+        help="find messages by their words, across every session",
+        description="Find the user and assistant messages that contain every word of QUERY "
+        "(case-insensitive substrings, any script), best match first.",
+    )
+    p.add_argument("query")
+    p.add_argument("--json", action="store_true", help="print a JSON array")
+    p.add_argument(
+        "--limit", type=int, default=20, metavar="N", help="at most N messages (default 20)"
+    )
 
     p = sub.add_parser(
         "demo",
@@ -729,7 +748,7 @@ async def cmd_mention(rt: Runtime, args: argparse.Namespace) -> int:
 async def cmd_candidates(rt: Runtime, args: argparse.Namespace) -> int:
     header = await _resolve(rt, args.session)
     try:
-        candidates = await rt.service.list_candidates(header, args.query)
+        rows = await rt.service.discover(header, args.query)
     except SessionReferenceError as err:
         raise CliError(_reference_error_line(err)) from err
     if args.json:
@@ -737,20 +756,67 @@ async def cmd_candidates(rt: Runtime, args: argparse.Namespace) -> int:
             terminal_json(
                 [
                     {
-                        "id": c.session_id,
-                        "label": c.label,
-                        "cwd": c.cwd,
-                        "created_at": c.created_at,
-                        "mention": safe_mention(c.session_id, c.label),
+                        "id": row.candidate.session_id,
+                        "label": row.candidate.label,
+                        "cwd": row.candidate.cwd,
+                        "created_at": row.candidate.created_at,
+                        "mention": safe_mention(row.candidate.session_id, row.candidate.label),
+                        # A body match: the message that matched (null: id, cwd or title).
+                        "match": None
+                        if row.hit is None
+                        else {"seq": row.hit.seq, "snippet": row.hit.snippet},
                     }
-                    for c in candidates
+                    for row in rows
                 ]
             )
         )
         return 0
-    for c in candidates:
+    for row in rows:
+        c = row.candidate
         where = single_line(c.cwd) if c.cwd else "no cwd"
-        print(f"{single_line(c.label, 50)}\t{where}\t{safe_mention(c.session_id, c.label)}")
+        line = f"{single_line(c.label, 50)}\t{where}\t{safe_mention(c.session_id, c.label)}"
+        if row.hit is not None:
+            line += f"\t#{row.hit.seq} {single_line(row.hit.snippet)}"
+        print(line)
+    return 0
+
+
+async def cmd_search(rt: Runtime, args: argparse.Namespace) -> int:
+    if args.limit < 1:
+        raise CliError(f"--limit must be a positive number, not {args.limit}")
+    hits = await rt.query.search_messages(args.query, limit=args.limit)
+    titles = await rt.query.read_titles(sorted({h.session_id for h in hits}))
+    title_of = {sid: t.title for sid, t in titles.items()}
+    if args.json:
+        print(
+            terminal_json(
+                [
+                    {
+                        "session_id": h.session_id,
+                        "title": title_of.get(h.session_id),
+                        "seq": h.seq,
+                        "snippet": h.snippet,
+                    }
+                    for h in hits
+                ]
+            )
+        )
+        return 0
+    if not hits:
+        print(
+            f"No message contains: {single_line(args.query, 60)}"
+            if args.query.strip()
+            else "Nothing to search for: give a word or two."
+        )
+        return 0
+    from tui.cli.output import print_search_hits  # Rich loads only to draw
+
+    print_search_hits(
+        [
+            (title_of.get(h.session_id) or h.session_id, h.session_id, h.seq, h.snippet, h.spans)
+            for h in hits
+        ]
+    )
     return 0
 
 
@@ -811,13 +877,16 @@ COMMANDS: dict[str, Callable[[Runtime, argparse.Namespace], Coroutine[Any, Any, 
     "unshare": cmd_unshare,
     "shares": cmd_shares,
     "candidates": cmd_candidates,
+    "search": cmd_search,
     "demo": cmd_demo,
 }
 
 
 async def _run(config: DshConfig, args: argparse.Namespace) -> int:
     # DSH_OFFLINE_DELAY slows the offline model here as in the TUI and `dsh acp` (demos, tests).
-    async with open_runtime(config, offline_delay=offline_delay_from_env(os.environ)) as rt:
+    async with open_runtime(
+        config, offline_delay=offline_delay_from_env(os.environ), progress=terminal_progress()
+    ) as rt:
         reason = getattr(rt.store, "read_only_reason", None)
         if reason:  # a full disk: reading works, writing will say why it cannot
             print(f"dsh: note: {single_line(reason)}", file=sys.stderr)

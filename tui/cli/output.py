@@ -8,14 +8,23 @@ from collections.abc import Sequence
 from typing import Any, TextIO
 
 from rich.console import Console
+from rich.table import Table
 from rich.text import Text
 
 from core.display import single_line
 from core.log import Event, SessionHeader
 from tui.shared.cells import cell_len, cut_cells
 from tui.shared.render import THEME, UNWRAPPED_WIDTH, plain_lines, render_transcript
+from tui.shared.snippets import snippet_text
 
-__all__ = ["console", "print_session_table", "print_transcript", "session_table"]
+__all__ = [
+    "console",
+    "print_search_hits",
+    "print_session_table",
+    "print_transcript",
+    "search_table",
+    "session_table",
+]
 
 
 def console(stream: TextIO) -> Console:
@@ -65,6 +74,41 @@ def print_session_table(head: Sequence[str], rows: Sequence[Sequence[str]]) -> N
     width = out.width if sys.stdout.isatty() else None
     for line in session_table(head, rows, width):
         out.print(line, soft_wrap=True)  # never folded: a long row runs on
+
+
+SearchRow = tuple[str, str, int, str, Sequence[tuple[int, int]]]
+"""One ``dsh search`` hit: label (title or id), session id, seq, snippet, matched spans."""
+
+_LABEL_CELLS = 30
+_SNIPPET_CELLS = 80
+
+
+def search_table(rows: Sequence[SearchRow]) -> Table:
+    """The hits of ``dsh search``, best first: the session (its title, or its id), the
+    message's seq and the snippet with the matched words marked. Every text is escaped
+    (``single_line``; the snippet is already safe) and drawn as ``Text``, never markup."""
+    table = Table(box=None, pad_edge=False, header_style="bold", show_edge=False)
+    table.add_column("session", no_wrap=True, overflow="ellipsis", max_width=_LABEL_CELLS)
+    table.add_column("id", no_wrap=True, overflow="ellipsis", max_width=14, style="dim")
+    table.add_column("#", justify="right", no_wrap=True, style="dim")
+    table.add_column("message", no_wrap=True, overflow="ellipsis")
+    for label, session_id, seq, snippet, spans in rows:
+        shown_id = "" if session_id == label else single_line(session_id)
+        table.add_row(
+            Text(cut_cells(single_line(label), _LABEL_CELLS)),
+            Text(cut_cells(shown_id, 14)),
+            Text(str(seq)),
+            snippet_text(snippet, spans, _SNIPPET_CELLS),
+        )
+    return table
+
+
+def print_search_hits(rows: Sequence[SearchRow]) -> None:
+    """``search_table`` on standard output (a pipe gets the full width of every row)."""
+    out = console(sys.stdout)
+    if not sys.stdout.isatty():
+        out.width = _LABEL_CELLS + 14 + 8 + _SNIPPET_CELLS + 6
+    out.print(search_table(rows))
 
 
 def print_transcript(

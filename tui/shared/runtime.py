@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
@@ -98,10 +98,13 @@ async def open_runtime(
     store: SessionStore | None = None,
     provider: ModelProvider | None = None,
     offline_delay: float = 0.0,
+    progress: Callable[[int, int], None] | None = None,
 ) -> AsyncIterator[Runtime]:
+    """The runtime on the configured store (or ``store``); ``progress`` follows a long
+    upgrade of the store when it is opened (see ``stores.open_store``)."""
     own_store = store is None
     if store is None:
-        store = await open_store(config.database)
+        store = await open_store(config.database, progress=progress)
     try:
         own_provider = provider is None
         if provider is None:

@@ -39,6 +39,7 @@ import core.log
 from core.display import mask_control
 from core.references import (
     SESSION_REFERENCE_SCHEME,
+    SessionDiscovery,
     SessionReferenceCandidate,
     SessionReferenceSpan,
     find_session_reference_spans,
@@ -59,8 +60,11 @@ def _wall_clock_ms() -> int:
     return core.log.now_ms()
 
 
-CandidateSource = Callable[[str], Awaitable[Sequence[SessionReferenceCandidate]]]
-"""Given the text typed after ``@``, the sessions to offer (at most ``candidate_limit``)."""
+CandidateSource = Callable[[str], Awaitable[Sequence[SessionReferenceCandidate | SessionDiscovery]]]
+"""Given the text typed after ``@``, the sessions to offer: candidates (at most
+``candidate_limit``), then sessions found by what was said in them (``SessionDiscovery``
+with a hit; at most ``candidate_limit`` more), as ``SessionReferenceService.discover``
+gives them."""
 
 MENTION_LABEL_HIGHLIGHT = "dsh.mention.label"
 MENTION_URI_HIGHLIGHT = "dsh.mention.uri"
@@ -485,7 +489,10 @@ class Composer(TextArea):
             return
         if generation != self._lookup_generation or not self.picker_open:
             return
-        self._picker.show_candidates(rows[: max(0, self.candidate_limit)])
+        limit = max(0, self.candidate_limit)
+        plain = [r for r in rows if not (isinstance(r, SessionDiscovery) and r.hit)][:limit]
+        found = [r for r in rows if isinstance(r, SessionDiscovery) and r.hit][:limit]
+        self._picker.show_candidates([*plain, *found])
         self._position_picker()
 
     def _position_picker(self) -> None:

@@ -20,9 +20,11 @@ from textual.widgets.option_list import Option
 
 import core.log
 from core.display import relative_age, single_line
-from core.references import SessionReferenceCandidate
+from core.references import SessionDiscovery, SessionReferenceCandidate
+from core.search import SearchHit
 from tui.app.composer.mentions import at_limit
 from tui.shared.cells import cell_len, cut_cells
+from tui.shared.snippets import snippet_text
 
 __all__ = [
     "LOOKUP_FAILED_HINT",
@@ -88,24 +90,36 @@ def format_candidate_row(
     now: int,
     row_width: int = ROW_WIDTH,
     last_active: int | None = None,
+    hit: SearchHit | None = None,
 ) -> Text:
     """One picker row: label, the id when it differs from the label, cwd, age; every column
-    is cut and padded in terminal cells so rows line up whatever their characters.
+    is cut and padded in terminal cells so rows line up whatever their characters. A
+    session found by what was said in it (``hit``) shows the matching message's snippet,
+    the matched words marked, in place of the id and cwd.
 
     The age is that of the session's last activity (``last_active``, its last event), as in
     the session list, or of its creation when it has no event yet."""
     label_w, id_w, cwd_w, age_w = column_widths(row_width)
     label = _cell(single_line(candidate.label), label_w)
-    shown_id = "" if candidate.session_id == candidate.label else single_line(candidate.session_id)
-    cwd = single_line(candidate.cwd) if candidate.cwd is not None else "no cwd"
     row = Text(no_wrap=True, overflow="ellipsis", end="")
     row.append(label, style="bold")
     row.append("  ")
-    row.append(_cell(shown_id, id_w), style="dim")
-    row.append("  ")
-    row.append(
-        _cell(cwd, cwd_w, keep_end=True), style="dim italic" if candidate.cwd is None else "dim"
-    )
+    if hit is not None:
+        width = id_w + 2 + cwd_w
+        snippet = snippet_text(hit.snippet, hit.spans, width, style="dim")
+        row.append_text(snippet)
+        row.append(" " * max(0, width - snippet.cell_len))
+    else:
+        shown_id = (
+            "" if candidate.session_id == candidate.label else single_line(candidate.session_id)
+        )
+        cwd = single_line(candidate.cwd) if candidate.cwd is not None else "no cwd"
+        row.append(_cell(shown_id, id_w), style="dim")
+        row.append("  ")
+        row.append(
+            _cell(cwd, cwd_w, keep_end=True),
+            style="dim italic" if candidate.cwd is None else "dim",
+        )
     row.append("  ")
     active_at = candidate.created_at if last_active is None else last_active
     row.append(relative_age(active_at, now).rjust(age_w), style="dim")
@@ -197,6 +211,7 @@ class MentionPicker(Vertical, can_focus=False):
         self.last_active_of: Callable[[str], int | None] = _unknown_activity
         """When a session was last active (its last event), for the rows' ages."""
         self._candidates: tuple[SessionReferenceCandidate, ...] = ()
+        self._hits: tuple[SearchHit | None, ...] = ()
         self._header = Static(Text(""), id="picker-header", markup=False)
         self._rows = _PickerList(id="picker-rows")
         self._hint = Static(Text(""), id="picker-hint", markup=False)
@@ -294,9 +309,23 @@ class MentionPicker(Vertical, can_focus=False):
         if not self._candidates:
             self._set_hint(SEARCHING_HINT)
 
-    def show_candidates(self, candidates: Sequence[SessionReferenceCandidate]) -> None:
-        """Replace the rows (highlight on the first) in one update; never re-mounts widgets."""
-        self._candidates = tuple(candidates)
+    @property
+    def hits(self) -> tuple[SearchHit | None, ...]:
+        """Beside each row of :attr:`candidates`: the message a body match was found by
+        (``None``: a match by id, cwd or title)."""
+        return self._hits
+
+    def show_candidates(
+        self, candidates: Sequence[SessionReferenceCandidate | SessionDiscovery]
+    ) -> None:
+        """Replace the rows (highlight on the first) in one update; never re-mounts widgets.
+        A ``SessionDiscovery`` with a hit is drawn with its snippet."""
+        rows = [
+            (row.candidate, row.hit) if isinstance(row, SessionDiscovery) else (row, None)
+            for row in candidates
+        ]
+        self._candidates = tuple(candidate for candidate, _ in rows)
+        self._hits = tuple(hit for _, hit in rows)
         self._set_rows()
         self._rows.highlighted = 0 if self._candidates else None
         self._set_hint("" if self._candidates else NO_MATCHES_HINT)
@@ -306,10 +335,10 @@ class MentionPicker(Vertical, can_focus=False):
         self._rows.set_options(
             Option(
                 format_candidate_row(
-                    candidate, now, width, self.last_active_of(candidate.session_id)
+                    candidate, now, width, self.last_active_of(candidate.session_id), hit
                 )
             )
-            for candidate in self._candidates
+            for candidate, hit in zip(self._candidates, self._hits, strict=True)
         )
 
     def show_limit_refusal(self, max_references: int) -> None:
@@ -322,6 +351,7 @@ class MentionPicker(Vertical, can_focus=False):
     def show_error(self) -> None:
         """The lookup failed: no rows, and a hint that typing or Esc go on working."""
         self._candidates = ()
+        self._hits = ()
         self._rows.clear_options()
         self._set_hint(LOOKUP_FAILED_HINT)
 

@@ -5,12 +5,12 @@ its creation), so the one just used is on top and is what a restart opens."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
 from rich.text import Text
-from textual import on
+from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
@@ -21,9 +21,16 @@ from textual.widgets import Input, Static
 from core.display import relative_age, single_line
 from core.log import SessionHeader, now_ms
 from core.query import SessionTitle
+from core.references import SessionDiscovery
+from core.search import SearchHit
 from tui.app.sidebar.sessionlist import SessionList
+from tui.shared.snippets import snippet_text
 
-__all__ = ["NEW_SESSION_LABEL", "SessionEntry", "Sidebar", "by_last_activity"]
+__all__ = ["NEW_SESSION_LABEL", "BodySource", "SessionEntry", "Sidebar", "by_last_activity"]
+
+BodySource = Callable[[str, Sequence[str]], Awaitable[Sequence[SessionDiscovery]]]
+"""Given the filter and the ids already listed, the other sessions whose messages contain
+it, best first (``SessionReferenceService.search_sessions``)."""
 
 NEW_SESSION_LABEL = "New session"
 """What an untitled session without any event is called (rather than its UUID)."""
@@ -35,6 +42,8 @@ class SessionEntry:
     title: str | None
     last_active: int | None = None
     """The time of the session's last event; ``None`` when it has none yet."""
+    hit: SearchHit | None = None
+    """For a session listed because a message of it contains the filter: that message."""
 
     @property
     def label(self) -> str:
@@ -99,6 +108,11 @@ class Sidebar(Vertical):
         self._positions: dict[str, int] = {}
         self.current_id: str | None = None
         self.me: str | None = None  # the user: other owners' sessions are marked
+        self.body_source: BodySource | None = None
+        """Where the filter finds sessions by what was said in them (set by the app)."""
+        self._found: list[tuple[str, SearchHit]] = []  # body matches of ``_found_for``
+        self._found_for = ""
+        self._search_generation = 0
 
     def compose(self) -> ComposeResult:
         yield Static("Sessions", id="sidebar-title")
@@ -173,9 +187,14 @@ class Sidebar(Vertical):
         marker = self.get_component_rich_style("sidebar--current", partial=True)
         label.append("● " if current else "  ", style=marker)
         label.append(single_line(entry.label, max(8, width - 3)), style="bold" if current else "")
+        detail = Text("  ", no_wrap=True, overflow="ellipsis")
+        if entry.hit is not None:
+            # Found by what was said in it: the message's snippet, the match marked.
+            hit = entry.hit
+            detail.append_text(snippet_text(hit.snippet, hit.spans, max(8, width - 3), style="dim"))
+            return label, detail
         age = relative_age(entry.active_at, self._now())
         cwd = single_line(entry.header.cwd) if entry.header.cwd is not None else "no cwd"
-        detail = Text("  ", no_wrap=True, overflow="ellipsis")
         owner = entry.header.owner
         if owner is not None and self.me is not None and owner != self.me:
             # Shared with the user by its owner: read-only to them.
@@ -183,14 +202,56 @@ class Sidebar(Vertical):
         detail.append(single_line(f"{age} · {cwd}", max(8, width - 3)), style="dim")
         return label, detail
 
-    def _refresh_options(self) -> None:
+    def _refresh_options(self, *, search: bool = True) -> None:
+        """List the sessions the filter matches by id, title or cwd, then those found by
+        what was said in them (searched in the background: ``_search_bodies``)."""
         if not self.is_mounted:
             return
         query = self.filter_input.value.strip()
-        self._visible = [e for e in self._entries if not query or e.matches(query)]
+        local = [e for e in self._entries if not query or e.matches(query)]
+        if query != self._found_for:
+            self._found, self._found_for = [], query
+        found: list[SessionEntry] = []
+        if self._found:  # the sessions as listed now (renamed, deleted since the search)
+            by_id = {e.header.id: e for e in self._entries}
+            shown = {e.header.id for e in local}
+            found = [
+                SessionEntry(entry.header, entry.title, entry.last_active, hit)
+                for session_id, hit in self._found
+                if (entry := by_id.get(session_id)) is not None and session_id not in shown
+            ]
+        self._visible = local + found
         self._positions = {e.header.id: i for i, e in enumerate(self._visible)}
         current = self._positions.get(self.current_id) if self.current_id is not None else None
-        self.option_list.set_rows(len(self._visible), self.row_lines, current)
+        options = self.option_list
+        highlighted = options.highlighted if not search else None
+        options.set_rows(
+            len(self._visible), self.row_lines, current if highlighted is None else highlighted
+        )
+        if search:
+            self._search_generation += 1
+            if query and self.body_source is not None:
+                self._search_bodies(query, [e.header.id for e in local], self._search_generation)
+            else:
+                self.workers.cancel_group(self, "sidebar-search")
+
+    @work(exclusive=True, group="sidebar-search", exit_on_error=False)
+    async def _search_bodies(self, query: str, shown: list[str], generation: int) -> None:
+        """Find the sessions whose messages contain ``query`` (a newer keystroke cancels
+        this; a stale answer is dropped), then list them after the others."""
+        source = self.body_source
+        if source is None:
+            return
+        try:
+            rows = await source(query, shown)
+        except Exception as error:  # the local matches stay; the search adds nothing
+            self.log.warning(f"session search failed: {error!r}")
+            return
+        if generation != self._search_generation or not self.is_mounted:
+            return
+        self._found = [(r.candidate.session_id, r.hit) for r in rows if r.hit is not None]
+        self._found_for = query
+        self._refresh_options(search=False)
 
     def on_mount(self) -> None:
         self._refresh_options()

@@ -1,0 +1,212 @@
+"""Full-text discovery of sessions by what was said in them (issue 18): THE rules every
+store and host shares.
+
+What is indexed: each surface event's projected text (SPEC §4.6, ``indexed_text``): the
+text blocks of user messages written by the user, of user steering messages and of
+assistant messages, joined by newlines; a message that a replace shadows leaves the
+index with it. Never reasoning, tool calls or results, plugin context, or a reference
+snapshot's content (so a session does not match because it referenced another).
+A compaction checkpoint's summary IS indexed: it is what the current surface says about
+the messages it replaced (projection keeps it too), so a compacted session stays findable
+by what was said before the compaction.
+
+What matches: the query is cut at whitespace into terms (at most ``MAX_TERMS``, the
+rest ignored); a message matches when it contains every term as a substring, case
+folded the way ``re.IGNORECASE`` does it (SQLite's FTS5 trigram tokenizer folds the
+same simple way). Scripts without spaces (CJK) are found as substrings. Terms of fewer
+than 3 characters cannot use a trigram index: the stores look them up by a scan
+(``LIKE``/``ILIKE``), which folds case for ASCII letters only; a query made only of such
+short terms lists the newest matching messages first instead of ranking them.
+
+Ranking: BM25 (``bm25_scores``, the same in every store), best first, ties newest first,
+over the newest ``RANK_WINDOW`` matching messages (so a word found in half of a large
+database costs a bounded search; older matches of such a word are not ranked).
+
+A hit carries a one-line ``snippet`` around the first match, made safe for a terminal
+(``core.display.mask_control``, one character for one, so offsets hold), and the
+``spans`` of every match in it, so a UI highlights them without parsing any markup.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from core.display import mask_control
+from core.log import Event
+from core.references.projection import project_surface
+
+__all__ = [
+    "MAX_TERMS",
+    "MIN_INDEXED_TERM",
+    "RANK_WINDOW",
+    "SNIPPET_WIDTH",
+    "SearchHit",
+    "bm25_scores",
+    "check_search_limit",
+    "find_spans",
+    "indexed_text",
+    "like_pattern",
+    "make_hit",
+    "matches",
+    "rank_hits",
+    "search_terms",
+]
+
+RANK_WINDOW = 1000
+"""Matching messages ranked per search: the newest ones, when more match."""
+MAX_TERMS = 8
+"""Terms of a query looked for (later ones are ignored)."""
+MIN_INDEXED_TERM = 3
+"""Shorter terms are not in a trigram index: they are found by a scan."""
+SNIPPET_WIDTH = 80
+"""Characters of a snippet (an ellipsis at a cut end included)."""
+_LEAD = 24
+"""Characters shown before the first match, when the message is cut there."""
+_K1 = 1.2
+_B = 0.75
+
+
+@dataclass(frozen=True, slots=True)
+class SearchHit:
+    """One message that matched: where it is, a safe one-line ``snippet`` and the
+    ``spans`` (``(start, end)`` offsets into ``snippet``, sorted, not overlapping) of the
+    query's terms in it. ``score``: higher is better (its scale is the store's own)."""
+
+    session_id: str
+    seq: int
+    snippet: str
+    spans: tuple[tuple[int, int], ...]
+    score: float = 0.0
+
+
+def check_search_limit(limit: object) -> int:
+    """A positive int (``ValueError`` otherwise)."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise ValueError(f"limit must be a positive int, not {limit!r}")
+    return limit
+
+
+def search_terms(query: str) -> list[str]:
+    """The distinct terms of ``query`` (split at whitespace), at most ``MAX_TERMS``;
+    none for a blank query."""
+    if not isinstance(query, str):
+        raise TypeError("query must be a str")
+    out: list[str] = []
+    seen: set[str] = set()
+    for term in query.split():
+        key = term.casefold()
+        if key not in seen:
+            seen.add(key)
+            out.append(term)
+        if len(out) == MAX_TERMS:
+            break
+    return out
+
+
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def indexed_text(event: Event) -> str | None:
+    """The text of ``event`` that the search index holds (``None``: not indexed): its
+    projected text, with each NUL and lone surrogate (which no index column can hold)
+    replaced by U+FFFD, one character for one."""
+    if event.surface_op is None:
+        return None
+    projected = project_surface((event,))
+    if not projected:
+        return None
+    return _UNSTORABLE.sub("\ufffd", projected[0].text)
+
+
+def _pattern(terms: Sequence[str]) -> re.Pattern[str]:
+    # Longest first, so a term that contains another wins the overlap.
+    ordered = sorted(terms, key=len, reverse=True)
+    return re.compile("|".join(re.escape(t) for t in ordered), re.IGNORECASE)
+
+
+def find_spans(text: str, terms: Sequence[str]) -> list[tuple[int, int]]:
+    """Every (non-overlapping) occurrence of any term in ``text``, in order."""
+    if not terms:
+        return []
+    return [m.span() for m in _pattern(terms).finditer(text)]
+
+
+def matches(text: str, terms: Sequence[str]) -> bool:
+    """Whether ``text`` contains every term (the matching rule of every store)."""
+    return bool(terms) and all(
+        re.search(re.escape(t), text, re.IGNORECASE) is not None for t in terms
+    )
+
+
+def like_pattern(term: str) -> str:
+    """``%term%`` for ``LIKE … ESCAPE '\\'`` (its ``%``, ``_`` and ``\\`` escaped)."""
+    escaped = term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
+def _one_line(text: str) -> str:
+    return mask_control(text.replace("\r", " ").replace("\n", " ").replace("\t", " "))
+
+
+def make_hit(
+    session_id: str, seq: int, text: str, terms: Sequence[str], score: float = 0.0
+) -> SearchHit:
+    """The hit for message ``text``: a window of ``SNIPPET_WIDTH`` characters starting a
+    little before the first match (``…`` marks a cut end), and the matches inside it."""
+    spans = find_spans(text, terms)
+    first = spans[0][0] if spans else 0
+    start = max(0, first - _LEAD) if len(text) > SNIPPET_WIDTH else 0
+    # Show as much as fits: a match near the end pulls the window back.
+    start = max(0, min(start, len(text) - (SNIPPET_WIDTH - 1)))
+    prefix = "…" if start > 0 else ""
+    room = SNIPPET_WIDTH - len(prefix)
+    end = len(text) if len(text) - start <= room else start + room - 1
+    suffix = "…" if end < len(text) else ""
+    snippet = prefix + _one_line(text[start:end]) + suffix
+    shift = len(prefix) - start
+    kept = tuple(
+        (max(a, start) + shift, min(b, end) + shift) for a, b in spans if b > start and a < end
+    )
+    return SearchHit(session_id, seq, snippet, kept, score)
+
+
+def bm25_scores(texts: Sequence[str], terms: Sequence[str]) -> list[float]:
+    """BM25 of each text for ``terms`` (k1 1.2, b 0.75), over ``texts`` as the corpus:
+    a term's count in a text (case folded) weighs more in a short text than in a long
+    one, and a rarer term more than a common one."""
+    if not texts:
+        return []
+    patterns = [re.compile(re.escape(t), re.IGNORECASE) for t in terms]
+    counts = [[len(p.findall(text)) for p in patterns] for text in texts]
+    n = len(texts)
+    avg = sum(len(t) for t in texts) / n or 1.0
+    idf = []
+    for i in range(len(patterns)):
+        df = sum(1 for row in counts if row[i])
+        idf.append(math.log(1 + (n - df + 0.5) / (df + 0.5)))
+    out = []
+    for text, row in zip(texts, counts, strict=True):
+        norm = _K1 * (1 - _B + _B * len(text) / avg)
+        out.append(sum(w * tf * (_K1 + 1) / (tf + norm) for w, tf in zip(idf, row, strict=True)))
+    return out
+
+
+def rank_hits(
+    found: Iterable[tuple[str, int, str]], terms: Sequence[str], limit: int
+) -> list[SearchHit]:
+    """``found`` (session id, seq, text; newest first) that match ``terms``, as hits
+    ranked by ``bm25_scores`` over the newest ``RANK_WINDOW`` of them (ties newest first),
+    at most ``limit``. A query of short terms only lists the newest matches first (see the
+    module doc)."""
+    rows = [(sid, seq, text) for sid, seq, text in found if matches(text, terms)]
+    del rows[RANK_WINDOW:]
+    if any(len(t) >= MIN_INDEXED_TERM for t in terms):
+        scores = bm25_scores([text for _, _, text in rows], terms)
+        order = sorted(range(len(rows)), key=lambda i: -scores[i])
+    else:
+        scores = [0.0] * len(rows)
+        order = list(range(len(rows)))
+    return [make_hit(*rows[i], terms, scores[i]) for i in order[:limit]]

@@ -1,0 +1,56 @@
+"""``dsh search`` and the body matches of ``dsh candidates`` (issue 18)."""
+
+from __future__ import annotations
+
+from tests.cli.conftest import Run
+
+
+def new(dsh: Run, *args: str) -> str:
+    result = dsh("new", *args)
+    assert result.code == 0, result.err
+    return result.out.strip()
+
+
+def test_search_prints_hits_best_first(dsh: Run) -> None:
+    a = new(dsh)
+    b = new(dsh)
+    assert dsh("send", a, "we settled the retry policy: three tries").code == 0
+    assert dsh("send", b, "retry retry").code == 0
+    dsh("rename", b, "Retries")
+    hits = dsh("search", "RETRY", "--json").json()
+    assert all(set(h) == {"session_id", "title", "seq", "snippet"} for h in hits)
+    assert hits[0] == {"session_id": b, "title": "Retries", "seq": 0, "snippet": "retry retry"}
+    assert {(h["session_id"], h["seq"]) for h in hits[1:]} >= {(a, 0)}
+    assert next(h["title"] for h in hits if h["session_id"] == a) == (
+        "we settled the retry policy: three tries"
+    )
+    assert len(dsh("search", "retry", "--json", "--limit", "1").json()) == 1
+    table = dsh("search", "retry policy")
+    assert table.code == 0
+    lines = table.out.splitlines()
+    assert lines[0].split() == ["session", "id", "#", "message"]
+    assert "we settled the retry policy: three tries" in lines[1]
+    assert dsh("search", "unicorn", "--json").json() == []
+    assert dsh("search", "unicorn").out == "No message contains: unicorn\n"
+
+
+def test_search_refuses_a_bad_limit_in_one_line(dsh: Run) -> None:
+    result = dsh("search", "x", "--limit", "0")
+    assert result.code != 0
+    assert result.err == "dsh: error: --limit must be a positive number, not 0\n"
+
+
+def test_candidates_list_body_matches_after_the_others(dsh: Run) -> None:
+    a = new(dsh, "--cwd", "/p")
+    b = new(dsh, "--cwd", "/p")
+    c = new(dsh, "--cwd", "/p")
+    dsh("rename", b, "Retry notes")
+    assert dsh("send", c, "the retry policy is settled").code == 0
+    dsh("rename", c, "Gamma")  # not the fallback title, which quotes the message
+    rows = dsh("candidates", a, "retry", "--json").json()
+    assert [r["id"] for r in rows] == [b, c]
+    assert rows[0]["match"] is None
+    assert rows[1]["match"] == {"seq": 0, "snippet": "the retry policy is settled"}
+    lines = dsh("candidates", a, "retry").out.splitlines()
+    assert lines[1].endswith("\t#0 the retry policy is settled")
+    assert "\t#" not in lines[0]

@@ -1,0 +1,198 @@
+"""The search index on disk: an existing database is indexed when it is upgraded (with
+progress), and the SQLite FTS5 index stays consistent with its rows."""
+
+from __future__ import annotations
+
+import sqlite3
+import uuid
+from pathlib import Path
+
+from core.jsoncodec import dumps_js
+from core.log import Replace, user_message
+from stores import SqliteSessionStore, open_store
+from stores.sqlite import SCHEMA_VERSION
+from tests.pgcluster import SECRET_PASSWORD, SECRET_ROLE, Cluster
+from tests.stores.fixtures.make_v2_fixture import IDS
+from tests.stores.test_sqlite_migration import copy_fixture
+
+MSG = "user/message"
+
+
+def search_step(migrations: tuple[tuple[str, ...], ...], table: str) -> int:
+    """The index of the migration step that creates ``table`` (the search index)."""
+    return next(i for i, step in enumerate(migrations) if any(table in s for s in step))
+
+
+def fts_integrity(path: Path) -> None:
+    with sqlite3.connect(path) as conn:
+        conn.execute("INSERT INTO search_index (search_index) VALUES ('integrity-check')")
+        assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+
+
+async def test_an_old_sqlite_database_is_indexed_when_it_is_upgraded(tmp_path: Path) -> None:
+    path = copy_fixture(tmp_path)  # schema 2, written by an old release
+    seen: list[tuple[int, int]] = []
+    async with await SqliteSessionStore.open(path, progress=lambda *p: seen.append(p)) as store:
+        hits = await store.search_messages("question 3")
+        assert sorted(h.session_id for h in hits) == sorted(IDS)
+        assert {h.seq for h in hits} == {86}
+        assert {h.snippet for h in hits} == {"question 3 中文 \ufffd"}
+        # Messages the fixture's checkpoint replaced are not indexed; the checkpoint is.
+        assert await store.search_messages("question 1") == []
+        assert await store.search_messages("question 2") == []
+        assert sorted(h.session_id for h in await store.search_messages("summary")) == sorted(IDS)
+    assert seen and seen[-1] == (len(IDS), len(IDS))
+    assert [done for done, _ in seen] == sorted(done for done, _ in seen)
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
+        assert conn.execute("SELECT count(*) FROM search_pending").fetchone() == (0,)
+    fts_integrity(path)
+    # Opening again indexes nothing more.
+    seen.clear()
+    async with await SqliteSessionStore.open(path, progress=lambda *p: seen.append(p)):
+        pass
+    assert seen == []
+
+
+async def test_many_sessions_are_indexed_a_few_per_transaction(tmp_path: Path) -> None:
+    path = tmp_path / "dsh.sqlite3"
+    async with await SqliteSessionStore.open(path) as store:
+        for k in range(45):
+            await store.create_session(f"s{k}", created_at=k)
+            await store.append(f"s{k}", MSG, user_message(f"omicron {k}"), surface_op="append")
+    # Back to what the upgrade step leaves: no rows, every session pending.
+    with sqlite3.connect(path) as conn:
+        conn.execute("PRAGMA foreign_keys = ON")
+        conn.execute("DELETE FROM search_messages")
+        conn.execute("INSERT INTO search_pending (session) SELECT key FROM sessions")
+    seen: list[tuple[int, int]] = []
+    async with await open_store(path, progress=lambda *p: seen.append(p)) as store:
+        assert len(await store.search_messages("omicron", limit=100)) == 45
+    assert seen == [(20, 45), (40, 45), (45, 45)]
+    fts_integrity(path)
+
+
+async def test_the_fts_index_follows_deletes_and_replaces(tmp_path: Path) -> None:
+    path = tmp_path / "dsh.sqlite3"
+    async with await SqliteSessionStore.open(path) as store:
+        for sid in ("a", "b"):
+            await store.create_session(sid, created_at=1)
+            for word in ("pi", "rho", "sigma"):
+                await store.append(sid, MSG, user_message(f"{word} words"), surface_op="append")
+        await store.append(
+            "a", MSG, user_message("tau"), surface_op=Replace(0, 1), source_event_seqs=[0, 1]
+        )
+        await store.delete_session("b")
+        # New rows after a delete (row ids may be reused) find only themselves.
+        await store.create_session("c", created_at=1)
+        await store.append("c", MSG, user_message("upsilon"), surface_op="append")
+        assert [h.session_id for h in await store.search_messages("sigma")] == ["a"]
+        assert [h.session_id for h in await store.search_messages("upsilon")] == ["c"]
+        assert await store.search_messages("rho") == []
+    fts_integrity(path)
+    with sqlite3.connect(path) as conn:
+        rows = conn.execute("SELECT seq, text FROM search_messages ORDER BY id").fetchall()
+    assert rows == [(2, "sigma words"), (3, "tau"), (0, "upsilon")]
+
+
+async def test_an_old_postgres_database_is_indexed_when_it_is_upgraded(
+    pg_cluster: Cluster,
+) -> None:
+    from stores.postgres import MIGRATIONS
+    from stores.postgres import SCHEMA_VERSION as PG_VERSION
+
+    step = search_step(MIGRATIONS, "dsh_search")
+    name, url = pg_cluster.fresh_schema_url()
+    rows = []
+    for k in range(25):
+        data = dumps_js(user_message(f"phi {k}", id="m"))
+        rows.append(
+            f"INSERT INTO dsh_sessions (id, created_at, next_seq) VALUES ('p{k}'::bytea, {k}, 1);"
+            "INSERT INTO dsh_events (session_key, seq, type, time, kind, data, surface_op) "
+            f"SELECT key, 0, 'user/message'::bytea, 1, 1, '{data}', '\"append\"' "
+            f"FROM dsh_sessions WHERE created_at = {k}"
+        )
+    pg_cluster.psql(
+        f"SET search_path = {name};"
+        + ";".join(s for migration in MIGRATIONS[:step] for s in migration)
+        + ";CREATE TABLE dsh_schema (version integer NOT NULL);"
+        + f"INSERT INTO dsh_schema (version) VALUES ({step});"
+        + ";".join(rows)
+    )
+    seen: list[tuple[int, int]] = []
+    async with await open_store(url, progress=lambda *p: seen.append(p)) as store:
+        hits = await store.search_messages("phi", limit=100)
+        assert len(hits) == 25
+        assert {h.session_id for h in hits} == {f"p{k}" for k in range(25)}
+        await store.append("p3", MSG, user_message("chi"), surface_op="append")
+        assert [(h.session_id, h.seq) for h in await store.search_messages("chi")] == [("p3", 1)]
+    assert seen == [(20, 25), (25, 25)]
+    assert pg_cluster.psql(f"SELECT version FROM {name}.dsh_schema") == str(PG_VERSION)
+    assert pg_cluster.psql(f"SELECT count(*) FROM {name}.dsh_search_pending") == "0"
+    # The trigram index exists (pg_trgm is available on the test cluster).
+    index = pg_cluster.psql(
+        f"SELECT indexdef FROM pg_indexes WHERE schemaname = '{name}' "
+        "AND indexname = 'dsh_search_trgm'"
+    )
+    assert "gin_trgm_ops" in index
+
+
+def _team_database(pg_cluster: Cluster, *, may_create: bool) -> tuple[str, str]:
+    """A new database for the (non-superuser) password role: it owns the database when
+    ``may_create``; else it has only a schema of its own there (no CREATE on the
+    database, so no extension). Its URL, and the schema dsh's tables go in."""
+    database = "team_" + uuid.uuid4().hex[:12]
+    if may_create:
+        pg_cluster.psql(f"CREATE DATABASE {database} OWNER {SECRET_ROLE}", database="postgres")
+        schema = "public"
+    else:
+        pg_cluster.psql(f"CREATE DATABASE {database}", database="postgres")
+        schema = "dsh_team"
+        pg_cluster.psql(
+            f"REVOKE CREATE ON DATABASE {database} FROM PUBLIC;"
+            f"CREATE SCHEMA {schema} AUTHORIZATION {SECRET_ROLE}",
+            database=database,
+        )
+    url = pg_cluster.password_url(SECRET_PASSWORD, database) + f"&search_path={schema}"
+    return url, schema
+
+
+async def test_a_team_role_that_owns_its_database_gets_the_trigram_index(
+    pg_cluster: Cluster,
+) -> None:
+    url, schema = _team_database(pg_cluster, may_create=True)
+    assert pg_cluster.psql(f"SELECT rolsuper FROM pg_roles WHERE rolname = '{SECRET_ROLE}'") == "f"
+    async with await open_store(url) as store:
+        await store.create_session("s", created_at=1)
+        await store.append("s", MSG, user_message("a trusted extension"), surface_op="append")
+        assert [h.seq for h in await store.search_messages("trusted")] == [0]
+    database = url.split("/")[3].split("?")[0]
+    index = pg_cluster.psql(
+        f"SELECT indexdef FROM pg_indexes WHERE schemaname = '{schema}' "
+        "AND indexname = 'dsh_search_trgm'",
+        database=database,
+    )
+    assert "gin_trgm_ops" in index
+
+
+async def test_without_pg_trgm_search_scans_and_still_finds(pg_cluster: Cluster) -> None:
+    url, schema = _team_database(pg_cluster, may_create=False)
+    async with await open_store(url) as store:
+        await store.create_session("s", created_at=1)
+        await store.append("s", MSG, user_message("ILIKE still finds it"), surface_op="append")
+        assert [h.snippet for h in await store.search_messages("finds")] == ["ILIKE still finds it"]
+    database = url.split("/")[3].split("?")[0]
+    assert (
+        pg_cluster.psql(
+            f"SELECT count(*) FROM pg_indexes WHERE schemaname = '{schema}' "
+            "AND indexname = 'dsh_search_trgm'",
+            database=database,
+        )
+        == "0"
+    )
+    assert (
+        pg_cluster.psql(
+            "SELECT count(*) FROM pg_extension WHERE extname = 'pg_trgm'", database=database
+        )
+        == "0"
+    )
