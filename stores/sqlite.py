@@ -488,12 +488,13 @@ class SqliteSessionStore:
         busy_timeout: float = _BUSY_TIMEOUT_S,
         progress: Callable[[int, int], None] | None = None,
         user: str | None = None,
+        fold_progress: Callable[[int, int], None] | None = None,
     ) -> SqliteSessionStore:
         """Open (creating and migrating when needed) the database at ``path``
         (default: :func:`stores.default_database_path`).
 
-        An upgrade that must fold many surface rows reports ``progress(done, total)``
-        along the way (rows); without ``progress``, on a terminal, a line on stderr
+        An upgrade that must fold many surface rows reports ``fold_progress(done, total)``
+        along the way (rows); without ``fold_progress``, on a terminal, a line on stderr
         (see :func:`terminal_progress`).
 
         A file without write permission opens read-only, as does ``read_only=True``: reads
@@ -515,7 +516,7 @@ class SqliteSessionStore:
             read_only = True
         try:
             store = await cls._connect(
-                db_path, read_only, busy_timeout, progress=progress, user=user
+                db_path, read_only, busy_timeout, progress=fold_progress, user=user
             )
         except DiskFullError as err:
             if read_only or not db_path.is_file():

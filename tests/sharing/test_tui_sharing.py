@@ -87,7 +87,7 @@ async def test_the_tui_as_bob(team: Team, bob_runtime: Runtime) -> None:
         await settle(app, pilot)
         assert app.composer.send_enabled is True
         assert "belongs to" not in notice(app)
-        assert [c.session_id for c in await app._candidates("")] == [team.shared]
+        assert [c.candidate.session_id for c in await app._candidates("")] == [team.shared]
         assert await app._candidates("secret") == []
         # A mention of the private session fails as one of a deleted session does.
         failures = {}

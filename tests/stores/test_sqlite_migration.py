@@ -191,7 +191,7 @@ async def test_a_large_upgrade_reports_its_progress(
     path = copy_v3(tmp_path)
     with sqlite3.connect(path) as conn:
         (total,) = conn.execute("SELECT count(*) FROM events WHERE kind = 1").fetchone()
-    async with await SqliteSessionStore.open(path, progress=lambda d, t: calls.append((d, t))):
+    async with await SqliteSessionStore.open(path, fold_progress=lambda d, t: calls.append((d, t))):
         pass
     assert len(calls) > 3
     assert calls[-1] == (total, total)
@@ -201,7 +201,9 @@ async def test_a_large_upgrade_reports_its_progress(
     monkeypatch.setattr(sqlite_module, "_BACKFILL_REPORT_MIN", total + 1)
     calls.clear()
     later = copy_v3(tmp_path / "b")
-    async with await SqliteSessionStore.open(later, progress=lambda d, t: calls.append((d, t))):
+    async with await SqliteSessionStore.open(
+        later, fold_progress=lambda d, t: calls.append((d, t))
+    ):
         pass
     assert calls == []
 
