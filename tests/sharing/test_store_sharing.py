@@ -71,6 +71,7 @@ async def reads(store: SessionStore, sid: str) -> list[Any]:
         await store.read_surface_tail(sid, 5),
         await store.read_surface_outline(sid),
         await store.read_events_at(sid, [0]),
+        await store.read_message_tail(sid, 1_000),
         await store.last_surface_seq(sid),
         await store.list_shares(sid),
     ]
@@ -84,13 +85,18 @@ READS = [
     "read_surface_tail",
     "read_surface_outline",
     "read_events_at",
+    "read_message_tail",  # issue 15's
     "last_surface_seq",
     "list_shares",
 ]
 
 
 def call(store: SessionStore, name: str, sid: str) -> Any:
-    args: dict[str, tuple[Any, ...]] = {"read_surface_tail": (5,), "read_events_at": ([0],)}
+    args: dict[str, tuple[Any, ...]] = {
+        "read_surface_tail": (5,),
+        "read_events_at": ([0],),
+        "read_message_tail": (1_000,),
+    }
     return getattr(store, name)(sid, *args.get(name, ()))
 
 
@@ -124,6 +130,25 @@ async def test_a_private_session_does_not_exist_for_another_user(
     assert [h.id for h in await alice.list_headers()] == ["private", "shared"]
     with pytest.raises(SessionNotFoundError):
         await alice.read_events("bobs")
+
+
+async def test_search_finds_only_what_the_user_may_read(
+    pair: tuple[SessionStore, SessionStore],
+) -> None:
+    """Issue 18 under issue 17: a private session's messages are not found by another
+    user (not even one hit, nor a count), a shared one's are, until it is unshared."""
+    alice, bob = pair
+    await seed(alice)
+    await bob.create_session("bobs", created_at=5)
+    await bob.append("bobs", MSG, user_message("bobs text"), surface_op="append")
+    for query in ("text", "te", "private text", "PRIVATE"):
+        found = {h.session_id for h in await bob.search_messages(query, limit=50)}
+        assert "private" not in found, query
+    assert {h.session_id for h in await bob.search_messages("text")} == {"shared", "bobs"}
+    assert {h.session_id for h in await alice.search_messages("text")} == {"private", "shared"}
+    assert await bob.search_messages("private") == []
+    assert await alice.unshare("shared", BOB) is True
+    assert {h.session_id for h in await bob.search_messages("text")} == {"bobs"}
 
 
 async def test_another_users_session_cannot_be_written_and_nothing_is_stored(
