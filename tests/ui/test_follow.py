@@ -115,10 +115,14 @@ async def test_sidebar_follows_with_a_filter_kept(
         assert app.sidebar.visible_ids == ["checkout", "search-tuning"]
         await elsewhere.create_session("shop-notes", cwd="/home/dev/shop", created_at=FIXED_NOW)
         await elsewhere.create_session("infra-notes", cwd="/home/dev/infra", created_at=FIXED_NOW)
+        # Both known (a refresh may come between the two creations), one shown.
+        await wait_for(
+            pilot,
+            lambda: {e.header.id for e in app.sidebar.entries} >= {"shop-notes", "infra-notes"},
+        )
         await wait_for(pilot, lambda: "shop-notes" in app.sidebar.visible_ids)
         assert app.sidebar.filter_input.value == "/home/dev/shop"
         assert "infra-notes" not in app.sidebar.visible_ids
-        assert {e.header.id for e in app.sidebar.entries} >= {"shop-notes", "infra-notes"}
 
 
 async def test_transcript_follows_events_appended_elsewhere(
