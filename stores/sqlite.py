@@ -1408,12 +1408,12 @@ def _insert_events(
     """
     check_batch(folder, first, batch)
     kinds = [event_kind(v.type, v.data, v.surface_op is not None) for v in batch]
-    codes = [
-        None
-        if v.surface_op is None
-        else projection_code(build_event(first + i, v.type, v.time, v.data, v.surface_op, None))
+    # The projection code of each surface event, by its index in the batch.
+    codes = {
+        i: projection_code(build_event(first + i, v.type, v.time, v.data, v.surface_op, None))
         for i, v in enumerate(batch)
-    ]
+        if v.surface_op is not None
+    }
     rows: list[tuple[Any, ...]] = []
     i, count = 0, len(batch)
     while i < count:
@@ -1430,7 +1430,7 @@ def _insert_events(
                     _stored_data(v.data_json),
                     None if v.surface_op is None else encode_op(v.surface_op),
                     None if v.source_event_seqs is None else encode_seqs(v.source_event_seqs),
-                    codes[i],
+                    codes.get(i),
                 )
             )
             i += 1
@@ -1555,17 +1555,15 @@ def _track_surface(
     key: int,
     first: int,
     batch: Sequence[ValidatedEvent],
-    codes: Sequence[int | None],
+    codes: dict[int, int],
 ) -> None:
     """Keep ``surface_nodes`` and ``surface_sums`` in step with a batch whose surface
-    operations were checked (so every replace's range is on the surface)."""
+    operations were checked (so every replace's range is on the surface); ``codes``: the
+    projection code of each surface event, by its index in the batch (in order)."""
     pending: list[tuple[int, int, int, int]] = []
     messages = size = 0
-    for offset, v in enumerate(batch):
-        op = v.surface_op
-        code = codes[offset]
-        if op is None or code is None:
-            continue
+    for offset, code in codes.items():
+        op = batch[offset].surface_op
         seq = first + offset
         if isinstance(op, Replace):
             if pending:
