@@ -29,7 +29,6 @@ import json
 import os
 import sqlite3
 import stat
-import sys
 import threading
 import zlib
 from collections.abc import Awaitable, Callable, Container, Iterable, Sequence
@@ -74,6 +73,7 @@ from stores.columns import (
     encode_seqs,
     encode_text,
 )
+from stores.progress import terminal_progress
 from stores.validation import (
     KIND_LOG,
     KIND_SURFACE,
@@ -415,7 +415,7 @@ class SqliteSessionStore:
 
         An upgrade that must fold many surface rows reports ``progress(done, total)``
         along the way (rows); without ``progress``, on a terminal, a line on stderr
-        (see :func:`terminal_progress`).
+        (see ``stores.progress.terminal_progress``).
 
         A file without write permission opens read-only, as does ``read_only=True``: reads
         work and writes raise ``StoreError``. A file that is not a dsh database, is
@@ -487,7 +487,7 @@ class SqliteSessionStore:
                 raise _store_error(db_path, "cannot open the database", err) from err
             raise
         store = cls(conn, db_path, read_only=read_only)
-        store._migration_progress = progress or terminal_progress(db_path)
+        store._migration_progress = progress or terminal_progress()
         try:
             await store._setup(busy_timeout)
         except BaseException:
@@ -1650,25 +1650,3 @@ def _backfill_surfaces(
             )
     if report is not None and done < total:
         report(total, total)
-
-
-def terminal_progress(path: Path) -> Callable[[int, int], None] | None:
-    """A progress line for a long upgrade on stderr, rewritten in place; ``None`` unless
-    stderr is the process's own terminal (not captured, e.g. by a running Textual app,
-    whose screen it would break). The path is not printed: it is the user's text."""
-    original = sys.__stderr__
-    if original is None or sys.stderr is not original or not original.isatty():
-        return None
-    stream = original
-    del path
-
-    def report(done: int, total: int) -> None:
-        percent = done * 100 // max(total, 1)
-        end = "\n" if done >= total else ""
-        stream.write(
-            f"\rdsh: upgrading the database: {percent}% ({done:,} of {total:,} surface events)"
-            + end
-        )
-        stream.flush()
-
-    return report
