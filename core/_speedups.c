@@ -6,6 +6,7 @@
  *   utf8_len(text)       -> int   len(text.encode("utf-8", "surrogatepass")), no copy
  *   escaped_pair(text)   -> bool  _ESCAPED_PAIR.search(text) is not None
  *   freeze_object(dict)  -> FrozenDict, the JSON decoder's object_hook
+ *   c_safe(value)        -> bool  _c_safe(value, 0): may the C encoder write it
  *
  * Nothing here keeps a reference to its input; the only state is the two frozen types,
  * set once by core.jsoncodec through set_types().
@@ -278,6 +279,62 @@ freeze_list_entry(PyObject *module, PyObject *list)
     return freeze_list(list);
 }
 
+/* -------------------------------------------------------------------- c_safe */
+
+#define C_SAFE_DEPTH 64 /* as core.jsoncodec._C_SAFE_DEPTH */
+
+/* Exactly core.jsoncodec._c_safe(value, depth): only exact str, int, bool and None
+ * atoms; dict and FrozenDict with exact str keys; list, tuple and FrozenList; nothing
+ * deeper than C_SAFE_DEPTH. Runs no Python code, so the borrowed items stay valid. */
+static int
+c_safe_at(PyObject *v, int depth)
+{
+    PyTypeObject *t = Py_TYPE(v);
+    if (t == &PyUnicode_Type || t == &PyLong_Type || t == &PyBool_Type || v == Py_None) {
+        return 1;
+    }
+    if (depth >= C_SAFE_DEPTH) {
+        return 0;
+    }
+    if (t == &PyDict_Type || (PyObject *)t == frozen_dict_type) {
+        Py_ssize_t pos = 0;
+        PyObject *key, *item;
+        while (PyDict_Next(v, &pos, &key, &item)) {
+            if (Py_TYPE(key) != &PyUnicode_Type || !c_safe_at(item, depth + 1)) {
+                return 0;
+            }
+        }
+        return 1;
+    }
+    if (t == &PyList_Type || (PyObject *)t == frozen_list_type) {
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(v); i++) {
+            if (!c_safe_at(PyList_GET_ITEM(v, i), depth + 1)) {
+                return 0;
+            }
+        }
+        return 1;
+    }
+    if (t == &PyTuple_Type) {
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(v); i++) {
+            if (!c_safe_at(PyTuple_GET_ITEM(v, i), depth + 1)) {
+                return 0;
+            }
+        }
+        return 1;
+    }
+    return 0;
+}
+
+static PyObject *
+c_safe(PyObject *module, PyObject *value)
+{
+    (void)module;
+    if (check_types() < 0) {
+        return NULL;
+    }
+    return PyBool_FromLong(c_safe_at(value, 0));
+}
+
 /* ------------------------------------------------------------------ set_types */
 
 static int
@@ -323,6 +380,8 @@ static PyMethodDef methods[] = {
      "JSON object_hook: the dict's list values frozen (deeply), as a FrozenDict."},
     {"freeze_list", freeze_list_entry, METH_O,
      "A list with its nested lists frozen, as a FrozenList."},
+    {"c_safe", c_safe, METH_O,
+     "Whether the C JSON encoder writes the value exactly as JSON.stringify does."},
     {"set_types", set_types, METH_VARARGS, "Register the FrozenDict and FrozenList types."},
     {NULL, NULL, 0, NULL},
 };

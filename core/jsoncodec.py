@@ -16,6 +16,7 @@ import math
 import os
 import re
 from collections.abc import Callable, Mapping
+from json import encoder as json_encoder
 from json.encoder import encode_basestring
 from types import ModuleType
 from typing import Any, NoReturn
@@ -242,13 +243,43 @@ def dumps_js(value: Any) -> str:
     almost always holds) go through the C encoder, whose output is then identical; floats,
     other mappings and subclasses take the exact pure-Python encoder.
     """
-    if _c_safe(value, 0):
+    if _is_c_safe(value):
         out: str = _C_ENCODE(value)
         return out if out.isascii() else _SURROGATE.sub(_escape_surrogate, out)
     return _dumps_js_exact(value)
 
 
-_C_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+_C_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def _c_encode_function() -> Callable[[Any], str]:
+    """The C encoder called directly: ``JSONEncoder.encode`` builds a new one on every
+    call (and a dict of markers to find cycles). ``dumps_js`` hands it only values
+    ``_c_safe`` accepted (nothing deeper than ``_C_SAFE_DEPTH``, so no cycle), so it needs
+    no markers; its output is ``JSONEncoder.encode``'s."""
+    make = getattr(json_encoder, "c_make_encoder", None)
+    if make is None:
+        return _C_ENCODER.encode
+    encoder = make(
+        None,  # no cycle markers
+        _C_ENCODER.default,
+        json_encoder.encode_basestring,
+        None,  # indent
+        ":",
+        ",",
+        False,  # sort_keys
+        False,  # skipkeys
+        False,  # allow_nan
+    )
+    join = "".join
+
+    def encode(value: Any) -> str:
+        return join(encoder(value, 0))
+
+    return encode
+
+
+_C_ENCODE = _c_encode_function()
 _C_SAFE_DEPTH = 64
 _C_SAFE_ATOMS = frozenset({str, int, bool, type(None)})
 
@@ -279,6 +310,16 @@ def _c_safe(value: Any, depth: int) -> bool:
                 return False
         return True
     return False
+
+
+def _py_c_safe(value: Any) -> bool:
+    """``_c_safe`` from the top: the reference of ``core._speedups.c_safe``."""
+    return _c_safe(value, 0)
+
+
+# The C version where the extension has it (an extension built before it was added
+# lacks it).
+_is_c_safe: Callable[[Any], bool] = getattr(_speedups, "c_safe", None) or _py_c_safe
 
 
 def _dumps_js_exact(value: Any) -> str:

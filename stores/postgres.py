@@ -73,6 +73,7 @@ from stores.columns import (
     encode_text,
 )
 from stores.pglocation import PgLocation, connect_error
+from stores.progress import indexing_words, terminal_progress
 from stores.sharing import check_grantee, check_user
 from stores.validation import (
     KIND_SURFACE,
@@ -403,19 +404,28 @@ class PostgresSessionStore:
         # Whole listings keyed by the snapshot they were read in (see ``_listing``).
         self._listings: dict[str, tuple[str, Any]] = {}
         self._user = ""  # the connecting role (``current_user``), read at open
+        self._migration_progress: Callable[[int, int], None] | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
     @classmethod
     async def open(
-        cls, url: str, *, progress: Callable[[int, int], None] | None = None
+        cls,
+        url: str,
+        *,
+        progress: Callable[[int, int], None] | None = None,
+        fold_progress: Callable[[int, int], None] | None = None,
     ) -> PostgresSessionStore:
         """Connect to the server named by ``url`` (``postgresql://user@host:port/db``, libpq
         query options such as ``host=/run/postgresql`` for a socket) and create or migrate
         dsh's tables. A server that is down, refuses the login, or holds a newer schema
         raises one ``StoreError`` line naming host and database, never the password.
         Sessions written before the search index existed are indexed here; ``progress``
-        (sessions done, sessions in all) follows that."""
+        (sessions done, sessions in all) follows that.
+
+        An upgrade that must fold many surface rows reports ``fold_progress(done, total)``
+        (rows); without ``fold_progress``, on a terminal, a line on stderr
+        (``stores.progress.terminal_progress``)."""
         location = PgLocation.parse(url)
         try:
             pool = await asyncpg.create_pool(
@@ -432,10 +442,11 @@ class PostgresSessionStore:
         except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError) as err:
             raise connect_error(location, err) from err
         store = cls(pool, location)
+        store._migration_progress = fold_progress or terminal_progress()
         try:
             await store._migrate()
             store._user = await store._run(_current_user, write=False)
-            await store._index_pending(progress)
+            await store._index_pending(progress or terminal_progress(indexing_words))
             await store._listen()
         except BaseException:
             await store.close()
@@ -501,7 +512,7 @@ class PostgresSessionStore:
             for step in range(version, SCHEMA_VERSION):
                 for statement in MIGRATIONS[step]:
                     if statement == _BACKFILL:
-                        await _backfill_surfaces(conn)
+                        await _backfill_surfaces(conn, self._migration_progress)
                         continue
                     await conn.execute(statement)
             if version < SCHEMA_VERSION:
@@ -1561,26 +1572,42 @@ async def _track_surface(
         )
 
 
-async def _backfill_surfaces(conn: asyncpg.Connection) -> None:
+_BACKFILL_REPORT_MIN = 100_000
+"""An upgrade folding at least this many surface rows reports its progress."""
+_BACKFILL_BATCH = 50_000
+
+
+async def _backfill_surfaces(
+    conn: asyncpg.Connection, progress: Callable[[int, int], None] | None
+) -> None:
     """Migration to schema 3: fold every session's surface once into
     ``dsh_surface_nodes`` and ``dsh_surface_sums`` (positions: the node's rank, below
     every later seq)."""
+    total = await conn.fetchval(f"SELECT count(*) FROM dsh_events WHERE kind = {KIND_SURFACE}")
+    report = progress if progress is not None and total >= _BACKFILL_REPORT_MIN else None
+    done = 0
     keys = [row[0] for row in await conn.fetch("SELECT key FROM dsh_sessions ORDER BY key")]
     for key in keys:
-        rows = await conn.fetch(
+        cursor = await conn.cursor(
             "SELECT seq, type, time, data, surface_op, source_event_seqs, projection "
             f"FROM dsh_events WHERE session_key = $1 AND kind = {KIND_SURFACE} ORDER BY seq",
             key,
         )
         outline: list[SurfaceOutline] = []
         try:
-            for seq, type_, time, data, op_json, seqs_json, code in rows:
-                op = decode_op(op_json)
-                seqs = None if seqs_json is None else decode_seqs(seqs_json)
-                if code is None:  # written before schema 2
-                    event = build_event(seq, decode_text(type_), time, loads_exact(data), op, seqs)
-                    code = projection_code(event)
-                outline.append(SurfaceOutline(seq, op, seqs, code))
+            while rows := await cursor.fetch(_BACKFILL_BATCH):
+                for seq, type_, time, data, op_json, seqs_json, code in rows:
+                    op = decode_op(op_json)
+                    seqs = None if seqs_json is None else decode_seqs(seqs_json)
+                    if code is None:  # written before schema 2
+                        event = build_event(
+                            seq, decode_text(type_), time, loads_exact(data), op, seqs
+                        )
+                        code = projection_code(event)
+                    outline.append(SurfaceOutline(seq, op, seqs, code))
+                done += len(rows)
+                if report is not None:
+                    report(done, total)
             nodes = fold_surface(outline)
         except (ValueError, TypeError) as err:  # InvalidEventError is a ValueError
             raise StoreError(f"cannot upgrade: a stored event is corrupt ({err})") from err
@@ -1597,3 +1624,5 @@ async def _backfill_surfaces(conn: asyncpg.Connection) -> None:
                 len(sizes),
                 sum(sizes),
             )
+    if report is not None and done < total:
+        report(total, total)

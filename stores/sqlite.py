@@ -29,7 +29,6 @@ import json
 import os
 import sqlite3
 import stat
-import sys
 import threading
 import zlib
 from collections.abc import Awaitable, Callable, Container, Iterable, Sequence
@@ -86,6 +85,7 @@ from stores.columns import (
     encode_seqs,
     encode_text,
 )
+from stores.progress import indexing_words, terminal_progress
 from stores.sharing import check_grantee, check_owner, check_user, os_user
 from stores.validation import (
     KIND_LOG,
@@ -495,7 +495,7 @@ class SqliteSessionStore:
 
         An upgrade that must fold many surface rows reports ``fold_progress(done, total)``
         along the way (rows); without ``fold_progress``, on a terminal, a line on stderr
-        (see :func:`terminal_progress`).
+        (see ``stores.progress.terminal_progress``).
 
         A file without write permission opens read-only, as does ``read_only=True``: reads
         work and writes raise ``StoreError``. A file that is not a dsh database, is
@@ -523,7 +523,7 @@ class SqliteSessionStore:
                 raise
             return await cls._open_when_full(db_path, busy_timeout, err, user)
         try:
-            await store._index_pending(progress)
+            await store._index_pending(progress or terminal_progress(indexing_words))
         except BaseException:
             with contextlib.suppress(Exception):
                 await store.close()
@@ -582,7 +582,7 @@ class SqliteSessionStore:
                 raise _store_error(db_path, "cannot open the database", err) from err
             raise
         store = cls(conn, db_path, read_only=read_only, user=user)
-        store._migration_progress = progress or terminal_progress(db_path)
+        store._migration_progress = progress or terminal_progress()
         try:
             await store._setup(busy_timeout)
         except BaseException:
@@ -1651,12 +1651,12 @@ def _insert_events(
     """
     check_batch(folder, first, batch)
     kinds = [event_kind(v.type, v.data, v.surface_op is not None) for v in batch]
-    codes = [
-        None
-        if v.surface_op is None
-        else projection_code(build_event(first + i, v.type, v.time, v.data, v.surface_op, None))
+    # The projection code of each surface event, by its index in the batch.
+    codes = {
+        i: projection_code(build_event(first + i, v.type, v.time, v.data, v.surface_op, None))
         for i, v in enumerate(batch)
-    ]
+        if v.surface_op is not None
+    }
     rows: list[tuple[Any, ...]] = []
     i, count = 0, len(batch)
     while i < count:
@@ -1673,7 +1673,7 @@ def _insert_events(
                     _stored_data(v.data_json),
                     None if v.surface_op is None else encode_op(v.surface_op),
                     None if v.source_event_seqs is None else encode_seqs(v.source_event_seqs),
-                    codes[i],
+                    codes.get(i),
                 )
             )
             i += 1
@@ -1879,17 +1879,15 @@ def _track_surface(
     key: int,
     first: int,
     batch: Sequence[ValidatedEvent],
-    codes: Sequence[int | None],
+    codes: dict[int, int],
 ) -> None:
     """Keep ``surface_nodes`` and ``surface_sums`` in step with a batch whose surface
-    operations were checked (so every replace's range is on the surface)."""
+    operations were checked (so every replace's range is on the surface); ``codes``: the
+    projection code of each surface event, by its index in the batch (in order)."""
     pending: list[tuple[int, int, int, int]] = []
     messages = size = 0
-    for offset, v in enumerate(batch):
-        op = v.surface_op
-        code = codes[offset]
-        if op is None or code is None:
-            continue
+    for offset, code in codes.items():
+        op = batch[offset].surface_op
         seq = first + offset
         if isinstance(op, Replace):
             if pending:
@@ -1976,25 +1974,3 @@ def _backfill_surfaces(
             )
     if report is not None and done < total:
         report(total, total)
-
-
-def terminal_progress(path: Path) -> Callable[[int, int], None] | None:
-    """A progress line for a long upgrade on stderr, rewritten in place; ``None`` unless
-    stderr is the process's own terminal (not captured, e.g. by a running Textual app,
-    whose screen it would break). The path is not printed: it is the user's text."""
-    original = sys.__stderr__
-    if original is None or sys.stderr is not original or not original.isatty():
-        return None
-    stream = original
-    del path
-
-    def report(done: int, total: int) -> None:
-        percent = done * 100 // max(total, 1)
-        end = "\n" if done >= total else ""
-        stream.write(
-            f"\rdsh: upgrading the database: {percent}% ({done:,} of {total:,} surface events)"
-            + end
-        )
-        stream.flush()
-
-    return report

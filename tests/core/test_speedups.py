@@ -255,3 +255,57 @@ def test_the_pure_python_fallback_runs_end_to_end() -> None:
 def test_freezing_needs_str_keys_where_it_replaces_a_value() -> None:
     with pytest.raises(TypeError, match="str keys"):
         speedups.freeze_object({1: [2]})
+
+
+# ------------------------------------------------------------------------------- c_safe
+
+
+class _Int(int):
+    pass
+
+
+class _Str(str):
+    pass
+
+
+atoms = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(allow_nan=True),
+    st.text(max_size=4),
+    st.builds(_Int, st.integers(0, 9)),
+    st.builds(_Str, st.text(max_size=2)),
+    st.just(b"x"),
+)
+keys = st.one_of(st.text(max_size=3), st.integers(0, 3), st.builds(_Str, st.text(max_size=2)))
+json_like = st.recursive(
+    atoms,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4),
+        st.lists(inner, max_size=4).map(tuple),
+        st.lists(inner, max_size=4).map(FrozenList),
+        st.dictionaries(keys, inner, max_size=4),
+        st.dictionaries(st.text(max_size=3), inner, max_size=4).map(FrozenDict),
+        st.sets(st.integers(), max_size=2),
+    ),
+    max_leaves=20,
+)
+
+
+@given(json_like)
+def test_c_safe_agrees(value: Any) -> None:
+    assert speedups.c_safe(value) is jsoncodec._py_c_safe(value)
+
+
+def test_c_safe_stops_at_the_same_depth() -> None:
+    assert jsoncodec._is_c_safe is speedups.c_safe
+    for depth in (62, 63, 64, 65, 200):
+        for make in (lambda v: [v], lambda v: {"k": v}, lambda v: (v,)):
+            value: Any = 1
+            for _ in range(depth):
+                value = make(value)
+            assert speedups.c_safe(value) is jsoncodec._py_c_safe(value), depth
+    cycle: list[Any] = []
+    cycle.append(cycle)
+    assert speedups.c_safe(cycle) is False

@@ -250,3 +250,39 @@ async def test_bounded_prepare_is_byte_identical_on_every_store(store: SessionSt
         bounded, full, _ = await both(store, budget)
         assert bounded == full, budget
         await store.delete_session("target")  # both() makes it afresh
+
+
+class TailOnly(Counting):
+    """The real query, whose whole-surface reads fail: prepare must not need them."""
+
+    async def read_surface_outline(self, session_id: str) -> Any:
+        raise AssertionError("prepare read the whole outline")
+
+    async def read_surface(self, session_id: str) -> Any:
+        raise AssertionError("prepare read the whole surface")
+
+
+async def test_prepare_reads_the_message_tail_not_the_whole_surface(store: SessionStore) -> None:
+    """On every store, a long source with a compaction and an edit is prepared from its
+    message tail (the newest messages, the older checkpoint, two sums) and the kept
+    bodies: exactly what the full algorithm gives, without a whole-surface read."""
+    steps: list[tuple[str, Any]] = [("user", "x" * 300), ("assistant", "y" * 300)] * 300
+    steps.insert(40, ("compact", ("summary", 0, 30)))
+    steps.insert(500, ("replace", ("edit", 400, 401)))
+    await write(store, "src", steps)
+    await store.create_session("target", cwd="/t", created_at=2)
+    target = await store.read_header("target")
+    config = SessionReferenceConfig(max_reference_bytes=4_000)
+    refs = [SessionReferenceInput("src", "Source")]
+    query = TailOnly(store)
+    prepared = await SessionReferenceService(query, config).prepare(target, "hi", refs)  # type: ignore[arg-type]
+    full = await SessionReferenceService(FullOnly(SessionQuery(store)), config).prepare(  # type: ignore[arg-type]
+        target, "hi", refs
+    )
+    assert prepared.additional_context is not None and full.additional_context is not None
+    ours = dict(prepared.additional_context)
+    theirs = dict(full.additional_context)
+    ours.pop("id")
+    theirs.pop("id")
+    assert dumps_js(ours) == dumps_js(theirs)
+    assert 10 <= query.bodies <= 20

@@ -12,14 +12,15 @@ class Tty(io.StringIO):
         return True
 
 
-def test_a_terminal_gets_one_redrawn_line_cleared_at_the_end() -> None:
+def test_a_terminal_gets_one_redrawn_line_ended_by_the_last_count() -> None:
     out = Tty()
     show = terminal_progress(out)
     assert show is not None
     show(20, 2045)
     show(2045, 2045)
     assert out.getvalue() == (
-        "\r\x1b[Kdsh: Indexing messages for search: 20 of 2,045 sessions\r\x1b[K"
+        "\rdsh: Indexing messages for search: 20 of 2,045 sessions"
+        "\rdsh: Indexing messages for search: 2,045 of 2,045 sessions\n"
     )
     assert indexing_words(1, 2) == "Indexing messages for search: 1 of 2 sessions"
 

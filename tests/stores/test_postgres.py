@@ -332,11 +332,18 @@ async def test_a_schema_1_database_gains_the_projection_column(pg_cluster: Clust
     assert pg_cluster.psql(f"SELECT version FROM {name}.dsh_schema") == str(SCHEMA_VERSION)
 
 
-async def test_a_schema_2_database_gains_the_surface_nodes(pg_cluster: Cluster, url: str) -> None:
+async def test_a_schema_2_database_gains_the_surface_nodes(
+    pg_cluster: Cluster, url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Schema 3 keeps the current surface's nodes and sums (issue 15); a database from
     before gets them on open, folded from its events (a projection NULL since schema 1
-    computed), and then answers read_message_tail exactly as the memory store does."""
+    computed), reporting its progress when large, and then answers read_message_tail
+    exactly as the memory store does."""
+    import stores.postgres as pg_module
     from tests.references.test_prepare_bounded import write
+
+    monkeypatch.setattr(pg_module, "_BACKFILL_REPORT_MIN", 5)
+    monkeypatch.setattr(pg_module, "_BACKFILL_BATCH", 4)
 
     steps: list[tuple[str, object]] = [("user", "q 问 " * 9), ("assistant", "a" * 50)] * 6
     steps += [("compact", ("summary", 0, 5)), ("tool", "t"), ("huge", 3_000)]
@@ -349,8 +356,13 @@ async def test_a_schema_2_database_gains_the_surface_nodes(pg_cluster: Cluster, 
     pg_cluster.psql(
         downgrade_sql(schema, 2) + "; UPDATE dsh_events SET projection = NULL WHERE seq % 2 = 0"
     )
-    async with await open_store(url) as store:
+    calls: list[tuple[int, int]] = []
+    reopened = await PostgresSessionStore.open(url, fold_progress=lambda d, t: calls.append((d, t)))
+    async with reopened as store:
         for budget in (0, 60, 200, 1_000, 10_000):
             want = (await memory.read_message_tail("src", budget))[2]
             assert (await store.read_message_tail("src", budget))[2] == want, budget
+    surface_rows = len((await memory.read_surface_rows("src"))[2])
+    assert len(calls) > 2
+    assert calls[-1] == (surface_rows, surface_rows)
     assert pg_cluster.psql(f"SELECT version FROM {schema}.dsh_schema") == str(SCHEMA_VERSION)
