@@ -1588,14 +1588,21 @@ async def _backfill_surfaces(
     done = 0
     keys = [row[0] for row in await conn.fetch("SELECT key FROM dsh_sessions ORDER BY key")]
     for key in keys:
-        cursor = await conn.cursor(
-            "SELECT seq, type, time, data, surface_op, source_event_seqs, projection "
-            f"FROM dsh_events WHERE session_key = $1 AND kind = {KIND_SURFACE} ORDER BY seq",
-            key,
-        )
+        # Pages by seq (keyset), not a cursor: a cursor's portal would stay open to the
+        # end of the transaction, and a later step's ALTER TABLE dsh_events refuses to
+        # run while one is ("being used by active queries in this session").
         outline: list[SurfaceOutline] = []
+        after = -1
         try:
-            while rows := await cursor.fetch(_BACKFILL_BATCH):
+            while rows := await conn.fetch(
+                "SELECT seq, type, time, data, surface_op, source_event_seqs, projection "
+                f"FROM dsh_events WHERE session_key = $1 AND kind = {KIND_SURFACE} "
+                "AND seq > $2 ORDER BY seq LIMIT $3",
+                key,
+                after,
+                _BACKFILL_BATCH,
+            ):
+                after = rows[-1][0]
                 for seq, type_, time, data, op_json, seqs_json, code in rows:
                     op = decode_op(op_json)
                     seqs = None if seqs_json is None else decode_seqs(seqs_json)
