@@ -46,3 +46,32 @@ async def test_replay_is_read_only_and_writes_nothing(tmp_path: Path) -> None:
         assert len(await runtime.store.read_events("k8s-upgrade")) == len(lines) - 1
     assert await asyncio.to_thread(lambda: sorted(tmp_path.rglob("*"))) == before
     assert not await asyncio.to_thread(database.exists)
+
+
+async def test_replay_shows_unknown_events_and_says_the_composer_is_read_only(
+    tmp_path: Path,
+) -> None:
+    from tests.cli.test_show_unknown import write_log
+    from tui.app.transcript.cards import CollapsedItem
+
+    log = await asyncio.to_thread(write_log, tmp_path / "odd.jsonl")
+    runtime = replay_runtime(
+        DshConfig(database=tmp_path / "never.sqlite3"), await open_replay(str(log))
+    )
+    app = DshApp(runtime, now=lambda: FIXED_NOW, cursor_blink=False, keep_drafts=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        placeholder = str(app.composer.placeholder)
+        assert "read-only" in placeholder and "Message" not in placeholder
+        # The newest page: the last turns with their unknown events, collapsed.
+        odd = [w for w in app.transcript.item_widgets if w.has_class("unknown")]
+        assert odd and all(isinstance(w, CollapsedItem) and not w.expanded for w in odd)
+        assert "step/end event" in screen_text(app)
+        # Paging to the start brings the earlier ones, never those before the compaction.
+        while app.transcript.hidden_count:
+            await app.transcript.load_earlier()
+            await settle(app, pilot)
+        shown = [w for w in app.transcript.item_widgets if w.has_class("unknown")]
+        titles = [w.title_text().plain for w in shown if isinstance(w, CollapsedItem)]
+        assert sum(t.startswith("step/start event") for t in titles) == 7
+        assert not any("while compacting" in t or "session/opened" in t for t in titles)

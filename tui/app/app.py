@@ -260,6 +260,8 @@ class DshApp(App[int]):
         await self._drafts.load()
         if getattr(self.runtime.store, "read_only", False):
             composer.send_enabled = False
+            # Not "Message…": a replay (or a read-only database) takes no message.
+            composer.placeholder = f"{self._read_only_why()}: nothing can be sent"
             self._show_read_only_notice()
         self._fit_sidebar(self.size.width)
         await self.follower.prime()
@@ -652,7 +654,10 @@ class DshApp(App[int]):
         async def fetch(seqs: Sequence[int]) -> list[Event]:
             return await query.read_events_at(session_id, seqs)
 
-        self.transcript.load_window(window, fetch)
+        async def fetch_unknown(after: int, through: int) -> list[Event]:
+            return await query.read_unknown_events(session_id, after, through)
+
+        self.transcript.load_window(window, fetch, fetch_unknown)
 
     @on(Transcript.LoadFailed)
     def _load_failed(self, message: Transcript.LoadFailed) -> None:

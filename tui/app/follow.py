@@ -140,6 +140,6 @@ class StoreFollower:
         tail = appended_tail(window, app.transcript.known_seqs)
         if tail is None:
             app._show_window(window)
-        elif tail:
-            app.transcript.add_events(tail)
+        elif tail or window.unknown:
+            app.transcript.add_events(tail, window.unknown, through=window.captured_through_seq)
         return True

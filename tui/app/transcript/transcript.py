@@ -44,7 +44,12 @@ from tui.app.transcript.window import (
     place_to_keep,
     prune_count,
 )
-from tui.shared.items import TranscriptItem, classify_surface
+from tui.shared.items import (
+    TranscriptItem,
+    classify_surface,
+    event_preview,
+    with_unknown_events,
+)
 from tui.shared.render import GrowingMarkdown, LiteralMarkdown, highlight_mentions
 from tui.shared.times import local_minute
 
@@ -57,6 +62,7 @@ __all__ = [
     "AssistantMessage",
     "EmptyState",
     "FetchEvents",
+    "FetchUnknown",
     "ReplyRecord",
     "ReplyView",
     "TimeFormat",
@@ -92,6 +98,9 @@ format_time: TimeFormat = local_minute
 """Epoch milliseconds as local ``YYYY-MM-DD HH:MM`` (``tui.shared.times``, the one place)."""
 FetchEvents = Callable[[Sequence[int]], Awaitable[Sequence[Event]]]
 """Reads the events with the given seqs (``SessionQuery.read_events_at`` for one session)."""
+FetchUnknown = Callable[[int, int], Awaitable[Sequence[Event]]]
+"""Reads the unknown (log-only) events with ``after < seq <= through``
+(``SessionQuery.read_unknown_events`` for one session)."""
 Status = Literal["completed", "interrupted", "error"]
 
 
@@ -747,6 +756,12 @@ class Transcript(VerticalScroll):
         # before self._entries and are read a page at a time by "Load earlier messages".
         self._unread: list[int] = []
         self._fetch: FetchEvents | None = None
+        # Unknown (log-only) events: those after ``_unknown_low`` up to ``_unknown_through``
+        # were read; none at or before ``_unknown_floor`` belongs to the surface.
+        self._fetch_unknown: FetchUnknown | None = None
+        self._unknown_floor = -1
+        self._unknown_low = -1
+        self._unknown_through: int | None = None
         self._generation = 0  # bumped by every load: late reads of an old load are dropped
         self._fetching: int | None = None  # the generation being read, if any
         self._known_seqs: set[int] = set()
@@ -849,21 +864,43 @@ class Transcript(VerticalScroll):
 
     def load(self, events: Sequence[Event]) -> AwaitComplete:
         """Replace everything with the replay of a whole current surface (newest page mounted)."""
+        self._fetch_unknown, self._unknown_floor, self._unknown_low = None, -1, -1
+        self._unknown_through = None
         return self._replace(list(classify_surface(events)), {event.seq for event in events}, [])
 
-    def load_window(self, window: SurfaceWindow, fetch: FetchEvents) -> AwaitComplete:
+    def load_window(
+        self,
+        window: SurfaceWindow,
+        fetch: FetchEvents,
+        fetch_unknown: FetchUnknown | None = None,
+    ) -> AwaitComplete:
         """Replace everything with the replay of a surface of which only the newest events
-        were read; ``fetch`` reads earlier pages when the user asks for them.
+        were read; ``fetch`` reads earlier pages when the user asks for them, and
+        ``fetch_unknown`` the unknown events among them (``window.unknown`` holds those
+        among the newest events).
 
         Unless the window starts at the surface's beginning, its first event only gives
         context (a user message after a reference card shows the card's labels) and is
         read again with the page before it.
         """
         unread = list(window.unread)
-        items = classify_surface(window.events)
-        if unread and items:
-            unread.append(items[0].event.seq)
-            items = items[1:]
+        events = list(window.events)
+        context: Event | None = None
+        if unread and events:
+            context = events.pop(0)
+            unread.append(context.seq)
+        floor = window.unknown_floor
+        low = max(floor, events[0].seq) if unread and events else floor
+        unknown = [event for event in window.unknown if event.seq > low]
+        merged = with_unknown_events(events, unknown)
+        items = (
+            classify_surface([context, *merged])[1:]
+            if context is not None
+            else classify_surface(merged)
+        )
+        self._unknown_floor, self._unknown_low = floor, low
+        self._unknown_through = window.captured_through_seq
+        self._fetch_unknown = fetch_unknown
         return self._replace(items, set(window.seqs), unread, fetch)
 
     def _replace(
@@ -898,13 +935,29 @@ class Transcript(VerticalScroll):
         """Clear the transcript and show the newcomer's guide (no session, or an empty one)."""
         return self.load(())
 
-    def add_events(self, events: Sequence[Event]) -> AwaitComplete:
-        """Append newly stored surface events (already shown ones are skipped)."""
+    def add_events(
+        self,
+        events: Sequence[Event],
+        unknown: Sequence[Event] = (),
+        *,
+        through: int | None = None,
+    ) -> AwaitComplete:
+        """Append newly stored surface events (already shown ones are skipped) and the
+        unknown events stored with them (``unknown``, read through seq ``through``: those
+        already read are skipped)."""
         new = [event for event in events if event.seq not in self._known_seqs]
-        if not new:
+        fresh = [
+            event
+            for event in unknown
+            if event.seq > self._unknown_low
+            and (self._unknown_through is None or event.seq > self._unknown_through)
+        ]
+        if through is not None:
+            self._unknown_through = max(through, self._unknown_through or -1)
+        if not new and not fresh:
             return _done()
         self._known_seqs.update(event.seq for event in new)
-        items = self._classify_tail(new)
+        items = self._classify_tail(with_unknown_events(new, fresh))
         widgets: list[Widget] = []
         for item in items:
             if item.kind == "assistant" and self._adopt_reply(item):
@@ -972,7 +1025,9 @@ class Transcript(VerticalScroll):
         self._fetching = generation
         self._update_chrome()
         try:
-            events = await fetch(read.seqs)
+            events = list(await fetch(read.seqs))
+            page = events[1:] if read.context is not None else events
+            low, unknown = await self._read_unknown(page, len(self._unread) == len(read.page))
         except DshError as err:
             if generation == self._generation:
                 self.post_message(self.LoadFailed(self, err))
@@ -984,6 +1039,10 @@ class Transcript(VerticalScroll):
                 self._update_chrome()
         if generation != self._generation or self._first > 0:
             return  # another session was loaded meanwhile
+        self._unknown_low = min(low, self._unknown_low)
+        if unknown:
+            merged = with_unknown_events(page, unknown)
+            events = [events[0], *merged] if read.context is not None else merged
         items = classify_surface(events)
         if read.context is not None:
             items = items[1:]
@@ -991,6 +1050,22 @@ class Transcript(VerticalScroll):
         self._entries[:0] = items
         self._first = len(items)
         await self._mount_earlier()
+
+    async def _read_unknown(
+        self, page: Sequence[Event], first_page: bool
+    ) -> tuple[int, list[Event]]:
+        """The unknown events shown with an earlier ``page`` (the surface's first page
+        when ``first_page``): those between it and the items already read; with the new
+        lower bound of what was read."""
+        fetch = self._fetch_unknown
+        high = self._unknown_low
+        if fetch is None:
+            return high, []
+        floor = self._unknown_floor
+        low = floor if first_page or not page else max(floor, page[0].seq)
+        if high <= low:
+            return high, []
+        return low, [event for event in await fetch(low, high) if low < event.seq <= high]
 
     def _mount_earlier(self) -> AwaitComplete:
         start = earlier_mount_start(self._first, self.page_size)
@@ -1087,7 +1162,8 @@ class Transcript(VerticalScroll):
                 f"Context from {who}", _shown(message_text(data)), classes="context"
             )
         body = json.dumps(thaw_json(data), ensure_ascii=False, indent=2, default=str)
-        return CollapsedItem(f"{event.type} event", _shown(body), classes="unknown")
+        title = f"{single_line(event.type, 80)} event · {event_preview(event)}"
+        return CollapsedItem(title, _shown(body), classes="unknown")
 
     def _update_chrome(self) -> None:
         hidden = self.hidden_count
