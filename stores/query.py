@@ -113,6 +113,13 @@ class SessionQuery:
             header, last_seq, seqs, tuple(events), tuple(unknown), complete=complete
         )
 
+    async def read_surface_seqs(self, session_id: str) -> tuple[tuple[int, ...], int]:
+        """Every seq of the current surface (node order) and its ``unknown_floor``: what
+        a transcript opened by ``read_surface_page`` reads when earlier items are wanted
+        (seqs and surface ops only: SQLite reads the surface index alone)."""
+        _header, _last, rows = await self._store.read_surface_rows(session_id)
+        return tuple(row.seq for row in fold_surface(rows)), unknown_floor(rows)
+
     async def read_unknown_events(
         self, session_id: str, after: int, through: int | None
     ) -> list[Event]:

@@ -582,7 +582,7 @@ class DshApp(App[int]):
             # Up/Down walk this session's own sent messages: the newest page's at once;
             # going past the oldest reads those of the HISTORY_EVENTS events before it.
             self.composer.set_history(sent_messages(window.events))
-            self.composer.history_incomplete = bool(window.unread)
+            self.composer.history_incomplete = bool(window.unread) or not window.complete
             self._history_window = window
         self.sidebar.set_current(session_id)
         self._show_window(window)
@@ -631,9 +631,15 @@ class DshApp(App[int]):
     @work(exclusive=True, group="history", exit_on_error=False)
     async def _load_history(self, window: SurfaceWindow) -> None:
         session_id = window.session.id
-        older = window.unread[-HISTORY_EVENTS:]
+        query = self.runtime.query
         try:
-            events = await self.runtime.query.read_events_at(session_id, older)
+            unread = window.unread
+            if not window.complete and window.events:  # only the newest rows were read
+                seqs, _floor = await query.read_surface_seqs(session_id)
+                first = window.events[0].seq
+                unread = seqs[: seqs.index(first)] if first in seqs else ()
+            older = unread[-HISTORY_EVENTS:]
+            events = await query.read_events_at(session_id, older)
         except (StoreError, DshError, OSError) as err:
             self.log.warning(f"could not read the message history: {err!r}")
             return
@@ -643,10 +649,9 @@ class DshApp(App[int]):
 
     async def _read_window(self, session_id: str) -> SurfaceWindow:
         """The newest page of the session's surface (plus one event of context): opening a
-        long session reads one page of data, not the whole surface."""
-        return await self.runtime.query.read_surface_window(
-            session_id, self.transcript.page_size + 1
-        )
+        long session reads one page of rows and data, not the whole surface (the earlier
+        seqs are read when an earlier page or older sent messages are wanted)."""
+        return await self.runtime.query.read_surface_page(session_id, self.transcript.page_size + 1)
 
     def _show_window(self, window: SurfaceWindow) -> None:
         query, session_id = self.runtime.query, window.session.id
@@ -657,7 +662,10 @@ class DshApp(App[int]):
         async def fetch_unknown(after: int, through: int) -> list[Event]:
             return await query.read_unknown_events(session_id, after, through)
 
-        self.transcript.load_window(window, fetch, fetch_unknown)
+        async def fetch_seqs() -> tuple[tuple[int, ...], int]:
+            return await query.read_surface_seqs(session_id)
+
+        self.transcript.load_window(window, fetch, fetch_unknown, fetch_seqs)
 
     @on(Transcript.LoadFailed)
     def _load_failed(self, message: Transcript.LoadFailed) -> None:

@@ -62,6 +62,7 @@ __all__ = [
     "AssistantMessage",
     "EmptyState",
     "FetchEvents",
+    "FetchSeqs",
     "FetchUnknown",
     "ReplyRecord",
     "ReplyView",
@@ -98,6 +99,9 @@ format_time: TimeFormat = local_minute
 """Epoch milliseconds as local ``YYYY-MM-DD HH:MM`` (``tui.shared.times``, the one place)."""
 FetchEvents = Callable[[Sequence[int]], Awaitable[Sequence[Event]]]
 """Reads the events with the given seqs (``SessionQuery.read_events_at`` for one session)."""
+FetchSeqs = Callable[[], Awaitable[tuple[Sequence[int], int]]]
+"""Reads every surface seq (node order) and the unknown events' floor
+(``SessionQuery.read_surface_seqs`` for one session)."""
 FetchUnknown = Callable[[int, int], Awaitable[Sequence[Event]]]
 """Reads the unknown (log-only) events with ``after < seq <= through``
 (``SessionQuery.read_unknown_events`` for one session)."""
@@ -762,6 +766,10 @@ class Transcript(VerticalScroll):
         self._unknown_floor = -1
         self._unknown_low = -1
         self._unknown_through: int | None = None
+        # False while only the newest rows were read: ``_unread`` then holds just the
+        # context seq, and ``_fetch_seqs`` reads the rest when an earlier page is wanted.
+        self._counted = True
+        self._fetch_seqs: FetchSeqs | None = None
         self._generation = 0  # bumped by every load: late reads of an old load are dropped
         self._fetching: int | None = None  # the generation being read, if any
         self._known_seqs: set[int] = set()
@@ -866,6 +874,7 @@ class Transcript(VerticalScroll):
         """Replace everything with the replay of a whole current surface (newest page mounted)."""
         self._fetch_unknown, self._unknown_floor, self._unknown_low = None, -1, -1
         self._unknown_through = None
+        self._counted, self._fetch_seqs = True, None
         return self._replace(list(classify_surface(events)), {event.seq for event in events}, [])
 
     def load_window(
@@ -873,11 +882,14 @@ class Transcript(VerticalScroll):
         window: SurfaceWindow,
         fetch: FetchEvents,
         fetch_unknown: FetchUnknown | None = None,
+        fetch_seqs: FetchSeqs | None = None,
     ) -> AwaitComplete:
         """Replace everything with the replay of a surface of which only the newest events
         were read; ``fetch`` reads earlier pages when the user asks for them, and
         ``fetch_unknown`` the unknown events among them (``window.unknown`` holds those
-        among the newest events).
+        among the newest events). A window that is not ``complete`` (read from the
+        newest rows only) learns the earlier seqs from ``fetch_seqs`` when the first
+        earlier page is wanted; until then the button gives no count.
 
         Unless the window starts at the surface's beginning, its first event only gives
         context (a user message after a reference card shows the card's labels) and is
@@ -885,10 +897,14 @@ class Transcript(VerticalScroll):
         """
         unread = list(window.unread)
         events = list(window.events)
+        counted = window.complete or fetch_seqs is None
+        more = bool(unread) or not counted
         context: Event | None = None
-        if unread and events:
+        if more and len(events) > 1:
             context = events.pop(0)
             unread.append(context.seq)
+        elif not unread:
+            counted = True  # the window holds the whole surface
         floor = window.unknown_floor
         low = max(floor, events[0].seq) if unread and events else floor
         unknown = [event for event in window.unknown if event.seq > low]
@@ -901,6 +917,7 @@ class Transcript(VerticalScroll):
         self._unknown_floor, self._unknown_low = floor, low
         self._unknown_through = window.captured_through_seq
         self._fetch_unknown = fetch_unknown
+        self._counted, self._fetch_seqs = counted, fetch_seqs
         return self._replace(items, set(window.seqs), unread, fetch)
 
     def _replace(
@@ -1019,11 +1036,45 @@ class Transcript(VerticalScroll):
             return _done()
         return self._tracked(self._read_earlier(self._fetch))
 
+    def _counted_earlier(self, seqs: Sequence[int], floor: int) -> None:
+        """Every surface seq is known now (a transcript opened from the newest rows only):
+        those before the items read so far become ``_unread``."""
+        oldest = self._unread[0] if self._unread else None
+        if oldest is None:
+            oldest = next(
+                (e.event.seq for e in self._entries if isinstance(e, TranscriptItem)), None
+            )
+        self._counted = True
+        try:
+            index = list(seqs).index(oldest) if oldest is not None else -1
+        except ValueError:
+            return  # the surface changed meanwhile: the follower reloads the transcript
+        earlier = list(seqs[:index]) if index > 0 else []
+        self._unread[:0] = earlier
+        self._known_seqs.update(earlier)
+        self._unknown_floor = floor
+
     async def _read_earlier(self, fetch: FetchEvents) -> None:
         generation = self._generation
-        read = earlier_read(self._unread, self.page_size)
         self._fetching = generation
         self._update_chrome()
+        if not self._counted and self._fetch_seqs is not None:
+            try:
+                seqs, floor = await self._fetch_seqs()
+            except DshError as err:
+                if generation == self._generation:
+                    self._fetching = None
+                    self._update_chrome()
+                    self.post_message(self.LoadFailed(self, err))
+                return
+            if generation != self._generation:
+                return
+            self._counted_earlier(seqs, floor)
+            if not self._unread:
+                self._fetching = None
+                self._update_chrome()
+                return
+        read = earlier_read(self._unread, self.page_size)
         try:
             events = list(await fetch(read.seqs))
             page = events[1:] if read.context is not None else events
@@ -1171,7 +1222,7 @@ class Transcript(VerticalScroll):
         self._button.display = hidden > 0
         reading = self._fetching is not None and self._fetching == self._generation
         self._button.disabled = reading
-        label = load_earlier_label(hidden, reading)
+        label = load_earlier_label(hidden, reading, self._counted)
         if label is not None:
             self._button.label = label
 

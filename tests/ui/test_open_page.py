@@ -1,0 +1,127 @@
+"""Opening is bounded by the page (issue 15): the app opens a session from its newest
+surface rows alone (``read_surface_page``: one backwards range of the surface index),
+reads every earlier seq only when an earlier page is wanted, and shows exactly what a
+whole load shows; a live append still lands at the end without a reload."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from core.log import NewEvent, user_message
+from core.query import SurfaceWindow
+from stores import SessionQuery, SqliteSessionStore
+from tests.ui.conftest import FIXED_NOW, MINUTE, SIZE, exchange
+from tests.ui.test_app import settle, wait_for
+from tests.ui.test_follow import shown
+from tests.ui.test_transcript_window import signature
+from tests.ui.transcript_harness import TranscriptApp
+from tests.ui.transcript_harness import settle as settle_transcript
+from tui.app.transcript.transcript import PAGE_SIZE, Transcript, format_time
+from tui.shared.runtime import Runtime
+
+LONG = "long-history"
+TURNS = 40  # 80 items: three pages and more
+
+
+class CountingQuery(SessionQuery):
+    """The real query, counting the reads that fold every surface row."""
+
+    def __init__(self, store: Any) -> None:
+        super().__init__(store)
+        self.whole_reads: list[str] = []
+
+    async def read_surface_window(self, session_id: str, newest: int) -> SurfaceWindow:
+        self.whole_reads.append("window")
+        return await super().read_surface_window(session_id, newest)
+
+    async def read_surface_seqs(self, session_id: str) -> tuple[tuple[int, ...], int]:
+        self.whole_reads.append("seqs")
+        return await super().read_surface_seqs(session_id)
+
+
+async def long_runtime(runtime: Runtime) -> tuple[Runtime, CountingQuery]:
+    store = runtime.store
+    # Newer than every seeded session: the app opens it first.
+    await store.create_session(LONG, cwd="/w", created_at=FIXED_NOW - 1000)
+    events: list[NewEvent] = []
+    for turn in range(TURNS):
+        at = FIXED_NOW - 10**8 + turn * MINUTE
+        events += exchange(f"question {turn}", f"answer {turn}", turn, at)
+        events.append(NewEvent("step/start", {"turn": turn}, time=at + 1))
+    await store.append_batch(LONG, events)
+    query = CountingQuery(store)
+    return Runtime(runtime.config, store, query, runtime.service, runtime.provider), query
+
+
+async def page_to_start(transcript: Transcript) -> None:
+    for _ in range(100):
+        if not transcript.hidden_count:
+            return
+        await transcript.load_earlier()
+    raise AssertionError("never reached the start")
+
+
+async def test_open_reads_the_newest_rows_and_pages_like_a_whole_load(runtime: Runtime) -> None:
+    from tests.ui.conftest import make_app
+    from tui.shared.items import with_unknown_events
+
+    rt, query = await long_runtime(runtime)
+    snapshot, unknown = await query.read_surface_with_unknown(LONG)
+    query.whole_reads.clear()
+    expected_app = TranscriptApp(
+        with_unknown_events(snapshot.events, unknown), time_format=format_time
+    )
+    async with expected_app.run_test(size=SIZE) as pilot:
+        await settle_transcript(pilot)
+        await page_to_start(expected_app.transcript)
+        await settle_transcript(pilot)
+        expected = [signature(w) for w in expected_app.transcript.item_widgets]
+
+    app = make_app(rt)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        assert app.current_id == LONG
+        transcript = app.transcript
+        assert shown(app, "answer 39")
+        # No read of every surface row on open: the earlier items are not even counted.
+        assert query.whole_reads == []
+        assert transcript.mounted_count == PAGE_SIZE
+        assert str(transcript.load_earlier_button.label) == "Load earlier messages"
+        # The unknown events read with the page are mounted first; then the earlier
+        # seqs are read, once, when the page before is wanted.
+        for _ in range(3):
+            if query.whole_reads:
+                break
+            assert str(transcript.load_earlier_button.label) == "Load earlier messages"
+            await transcript.load_earlier()
+            await settle(app, pilot)
+        assert query.whole_reads == ["seqs"]
+        assert "more)" in str(transcript.load_earlier_button.label)
+        await page_to_start(transcript)
+        await settle(app, pilot)
+        got = [signature(w) for w in transcript.item_widgets]
+        assert query.whole_reads == ["seqs"]
+    assert got == expected
+
+
+async def test_a_live_append_lands_at_the_end_of_a_page_opened_from_the_newest_rows(
+    runtime: Runtime,
+) -> None:
+    from tests.ui.conftest import make_app
+
+    rt, query = await long_runtime(runtime)
+    app = make_app(rt)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        transcript = app.transcript
+        before = transcript.mounted_count
+        async with await SqliteSessionStore.open(rt.config.database) as elsewhere:
+            await elsewhere.append(
+                LONG, "user/message", user_message("from another window"), surface_op="append"
+            )
+        await wait_for(pilot, lambda: shown(app, "from another window"))
+        await settle(app, pilot)
+        # Added, not reloaded: nothing was folded, the button still gives no count.
+        assert transcript.mounted_count == before + 1
+        assert query.whole_reads == []
+        assert str(transcript.load_earlier_button.label) == "Load earlier messages"
