@@ -750,7 +750,10 @@ async def _run(config: DshConfig, args: argparse.Namespace) -> int:
 def _replay(config: DshConfig, args: argparse.Namespace) -> int:
     from tui.shared.replay import open_replay, replay_runtime
 
-    store = asyncio.run(open_replay(args.file, at=args.at))
+    # The app shows the newest page first and checks the rest in the background; --svg
+    # and --text check the whole file first (a bad one: exit 1 with its line).
+    lazy = not args.text and args.svg is None
+    store = asyncio.run(open_replay(args.file, at=args.at, lazy=lazy))
     runtime = replay_runtime(config, store)
     if args.text:
         return asyncio.run(_replay_text(runtime, args))
