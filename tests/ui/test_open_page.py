@@ -125,3 +125,40 @@ async def test_a_live_append_lands_at_the_end_of_a_page_opened_from_the_newest_r
         assert transcript.mounted_count == before + 1
         assert query.whole_reads == []
         assert str(transcript.load_earlier_button.label) == "Load earlier messages"
+
+
+async def test_counting_earlier_seqs_of_a_surface_changed_meanwhile_reads_nothing(
+    runtime: Runtime,
+) -> None:
+    """The earlier seqs are read when wanted; if the page's first item is no longer on the
+    surface by then (a compaction elsewhere), nothing earlier is read from this view (the
+    follower reloads it) and nothing fails."""
+    _rt, query = await long_runtime(runtime)
+    window = await query.read_surface_page(LONG, 5)
+    assert not window.complete
+    reads: list[object] = []
+
+    async def fetch(seqs: Any) -> Any:
+        reads.append(list(seqs))
+        return await query.read_events_at(LONG, seqs)
+
+    async def fetch_unknown(after: int, through: int) -> Any:
+        reads.append((after, through))
+        return await query.read_unknown_events(LONG, after, through)
+
+    async def changed_seqs() -> tuple[tuple[int, ...], int]:
+        return (10_000, 10_001), 10_000  # none of what the page holds
+
+    app = TranscriptApp(page_size=4)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle_transcript(pilot)
+        await app.transcript.load_window(window, fetch, fetch_unknown, changed_seqs)
+        await settle_transcript(pilot)
+        assert app.transcript.hidden_count >= 1
+        while app.transcript.hidden_count > app.transcript.unread_count:
+            await app.transcript.load_earlier()  # items read with the page, not mounted
+        await app.transcript.load_earlier()
+        await settle_transcript(pilot)
+        assert reads == []
+        assert app.transcript.unread_count == 0
+        assert app.transcript.load_earlier_button.display is (app.transcript.hidden_count > 0)

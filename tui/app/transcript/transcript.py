@@ -1048,7 +1048,10 @@ class Transcript(VerticalScroll):
         try:
             index = list(seqs).index(oldest) if oldest is not None else -1
         except ValueError:
-            return  # the surface changed meanwhile: the follower reloads the transcript
+            # The surface changed meanwhile (a compaction elsewhere): nothing earlier is
+            # read from this view; the follower reloads the transcript.
+            self._unread.clear()
+            return
         earlier = list(seqs[:index]) if index > 0 else []
         self._unread[:0] = earlier
         self._known_seqs.update(earlier)
