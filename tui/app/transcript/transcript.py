@@ -770,6 +770,7 @@ class Transcript(VerticalScroll):
         # context seq, and ``_fetch_seqs`` reads the rest when an earlier page is wanted.
         self._counted = True
         self._fetch_seqs: FetchSeqs | None = None
+        self._counting: AwaitComplete | None = None  # the count started by load_window
         self._generation = 0  # bumped by every load: late reads of an old load are dropped
         self._fetching: int | None = None  # the generation being read, if any
         self._known_seqs: set[int] = set()
@@ -874,7 +875,7 @@ class Transcript(VerticalScroll):
         """Replace everything with the replay of a whole current surface (newest page mounted)."""
         self._fetch_unknown, self._unknown_floor, self._unknown_low = None, -1, -1
         self._unknown_through = None
-        self._counted, self._fetch_seqs = True, None
+        self._counted, self._fetch_seqs, self._counting = True, None, None
         return self._replace(list(classify_surface(events)), {event.seq for event in events}, [])
 
     def load_window(
@@ -888,8 +889,9 @@ class Transcript(VerticalScroll):
         were read; ``fetch`` reads earlier pages when the user asks for them, and
         ``fetch_unknown`` the unknown events among them (``window.unknown`` holds those
         among the newest events). A window that is not ``complete`` (read from the
-        newest rows only) learns the earlier seqs from ``fetch_seqs`` when the first
-        earlier page is wanted; until then the button gives no count.
+        newest rows only) is shown at once and learns the earlier seqs from
+        ``fetch_seqs`` afterwards (in the background, or when an earlier page is wanted
+        first); until then the button gives no count.
 
         Unless the window starts at the surface's beginning, its first event only gives
         context (a user message after a reference card shows the card's labels) and is
@@ -918,7 +920,13 @@ class Transcript(VerticalScroll):
         self._unknown_through = window.captured_through_seq
         self._fetch_unknown = fetch_unknown
         self._counted, self._fetch_seqs = counted, fetch_seqs
-        return self._replace(items, set(window.seqs), unread, fetch)
+        replaced = self._replace(items, set(window.seqs), unread, fetch)
+        self._counting = None
+        if not counted and fetch_seqs is not None:
+            # After the page is drawn (it does not wait for this): the earlier seqs,
+            # so the button can say how many there are.
+            self._counting = self._tracked(self._count_later(self._generation, fetch_seqs))
+        return replaced
 
     def _replace(
         self,
@@ -1057,10 +1065,27 @@ class Transcript(VerticalScroll):
         self._known_seqs.update(earlier)
         self._unknown_floor = floor
 
+    async def _count_later(self, generation: int, fetch_seqs: FetchSeqs) -> None:
+        """Count the earlier items once the newest page is on screen (a failure is left
+        to paging, which reads them again and reports it)."""
+        await asyncio.sleep(0)  # let the page's mounting go first
+        try:
+            seqs, floor = await fetch_seqs()
+        except DshError:
+            return
+        if generation == self._generation and not self._counted:
+            self._counted_earlier(seqs, floor)
+            self._update_chrome()
+
     async def _read_earlier(self, fetch: FetchEvents) -> None:
         generation = self._generation
         self._fetching = generation
         self._update_chrome()
+        counting = self._counting
+        if not self._counted and counting is not None and not counting.is_done:
+            await counting  # the count load_window started
+            if generation != self._generation:
+                return
         if not self._counted and self._fetch_seqs is not None:
             try:
                 seqs, floor = await self._fetch_seqs()
