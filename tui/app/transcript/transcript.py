@@ -925,7 +925,9 @@ class Transcript(VerticalScroll):
         if not counted and fetch_seqs is not None:
             # After the page is drawn (it does not wait for this): the earlier seqs,
             # so the button can say how many there are.
-            self._counting = self._tracked(self._count_later(self._generation, fetch_seqs))
+            self._counting = self._tracked(
+                self._count_later(self._generation, fetch_seqs, replaced)
+            )
         return replaced
 
     def _replace(
@@ -1065,10 +1067,12 @@ class Transcript(VerticalScroll):
         self._known_seqs.update(earlier)
         self._unknown_floor = floor
 
-    async def _count_later(self, generation: int, fetch_seqs: FetchSeqs) -> None:
-        """Count the earlier items once the newest page is on screen (a failure is left
-        to paging, which reads them again and reports it)."""
-        await asyncio.sleep(0)  # let the page's mounting go first
+    async def _count_later(
+        self, generation: int, fetch_seqs: FetchSeqs, page: AwaitComplete
+    ) -> None:
+        """Count the earlier items once the newest ``page`` is mounted and drawn (a
+        failure is left to paging, which reads them again and reports it)."""
+        await page
         try:
             seqs, floor = await fetch_seqs()
         except DshError:
