@@ -18,6 +18,7 @@ __all__ = [
     "COMPACT_END",
     "COMPACT_START",
     "COMPACT_SUMMARY",
+    "KNOWN_EVENT_TYPES",
     "SESSION_TITLE",
     "STEERING_MESSAGE",
     "SURFACE_EVENT_TYPES",
@@ -36,6 +37,7 @@ __all__ = [
     "build_event",
     "check_new_event",
     "is_compact_checkpoint_source",
+    "is_known_event_type",
     "message_text",
     "new_message_id",
     "now_ms",
@@ -64,6 +66,27 @@ TURN_END = "turn/end"
 SURFACE_EVENT_TYPES: frozenset[str] = frozenset(
     {USER_MESSAGE, STEERING_MESSAGE, ASSISTANT_MESSAGE, TOOL_RESULT}
 )
+
+KNOWN_EVENT_TYPES: frozenset[str] = SURFACE_EVENT_TYPES | frozenset(
+    {
+        ASSISTANT_CHUNK,
+        SESSION_TITLE,
+        COMPACT_START,
+        COMPACT_SUMMARY,
+        COMPACT_END,
+        TURN_START,
+        TURN_END,
+    }
+)
+"""Every event type dsh produces or reads. Any other type (a reference implementation's
+``step/start``, ``agent/inbox/spliced``…) is kept verbatim as a log-only event and shown
+as a generic collapsed item (``SessionStore.read_unknown_events``)."""
+
+
+def is_known_event_type(type: str) -> bool:
+    """True for a type in ``KNOWN_EVENT_TYPES``."""
+    return type in KNOWN_EVENT_TYPES
+
 
 COMPACT_CHECKPOINT_SOURCE: Mapping[str, Any] = FrozenDict({"kind": "plugin", "plugin": "compact"})
 

@@ -97,6 +97,18 @@ class SurfaceWindow:
     captured_through_seq: int | None
     seqs: tuple[int, ...]
     events: tuple[Event, ...]
+    unknown: tuple[Event, ...] = ()
+    """Events of types dsh does not know (log-only) shown with ``events``: those after
+    ``unknown_floor`` and, when earlier surface events are unread, after the first of
+    ``events`` too (earlier ones are read with the earlier pages); seq order."""
+    unknown_floor: int = -1
+    """Unknown events at or before this seq are not part of the current surface: the seq
+    of the newest replace on it (the latest compaction's checkpoint), ``-1`` without one
+    (when ``complete`` is false it is only known to be below the first of ``seqs``)."""
+    complete: bool = True
+    """``seqs`` holds every surface seq; when false (a window read from the newest rows
+    only, ``SessionQuery.read_surface_page``) it holds only those of ``events``, and
+    earlier surface events may exist: ``SessionQuery.read_surface_window`` reads them."""
 
     @property
     def unread(self) -> tuple[int, ...]:

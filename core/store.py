@@ -112,6 +112,19 @@ class SessionStore(Protocol):
         ``InvalidEventError``; events never change, so any earlier read's seqs are valid)."""
         ...
 
+    async def read_unknown_events(
+        self, session_id: str, after: int = -1, through: int | None = None
+    ) -> list[Event]:
+        """The session's events of a type dsh does not know (not in
+        ``core.log.KNOWN_EVENT_TYPES``: always log-only, stored verbatim) whose seq is
+        greater than ``after`` and at most ``through`` (``None``: to the end), in seq
+        order. The transcript shows them as generic collapsed items among the surface
+        items; reading a seq range costs what the range holds, not the session (SQLite:
+        one range of the primary key; packed runs are opened only to look at their
+        types). ``after`` and ``through`` are ints ``>= -1`` (``through`` may be ``None``;
+        else ``ValueError``)."""
+        ...
+
     async def read_titles(
         self, session_ids: Sequence[str] | None = None
     ) -> dict[str, SessionTitle]:

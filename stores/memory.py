@@ -17,6 +17,7 @@ from core.log import (
     SurfaceOutline,
     SurfaceRow,
     ValidatedEvent,
+    is_known_event_type,
     now_ms,
 )
 from core.query import MessageTail, SessionTitle, message_tail
@@ -29,6 +30,7 @@ from stores.validation import (
     KIND_TITLE,
     check_batch,
     check_count,
+    check_seq_range,
     check_seqs,
     check_session_id,
     check_session_ids,
@@ -330,6 +332,15 @@ class MemorySessionStore:
             if seq >= len(events):
                 raise missing_seq_error(session.header.id, seq)
         return [events[seq] for seq in wanted]
+
+    async def read_unknown_events(
+        self, session_id: str, after: int = -1, through: int | None = None
+    ) -> list[Event]:
+        session = self._session(session_id)
+        low, high = check_seq_range(after, through)
+        events = session.events
+        stop = len(events) if high is None else min(len(events), high + 1)
+        return [e for e in events[low + 1 : stop] if not is_known_event_type(e.type)]
 
     async def read_titles(
         self, session_ids: Sequence[str] | None = None

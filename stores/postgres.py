@@ -38,6 +38,7 @@ from core.errors import (
 )
 from core.jsoncodec import loads_exact
 from core.log import (
+    KNOWN_EVENT_TYPES,
     Event,
     NewEvent,
     Replace,
@@ -76,11 +77,13 @@ from stores.pglocation import PgLocation, connect_error
 from stores.progress import indexing_words, terminal_progress
 from stores.sharing import check_grantee, check_user
 from stores.validation import (
+    KIND_LOG,
     KIND_SURFACE,
     KIND_TITLE,
     batch_has_replace,
     check_batch,
     check_count,
+    check_seq_range,
     check_seqs,
     check_session_id,
     check_session_ids,
@@ -1225,6 +1228,31 @@ class PostgresSessionStore:
             if seq not in by_seq:
                 raise missing_seq_error(sid, seq)
         return [by_seq[seq] for seq in wanted]
+
+    async def read_unknown_events(
+        self, session_id: str, after: int = -1, through: int | None = None
+    ) -> list[Event]:
+        sid = check_session_id(session_id)
+        low, high = check_seq_range(after, through)
+        known = sorted(encode_text(t) for t in KNOWN_EVENT_TYPES)
+
+        async def body(conn: asyncpg.Connection) -> list[Any]:
+            key, _ = await self._require_session(conn, sid)
+            # One range of the primary key; the type test is a filter on its rows.
+            return list(
+                await conn.fetch(
+                    f"SELECT {_EVENT_COLUMNS} FROM dsh_events WHERE session_key = $1 "
+                    f"AND seq > $2 AND ($3::bigint IS NULL OR seq <= $3) AND kind = {KIND_LOG} "
+                    "AND NOT (type = ANY($4::bytea[])) ORDER BY seq",
+                    key,
+                    low,
+                    high,
+                    known,
+                )
+            )
+
+        rows = await self._run(body, write=False)
+        return await asyncio.to_thread(self._decode_events, rows)
 
     async def read_titles(
         self, session_ids: Sequence[str] | None = None

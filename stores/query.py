@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
-from core.log import Event, SessionHeader
+from core.log import Event, SessionHeader, SurfaceRow
 from core.query import (
     MessageTailSnapshot,
     SessionTitle,
@@ -17,7 +17,21 @@ from core.surface import fold_surface
 from stores.base import SessionStore
 from stores.validation import check_session_id
 
-__all__ = ["SessionQuery"]
+__all__ = ["SessionQuery", "unknown_floor"]
+
+
+def unknown_floor(rows: Iterable[SurfaceRow | Event]) -> int:
+    """The seq of the newest replace among a session's surface rows (``-1``: none).
+
+    Unknown (log-only) events up to it are not shown: they were compacted away, or
+    happened while the compaction that wrote it ran. After it every surface event is an
+    append, so the unknown events later than it interleave with the surface by seq.
+    """
+    floor = -1
+    for row in rows:
+        if row.surface_op is not None and row.surface_op != "append" and row.seq > floor:
+            floor = row.seq
+    return floor
 
 
 class SessionQuery:
@@ -85,7 +99,60 @@ class SessionQuery:
         seqs = tuple(row.seq for row in fold_surface(rows))
         tail = seqs[len(seqs) - min(newest, len(seqs)) :]
         events = await self.read_events_at(session_id, tail) if tail else []
-        return SurfaceWindow(header, last_seq, seqs, tuple(events))
+        floor = unknown_floor(rows)
+        low = max(floor, tail[0]) if tail and len(tail) < len(seqs) else floor
+        unknown = await self.read_unknown_events(session_id, low, last_seq)
+        return SurfaceWindow(
+            header, last_seq, seqs, tuple(events), tuple(unknown), unknown_floor=floor
+        )
+
+    async def read_surface_page(self, session_id: str, newest: int) -> SurfaceWindow:
+        """The newest ``newest`` items of the surface (and the unknown events among them)
+        in time that does not grow with the session when none of the newest surface rows
+        is a replace (one backwards range of the surface index, as ``read_surface_tail``):
+        the window is then ``complete`` only when the surface has no more rows; earlier
+        seqs are read when wanted (``read_surface_window``). Otherwise it is
+        ``read_surface_window``, which is always right."""
+        if isinstance(newest, bool) or not isinstance(newest, int) or newest < 0:
+            raise ValueError(f"newest must be a non-negative int, not {newest!r}")
+        header, last_seq, rows = await self._store.read_surface_tail(session_id, newest)
+        if not newest or any(row.surface_op != "append" for row in rows):
+            return await self.read_surface_window(session_id, newest)
+        seqs = tuple(row.seq for row in rows)
+        events = await self.read_events_at(session_id, seqs) if seqs else []
+        complete = len(rows) < newest
+        # Every replace is older than these rows: the floor is below them.
+        low = -1 if complete else seqs[0]
+        unknown = await self.read_unknown_events(session_id, low, last_seq)
+        return SurfaceWindow(
+            header, last_seq, seqs, tuple(events), tuple(unknown), complete=complete
+        )
+
+    async def read_surface_seqs(self, session_id: str) -> tuple[tuple[int, ...], int]:
+        """Every seq of the current surface (node order) and its ``unknown_floor``: what
+        a transcript opened by ``read_surface_page`` reads when earlier items are wanted
+        (seqs and surface ops only: SQLite reads the surface index alone)."""
+        _header, _last, rows = await self._store.read_surface_rows(session_id)
+        return tuple(row.seq for row in fold_surface(rows)), unknown_floor(rows)
+
+    async def read_unknown_events(
+        self, session_id: str, after: int, through: int | None
+    ) -> list[Event]:
+        """The session's events of types dsh does not know with ``after < seq <= through``
+        (``SessionStore.read_unknown_events``); nothing for an empty range."""
+        if through is not None and through <= after:
+            return []
+        return await self._store.read_unknown_events(session_id, after, through)
+
+    async def read_surface_with_unknown(
+        self, session_id: str
+    ) -> tuple[SurfaceSnapshot, tuple[Event, ...]]:
+        """``read_surface`` and the unknown events that belong to that surface (after its
+        newest replace: see ``SurfaceWindow.unknown_floor``), for printing it whole."""
+        header, last_seq, surface_events = await self._store.read_surface_events(session_id)
+        snapshot = SurfaceSnapshot(header, last_seq, tuple(fold_surface(surface_events)))
+        floor = unknown_floor(surface_events)
+        return snapshot, tuple(await self.read_unknown_events(session_id, floor, last_seq))
 
     async def read_events_at(self, session_id: str, seqs: Sequence[int]) -> list[Event]:
         """The events with these seqs, in the order given (e.g. an earlier page of a window)."""

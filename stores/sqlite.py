@@ -50,6 +50,7 @@ from core.errors import (
 )
 from core.jsoncodec import loads_exact
 from core.log import (
+    KNOWN_EVENT_TYPES,
     Event,
     NewEvent,
     Replace,
@@ -59,6 +60,7 @@ from core.log import (
     SurfaceRow,
     ValidatedEvent,
     build_event,
+    is_known_event_type,
     now_ms,
 )
 from core.query import MessageTail, SessionTitle
@@ -94,6 +96,7 @@ from stores.validation import (
     batch_has_replace,
     check_batch,
     check_count,
+    check_seq_range,
     check_seqs,
     check_session_id,
     check_session_ids,
@@ -317,6 +320,8 @@ _IN_CHUNK = 500
 _EVENT_COLUMNS = "seq, n, type, time, kind, data, surface_op, source_event_seqs"
 _SEQS_PER_QUERY = 500
 """Seqs bound per ``IN (…)`` (well under SQLite's 32,766 host parameters)."""
+
+_INT64_MAX = 2**63 - 1
 
 KIND_PACK = 3
 """``kind`` of a row holding a packed run of ``n`` log events (see :func:`_pack`)."""
@@ -1332,6 +1337,61 @@ class SqliteSessionStore:
                 raise missing_seq_error(sid, seq)
         return [by_seq[seq] for seq in wanted]
 
+    async def read_unknown_events(
+        self, session_id: str, after: int = -1, through: int | None = None
+    ) -> list[Event]:
+        sid = check_session_id(session_id)
+        low, high = check_seq_range(after, through)
+        top = _INT64_MAX if high is None else high
+        known = sorted(encode_text(t) for t in KNOWN_EVENT_TYPES)
+
+        def body(raw: sqlite3.Connection) -> list[Event]:
+            key, _ = self._session(raw, sid)
+            if top <= low:
+                return []
+            # Single log rows of an unknown type, and every pack (a pack may hold any
+            # small log event): one range of the primary key, plus the pack that may
+            # start at or before ``after`` and reach into the range.
+            rows = raw.execute(
+                f"SELECT {_EVENT_COLUMNS} FROM events WHERE session = ? AND seq > ? "
+                f"AND seq <= ? AND (kind = {KIND_PACK} OR (kind = {KIND_LOG} "
+                f"AND type NOT IN ({', '.join('?' * len(known))}))) ORDER BY seq",
+                (key, low, top, *known),
+            ).fetchall()
+            if low >= 0:
+                before = raw.execute(
+                    f"SELECT {_EVENT_COLUMNS} FROM events WHERE session = ? AND seq <= ? "
+                    "ORDER BY seq DESC LIMIT 1",
+                    (key, low),
+                ).fetchone()
+                if before is not None and before[4] == KIND_PACK and before[0] + before[1] > low:
+                    rows.insert(0, before)
+            out: list[Event] = []
+            singles: list[Any] = []
+            try:
+                for row in rows:
+                    if row[4] != KIND_PACK:
+                        singles.append(row)
+                        continue
+                    first, n, blob = row[0], row[1], row[5]
+                    if all(is_known_event_type(t) for t in _pack_types(blob)):
+                        continue  # the usual pack: streamed chunks, turn ends
+                    types = _unpack(blob)[0]
+                    wanted = {
+                        first + i
+                        for i, type_ in enumerate(types)
+                        if low < first + i <= top and not is_known_event_type(type_)
+                    }
+                    if wanted:
+                        out += _unpack_events(first, n, blob, wanted)
+            except (ValueError, TypeError, zlib.error) as err:
+                raise StoreError(f"{self._path}: a stored event is corrupt ({err})") from err
+            out += self._decode_events(singles)
+            out.sort(key=lambda event: event.seq)
+            return out
+
+        return await self._run_sync(body, write=False)
+
     async def read_titles(
         self, session_ids: Sequence[str] | None = None
     ) -> dict[str, SessionTitle]:
@@ -1603,6 +1663,21 @@ def _unpack(blob: bytes) -> tuple[list[str], list[int], str]:
     times = list(accumulate(deltas))
     types = [table[0]] * len(times) if index == 0 else [table[i] for i in index]
     return types, times, lines
+
+
+def _pack_types(blob: bytes) -> list[str]:
+    """The distinct types of a pack, decompressing only as far as its header line (a
+    pack of streamed chunks is not inflated whole just to learn it holds chunks)."""
+    inflater = zlib.decompressobj()
+    head = b""
+    data = blob
+    while b"\n" not in head:
+        if not data and not inflater.unconsumed_tail:
+            break
+        head += inflater.decompress(inflater.unconsumed_tail or data, 4096)
+        data = b""
+    table = json.loads(head.split(b"\n", 1)[0].decode("utf-8"))[0]
+    return [str(t) for t in table]
 
 
 def _unpack_events(

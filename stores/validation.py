@@ -34,6 +34,7 @@ __all__ = [
     "batch_has_replace",
     "check_batch",
     "check_count",
+    "check_seq_range",
     "check_seqs",
     "check_session_id",
     "check_session_ids",
@@ -92,6 +93,17 @@ def check_count(count: object) -> int:
         raise ValueError(f"count must be a non-negative int, not {count!r}")
     assert isinstance(count, int)
     return count
+
+
+def check_seq_range(after: object, through: object) -> tuple[int, int | None]:
+    """The bounds of a seq range read (``after < seq <= through``): each an int ``>= -1``,
+    ``through`` may be ``None`` (no end); ``ValueError`` otherwise."""
+    if not _is_int64(after) or after < -1:  # type: ignore[operator]
+        raise ValueError(f"after must be an int >= -1, not {after!r}")
+    if through is not None and (not _is_int64(through) or through < -1):  # type: ignore[operator]
+        raise ValueError(f"through must be an int >= -1 or None, not {through!r}")
+    assert isinstance(after, int) and (through is None or isinstance(through, int))
+    return after, through
 
 
 def missing_seq_error(session_id: str, seq: int) -> InvalidEventError:

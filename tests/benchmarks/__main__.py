@@ -17,6 +17,7 @@ from typing import Any
 from tests.benchmarks import (
     bench_append,
     bench_candidates,
+    bench_open,
     bench_prepare,
     bench_prepare_scale,
     bench_replay,
@@ -39,6 +40,7 @@ WORKLOADS: dict[str, Callable[[Settings], Any]] = {
     "prepare_scale": bench_prepare_scale.run_workload,
     "replay": bench_replay.run_workload,
     "search": bench_search.run_workload,
+    "open": bench_open.run_workload,
 }
 
 

@@ -72,6 +72,7 @@ async def reads(store: SessionStore, sid: str) -> list[Any]:
         await store.read_surface_outline(sid),
         await store.read_events_at(sid, [0]),
         await store.read_message_tail(sid, 1_000),
+        await store.read_unknown_events(sid),
         await store.last_surface_seq(sid),
         await store.list_shares(sid),
     ]
@@ -86,6 +87,7 @@ READS = [
     "read_surface_outline",
     "read_events_at",
     "read_message_tail",  # issue 15's
+    "read_unknown_events",  # issue 19's
     "last_surface_seq",
     "list_shares",
 ]

@@ -288,3 +288,23 @@ async def test_a_dropped_server_connection_reconnects_and_says_so(
             "checkout", USER_MESSAGE, user_message("after the reconnect"), surface_op="append"
         )
         await wait_for(pilot, lambda: shown(app, "after the reconnect"))
+
+
+def test_appended_tail_of_a_window_of_the_newest_rows_only() -> None:
+    """A window read from the newest rows (``complete`` false: no replace among them)."""
+    from core.log import Event, SessionHeader
+    from core.query import SurfaceWindow
+
+    def window(seqs: tuple[int, ...], read: int) -> SurfaceWindow:
+        events = tuple(
+            Event(seq=s, type=USER_MESSAGE, time=0, data=user_message("x"), surface_op="append")
+            for s in seqs[len(seqs) - read :]
+        )
+        return SurfaceWindow(SessionHeader("s", 0), seqs[-1], seqs, events, complete=False)
+
+    known = frozenset(range(10))  # every seq of the surface, earlier pages read
+    assert appended_tail(window((7, 8, 9), 3), known) == ()
+    assert [e.seq for e in appended_tail(window((8, 9, 11), 3), known) or ()] == [11]
+    assert appended_tail(window((11, 12, 13), 3), known) is None  # no overlap: reload
+    assert appended_tail(window((7, 9, 11), 3), known) is None  # 8 is gone: reload
+    assert appended_tail(window((8, 9, 11, 12), 1), known) is None  # more than was read

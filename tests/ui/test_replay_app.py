@@ -46,3 +46,88 @@ async def test_replay_is_read_only_and_writes_nothing(tmp_path: Path) -> None:
         assert len(await runtime.store.read_events("k8s-upgrade")) == len(lines) - 1
     assert await asyncio.to_thread(lambda: sorted(tmp_path.rglob("*"))) == before
     assert not await asyncio.to_thread(database.exists)
+
+
+async def test_replay_shows_unknown_events_and_says_the_composer_is_read_only(
+    tmp_path: Path,
+) -> None:
+    from tests.cli.test_show_unknown import write_log
+    from tui.app.transcript.cards import CollapsedItem
+
+    log = await asyncio.to_thread(write_log, tmp_path / "odd.jsonl")
+    runtime = replay_runtime(
+        DshConfig(database=tmp_path / "never.sqlite3"), await open_replay(str(log))
+    )
+    app = DshApp(runtime, now=lambda: FIXED_NOW, cursor_blink=False, keep_drafts=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        placeholder = str(app.composer.placeholder)
+        assert "read-only" in placeholder and "Message" not in placeholder
+        # The newest page: the last turns with their unknown events, collapsed.
+        odd = [w for w in app.transcript.item_widgets if w.has_class("unknown")]
+        assert odd and all(isinstance(w, CollapsedItem) and not w.expanded for w in odd)
+        assert "step/end event" in screen_text(app)
+        # Paging to the start brings the earlier ones, never those before the compaction.
+        while app.transcript.hidden_count:
+            await app.transcript.load_earlier()
+            await settle(app, pilot)
+        shown = [w for w in app.transcript.item_widgets if w.has_class("unknown")]
+        titles = [w.title_text().plain for w in shown if isinstance(w, CollapsedItem)]
+        assert sum(t.startswith("step/start event") for t in titles) == 7
+        assert not any("while compacting" in t or "session/opened" in t for t in titles)
+
+
+async def test_replay_shows_the_newest_page_first_and_tells_a_bad_later_line(
+    tmp_path: Path,
+) -> None:
+    """``dsh replay FILE`` (the app): a dsh log is shown from its newest page while the
+    rest is checked in the background; a bad line found then is told in the notice line
+    (file and line), and the page stays."""
+    from tests.replays.corpus import large_log_lines
+    from tests.ui.test_follow import wait_for
+
+    lines = list(large_log_lines(3_000))
+    lines[41] = lines[41].replace('"seq":40,', '"seq":41,')  # line 42: a seq out of place
+    log = tmp_path / "bad-later.jsonl"
+    log.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    store = await open_replay(str(log), lazy=True)
+    runtime = replay_runtime(DshConfig(database=tmp_path / "never.sqlite3"), store)
+    app = DshApp(runtime, now=lambda: FIXED_NOW, cursor_blink=False, keep_drafts=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        assert app.current_id == "large"
+        assert "question" in screen_text(app)
+        await wait_for(pilot, lambda: "line 42" in app.notice.visible_text, 30)
+        notice = app.notice.visible_text
+        assert "bad-later.jsonl: line 42: expected seq 40" in notice
+        assert "question" in screen_text(app)  # the page stays
+        # An earlier page needs the whole log: reading it fails with the same words.
+        while app.transcript.hidden_count > app.transcript.unread_count:
+            await app.transcript.load_earlier()  # items read with the page, not mounted
+        await app.transcript.load_earlier()
+        await wait_for(pilot, lambda: "Could not read earlier messages" in app.notice.visible_text)
+    assert not (tmp_path / "never.sqlite3").exists()
+
+
+async def test_a_lazy_replay_pages_back_to_its_start(tmp_path: Path) -> None:
+    from tests.replays.corpus import large_log_lines
+
+    log = tmp_path / "large.jsonl"
+    log.write_text("".join(line + "\n" for line in large_log_lines(600)), encoding="utf-8")
+    eager = await open_replay(str(log))
+    whole = (await eager.read_surface_events("large"))[2]
+    runtime = replay_runtime(
+        DshConfig(database=tmp_path / "never.sqlite3"), await open_replay(str(log), lazy=True)
+    )
+    app = DshApp(runtime, now=lambda: FIXED_NOW, cursor_blink=False, keep_drafts=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        transcript = app.transcript
+        for _ in range(100):
+            if not transcript.hidden_count:
+                break
+            await transcript.load_earlier()
+            await settle(app, pilot)
+        assert transcript.hidden_count == 0
+        assert transcript.known_seqs == {e.seq for e in whole}
+        assert len(transcript.item_widgets) == len(whole)

@@ -286,6 +286,8 @@ class DshApp(App[int]):
         await self._drafts.load()
         if getattr(self.runtime.store, "read_only", False):
             composer.send_enabled = False
+            # Not "Message…": a replay (or a read-only database) takes no message.
+            composer.placeholder = f"{self._read_only_why()}: nothing can be sent"
             self._show_read_only_notice()
         self._fit_sidebar(self.size.width)
         await self.follower.prime()
@@ -644,7 +646,7 @@ class DshApp(App[int]):
             # Up/Down walk this session's own sent messages: the newest page's at once;
             # going past the oldest reads those of the HISTORY_EVENTS events before it.
             self.composer.set_history(sent_messages(window.events))
-            self.composer.history_incomplete = bool(window.unread)
+            self.composer.history_incomplete = bool(window.unread) or not window.complete
             self._history_window = window
         self.sidebar.set_current(session_id)
         self._show_window(window)
@@ -698,9 +700,15 @@ class DshApp(App[int]):
     @work(exclusive=True, group="history", exit_on_error=False)
     async def _load_history(self, window: SurfaceWindow) -> None:
         session_id = window.session.id
-        older = window.unread[-HISTORY_EVENTS:]
+        query = self.runtime.query
         try:
-            events = await self.runtime.query.read_events_at(session_id, older)
+            unread = window.unread
+            if not window.complete and window.events:  # only the newest rows were read
+                seqs, _floor = await query.read_surface_seqs(session_id)
+                first = window.events[0].seq
+                unread = seqs[: seqs.index(first)] if first in seqs else ()
+            older = unread[-HISTORY_EVENTS:]
+            events = await query.read_events_at(session_id, older)
         except (StoreError, DshError, OSError) as err:
             self.log.warning(f"could not read the message history: {err!r}")
             return
@@ -710,10 +718,9 @@ class DshApp(App[int]):
 
     async def _read_window(self, session_id: str) -> SurfaceWindow:
         """The newest page of the session's surface (plus one event of context): opening a
-        long session reads one page of data, not the whole surface."""
-        return await self.runtime.query.read_surface_window(
-            session_id, self.transcript.page_size + 1
-        )
+        long session reads one page of rows and data, not the whole surface (the earlier
+        seqs are read when an earlier page or older sent messages are wanted)."""
+        return await self.runtime.query.read_surface_page(session_id, self.transcript.page_size + 1)
 
     def _show_window(self, window: SurfaceWindow) -> None:
         query, session_id = self.runtime.query, window.session.id
@@ -721,7 +728,13 @@ class DshApp(App[int]):
         async def fetch(seqs: Sequence[int]) -> list[Event]:
             return await query.read_events_at(session_id, seqs)
 
-        self.transcript.load_window(window, fetch)
+        async def fetch_unknown(after: int, through: int) -> list[Event]:
+            return await query.read_unknown_events(session_id, after, through)
+
+        async def fetch_seqs() -> tuple[tuple[int, ...], int]:
+            return await query.read_surface_seqs(session_id)
+
+        self.transcript.load_window(window, fetch, fetch_unknown, fetch_seqs)
 
     @on(Transcript.LoadFailed)
     def _load_failed(self, message: Transcript.LoadFailed) -> None:

@@ -29,14 +29,27 @@ FOLLOW_INTERVAL_SECONDS = 0.5
 def appended_tail(window: SurfaceWindow, known: frozenset[int]) -> Sequence[Event] | None:
     """The events ``window`` holds beyond ``known`` when they were only appended after it
     (``()`` when nothing is new); ``None`` when the surface changed otherwise (a replace
-    shadowed known events, or more arrived than the window read) and must be reloaded."""
+    shadowed known events, or more arrived than the window read) and must be reloaded.
+
+    A window that is not ``complete`` holds only the newest rows, none of them a replace:
+    then nothing known was shadowed when those rows reach back into ``known`` and every
+    known seq from its first row on is among them."""
     seqs = window.seqs
     cut = len(seqs)
     while cut and seqs[cut - 1] not in known:
         cut -= 1
     fresh = len(seqs) - cut
-    if cut != len(known) or set(seqs[:cut]) != known or fresh > len(window.events):
+    if fresh > len(window.events):
         return None
+    if window.complete:
+        if cut != len(known) or set(seqs[:cut]) != known:
+            return None
+    else:
+        inside = set(seqs[:cut])
+        if not cut or not inside <= known:
+            return None
+        if any(seq >= seqs[0] and seq not in inside for seq in known):
+            return None
     return window.events[len(window.events) - fresh :] if fresh else ()
 
 
@@ -140,6 +153,6 @@ class StoreFollower:
         tail = appended_tail(window, app.transcript.known_seqs)
         if tail is None:
             app._show_window(window)
-        elif tail:
-            app.transcript.add_events(tail)
+        elif tail or window.unknown:
+            app.transcript.add_events(tail, window.unknown, through=window.captured_through_seq)
         return True

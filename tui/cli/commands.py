@@ -53,7 +53,7 @@ from core.errors import (
     SessionNotFoundError,
     StoreError,
 )
-from core.log import Event, SessionHeader
+from core.log import SessionHeader
 from core.logfile import event_to_json, export_jsonl
 from core.references import SessionReferenceError
 from core.references.labels import safe_mention
@@ -510,11 +510,14 @@ async def cmd_show(rt: Runtime, args: argparse.Namespace) -> int:
         print(terminal_json([event_to_json(e) for e in events]))
         return 0
     from tui.cli.output import print_transcript  # Rich loads only to draw
+    from tui.shared.items import with_unknown_events
 
     if args.tail is not None:  # the newest N surface items: only their events are read
-        shown: Sequence[Event] = (await rt.query.read_surface_tail(header.id, args.tail)).events
+        window = await rt.query.read_surface_page(header.id, args.tail)
+        shown = with_unknown_events(window.events, window.unknown)
     else:
-        shown = (await rt.query.read_surface(header.id)).events
+        snapshot, unknown = await rt.query.read_surface_with_unknown(header.id)
+        shown = with_unknown_events(snapshot.events, unknown)
     title = await rt.query.read_title(header.id)
     print_transcript(header, title.title if title else None, shown, expand=args.expand)
     return 0
@@ -896,7 +899,10 @@ async def _run(config: DshConfig, args: argparse.Namespace) -> int:
 def _replay(config: DshConfig, args: argparse.Namespace) -> int:
     from tui.shared.replay import open_replay, replay_runtime
 
-    store = asyncio.run(open_replay(args.file, at=args.at))
+    # The app shows the newest page first and checks the rest in the background; --svg
+    # and --text check the whole file first (a bad one: exit 1 with its line).
+    lazy = not args.text and args.svg is None
+    store = asyncio.run(open_replay(args.file, at=args.at, lazy=lazy))
     runtime = replay_runtime(config, store)
     if args.text:
         return asyncio.run(_replay_text(runtime, args))
@@ -928,12 +934,14 @@ async def _replay_svg(runtime: Runtime, store: ReplayStore, args: argparse.Names
 
 async def _replay_text(runtime: Runtime, args: argparse.Namespace) -> int:
     from tui.cli.output import print_transcript
+    from tui.shared.items import with_unknown_events
 
     (header,) = await runtime.store.list_headers()
-    snapshot = await runtime.query.read_surface(header.id)
+    snapshot, unknown = await runtime.query.read_surface_with_unknown(header.id)
     title = await runtime.query.read_title(header.id)
     text = title.title if title else None
-    print_transcript(header, text, snapshot.events, expand=args.expand_cards)
+    shown = with_unknown_events(snapshot.events, unknown)
+    print_transcript(header, text, shown, expand=args.expand_cards)
     return 0
 
 

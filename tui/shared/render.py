@@ -32,7 +32,7 @@ from core.log import (
     Event,
     message_text,
 )
-from tui.shared.items import TranscriptItem, classify_surface
+from tui.shared.items import TranscriptItem, classify_surface, event_preview
 from tui.shared.times import local_minute
 
 __all__ = [
@@ -495,7 +495,11 @@ def render_item(
         if isinstance(source, Mapping):
             who = str(source.get("plugin") or source.get("kind") or "?")
         return _header(f"▸ Context from {single_line(who)}", event, "bold")
-    return _header(f"▸ {single_line(event.type)} event", event, "bold")
+    # An event of a type dsh does not know: its type and a one-line JSON preview.
+    return Group(
+        _header(f"▸ {single_line(event.type, 80)} event", event, "bold"),
+        WrappedText(Text(event_preview(event), style="dim"), 2),
+    )
 
 
 def render_transcript(

@@ -13,9 +13,11 @@ from core.config import DshConfig
 from core.display import single_line
 from core.errors import DshError
 from core.importers.detect import load_session_log
-from core.logfile import LogImportError
+from core.importers.reference import ZSTD_MAGIC, looks_like_reference
+from core.jsoncodec import loads_exact
+from core.logfile import LogImportError, parse_jsonl
 from core.providers.offline import OfflineProvider
-from stores.replay import ReplayStore
+from stores.replay import LazyReplayStore, ReplayStore
 from tui.shared.runtime import Runtime, build_runtime
 
 __all__ = ["ReplayError", "open_replay", "replay_now", "replay_reason", "replay_runtime"]
@@ -31,15 +33,24 @@ def replay_reason(path: str) -> str:
     return f"Replay of {single_line(path, 120)} (read-only)"
 
 
-async def open_replay(path: str, *, at: int | None = None) -> ReplayStore:
+async def open_replay(path: str, *, at: int | None = None, lazy: bool = False) -> ReplayStore:
     """The log at ``path`` in a read-only store; with ``at``, only its events up to seq
-    ``at`` (the session as it was then). Reading happens off the event loop."""
+    ``at`` (the session as it was then). Reading happens off the event loop.
+
+    ``lazy`` (the app): a dsh JSONL log is opened from its lines, its newest page first,
+    and checked whole in the background (``LazyReplayStore``; a bad line is reported when
+    found). Otherwise, and for other formats, the whole file is checked first and a bad
+    one is a ``ReplayError`` naming the line."""
     shown = single_line(path, 120)
     try:
         raw = await asyncio.to_thread(Path(path).read_bytes)
     except (OSError, ValueError) as err:  # ValueError: a NUL in the name
         reason = getattr(err, "strerror", None) or str(err)
         raise ReplayError(f"cannot read {shown}: {single_line(reason)}") from err
+    if lazy and at is None:
+        store = await asyncio.to_thread(_lazy_store, raw, path)
+        if store is not None:
+            return store
     try:
         log = await asyncio.to_thread(load_session_log, raw)
     except LogImportError as err:  # its words start with the line at fault
@@ -53,6 +64,31 @@ async def open_replay(path: str, *, at: int | None = None) -> ReplayStore:
         return await ReplayStore.holding(log.header, events, replay_reason(path))
     except DshError as err:
         raise ReplayError(f"{shown}: {single_line(str(err))}") from err
+
+
+def _lazy_store(raw: bytes, path: str) -> LazyReplayStore | None:
+    """A ``LazyReplayStore`` over a dsh JSONL log, or ``None`` for anything else (read
+    whole instead: another format, or a header that is not right)."""
+    if raw.startswith(ZSTD_MAGIC):
+        return None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    lines = text.split("\n")
+    while lines and not lines[-1].strip():
+        lines.pop()
+    if not lines:
+        return None
+    try:
+        head = loads_exact(lines[0].rstrip("\r"), frozen=False)
+        if not isinstance(head, dict) or looks_like_reference(head):
+            return None
+        header = parse_jsonl(lines[:1]).header
+    except (ValueError, LogImportError):
+        return None
+    events = [line.rstrip("\r") for line in lines[1:]]
+    return LazyReplayStore(replay_reason(path), single_line(path, 120), header, events)
 
 
 def replay_runtime(config: DshConfig, store: ReplayStore) -> Runtime:

@@ -44,7 +44,12 @@ from tui.app.transcript.window import (
     place_to_keep,
     prune_count,
 )
-from tui.shared.items import TranscriptItem, classify_surface
+from tui.shared.items import (
+    TranscriptItem,
+    classify_surface,
+    event_preview,
+    with_unknown_events,
+)
 from tui.shared.render import GrowingMarkdown, LiteralMarkdown, highlight_mentions
 from tui.shared.times import local_minute
 
@@ -57,6 +62,8 @@ __all__ = [
     "AssistantMessage",
     "EmptyState",
     "FetchEvents",
+    "FetchSeqs",
+    "FetchUnknown",
     "ReplyRecord",
     "ReplyView",
     "TimeFormat",
@@ -92,6 +99,12 @@ format_time: TimeFormat = local_minute
 """Epoch milliseconds as local ``YYYY-MM-DD HH:MM`` (``tui.shared.times``, the one place)."""
 FetchEvents = Callable[[Sequence[int]], Awaitable[Sequence[Event]]]
 """Reads the events with the given seqs (``SessionQuery.read_events_at`` for one session)."""
+FetchSeqs = Callable[[], Awaitable[tuple[Sequence[int], int]]]
+"""Reads every surface seq (node order) and the unknown events' floor
+(``SessionQuery.read_surface_seqs`` for one session)."""
+FetchUnknown = Callable[[int, int], Awaitable[Sequence[Event]]]
+"""Reads the unknown (log-only) events with ``after < seq <= through``
+(``SessionQuery.read_unknown_events`` for one session)."""
 Status = Literal["completed", "interrupted", "error"]
 
 
@@ -747,6 +760,17 @@ class Transcript(VerticalScroll):
         # before self._entries and are read a page at a time by "Load earlier messages".
         self._unread: list[int] = []
         self._fetch: FetchEvents | None = None
+        # Unknown (log-only) events: those after ``_unknown_low`` up to ``_unknown_through``
+        # were read; none at or before ``_unknown_floor`` belongs to the surface.
+        self._fetch_unknown: FetchUnknown | None = None
+        self._unknown_floor = -1
+        self._unknown_low = -1
+        self._unknown_through: int | None = None
+        # False while only the newest rows were read: ``_unread`` then holds just the
+        # context seq, and ``_fetch_seqs`` reads the rest when an earlier page is wanted.
+        self._counted = True
+        self._fetch_seqs: FetchSeqs | None = None
+        self._counting: AwaitComplete | None = None  # the count started by load_window
         self._generation = 0  # bumped by every load: late reads of an old load are dropped
         self._fetching: int | None = None  # the generation being read, if any
         self._known_seqs: set[int] = set()
@@ -849,22 +873,62 @@ class Transcript(VerticalScroll):
 
     def load(self, events: Sequence[Event]) -> AwaitComplete:
         """Replace everything with the replay of a whole current surface (newest page mounted)."""
+        self._fetch_unknown, self._unknown_floor, self._unknown_low = None, -1, -1
+        self._unknown_through = None
+        self._counted, self._fetch_seqs, self._counting = True, None, None
         return self._replace(list(classify_surface(events)), {event.seq for event in events}, [])
 
-    def load_window(self, window: SurfaceWindow, fetch: FetchEvents) -> AwaitComplete:
+    def load_window(
+        self,
+        window: SurfaceWindow,
+        fetch: FetchEvents,
+        fetch_unknown: FetchUnknown | None = None,
+        fetch_seqs: FetchSeqs | None = None,
+    ) -> AwaitComplete:
         """Replace everything with the replay of a surface of which only the newest events
-        were read; ``fetch`` reads earlier pages when the user asks for them.
+        were read; ``fetch`` reads earlier pages when the user asks for them, and
+        ``fetch_unknown`` the unknown events among them (``window.unknown`` holds those
+        among the newest events). A window that is not ``complete`` (read from the
+        newest rows only) is shown at once and learns the earlier seqs from
+        ``fetch_seqs`` afterwards (in the background, or when an earlier page is wanted
+        first); until then the button gives no count.
 
         Unless the window starts at the surface's beginning, its first event only gives
         context (a user message after a reference card shows the card's labels) and is
         read again with the page before it.
         """
         unread = list(window.unread)
-        items = classify_surface(window.events)
-        if unread and items:
-            unread.append(items[0].event.seq)
-            items = items[1:]
-        return self._replace(items, set(window.seqs), unread, fetch)
+        events = list(window.events)
+        counted = window.complete or fetch_seqs is None
+        more = bool(unread) or not counted
+        context: Event | None = None
+        if more and len(events) > 1:
+            context = events.pop(0)
+            unread.append(context.seq)
+        elif not unread:
+            counted = True  # the window holds the whole surface
+        floor = window.unknown_floor
+        low = max(floor, events[0].seq) if unread and events else floor
+        unknown = [event for event in window.unknown if event.seq > low]
+        merged = with_unknown_events(events, unknown)
+        items = (
+            classify_surface([context, *merged])[1:]
+            if context is not None
+            else classify_surface(merged)
+        )
+        self._unknown_floor, self._unknown_low = floor, low
+        self._unknown_through = window.captured_through_seq
+        self._fetch_unknown = fetch_unknown
+        self._counted, self._fetch_seqs = counted, fetch_seqs
+        replaced = self._replace(items, set(window.seqs), unread, fetch)
+        self._counting = None
+        if not counted and fetch_seqs is not None:
+            # After the page is drawn (it does not wait for this): the earlier seqs,
+            # so the button can say how many there are.
+            self._counting = self._tracked(
+                self._count_later(self._generation, fetch_seqs, replaced)
+            )
+        return replaced
 
     def _replace(
         self,
@@ -898,13 +962,29 @@ class Transcript(VerticalScroll):
         """Clear the transcript and show the newcomer's guide (no session, or an empty one)."""
         return self.load(())
 
-    def add_events(self, events: Sequence[Event]) -> AwaitComplete:
-        """Append newly stored surface events (already shown ones are skipped)."""
+    def add_events(
+        self,
+        events: Sequence[Event],
+        unknown: Sequence[Event] = (),
+        *,
+        through: int | None = None,
+    ) -> AwaitComplete:
+        """Append newly stored surface events (already shown ones are skipped) and the
+        unknown events stored with them (``unknown``, read through seq ``through``: those
+        already read are skipped)."""
         new = [event for event in events if event.seq not in self._known_seqs]
-        if not new:
+        fresh = [
+            event
+            for event in unknown
+            if event.seq > self._unknown_low
+            and (self._unknown_through is None or event.seq > self._unknown_through)
+        ]
+        if through is not None:
+            self._unknown_through = max(through, self._unknown_through or -1)
+        if not new and not fresh:
             return _done()
         self._known_seqs.update(event.seq for event in new)
-        items = self._classify_tail(new)
+        items = self._classify_tail(with_unknown_events(new, fresh))
         widgets: list[Widget] = []
         for item in items:
             if item.kind == "assistant" and self._adopt_reply(item):
@@ -966,13 +1046,71 @@ class Transcript(VerticalScroll):
             return _done()
         return self._tracked(self._read_earlier(self._fetch))
 
+    def _counted_earlier(self, seqs: Sequence[int], floor: int) -> None:
+        """Every surface seq is known now (a transcript opened from the newest rows only):
+        those before the items read so far become ``_unread``."""
+        oldest = self._unread[0] if self._unread else None
+        if oldest is None:
+            oldest = next(
+                (e.event.seq for e in self._entries if isinstance(e, TranscriptItem)), None
+            )
+        self._counted = True
+        try:
+            index = list(seqs).index(oldest) if oldest is not None else -1
+        except ValueError:
+            # The surface changed meanwhile (a compaction elsewhere): nothing earlier is
+            # read from this view; the follower reloads the transcript.
+            self._unread.clear()
+            return
+        earlier = list(seqs[:index]) if index > 0 else []
+        self._unread[:0] = earlier
+        self._known_seqs.update(earlier)
+        self._unknown_floor = floor
+
+    async def _count_later(
+        self, generation: int, fetch_seqs: FetchSeqs, page: AwaitComplete
+    ) -> None:
+        """Count the earlier items once the newest ``page`` is mounted and drawn (a
+        failure is left to paging, which reads them again and reports it)."""
+        await page
+        try:
+            seqs, floor = await fetch_seqs()
+        except DshError:
+            return
+        if generation == self._generation and not self._counted:
+            self._counted_earlier(seqs, floor)
+            self._update_chrome()
+
     async def _read_earlier(self, fetch: FetchEvents) -> None:
         generation = self._generation
-        read = earlier_read(self._unread, self.page_size)
         self._fetching = generation
         self._update_chrome()
+        counting = self._counting
+        if not self._counted and counting is not None and not counting.is_done:
+            await counting  # the count load_window started
+            if generation != self._generation:
+                return
+        if not self._counted and self._fetch_seqs is not None:
+            try:
+                seqs, floor = await self._fetch_seqs()
+            except DshError as err:
+                if generation == self._generation:
+                    self._fetching = None
+                    self._update_chrome()
+                    self.post_message(self.LoadFailed(self, err))
+                return
+            if generation != self._generation:
+                return
+            self._counted_earlier(seqs, floor)
+            if not self._unread:
+                self._fetching = None
+                self._update_chrome()
+                return
+        read = earlier_read(self._unread, self.page_size)
         try:
-            events = await fetch(read.seqs)
+            events = list(await fetch(read.seqs))
+            page = events[1:] if read.context is not None else events
+            low, unknown = await self._read_unknown(page, len(self._unread) == len(read.page))
         except DshError as err:
             if generation == self._generation:
                 self.post_message(self.LoadFailed(self, err))
@@ -984,6 +1122,10 @@ class Transcript(VerticalScroll):
                 self._update_chrome()
         if generation != self._generation or self._first > 0:
             return  # another session was loaded meanwhile
+        self._unknown_low = min(low, self._unknown_low)
+        if unknown:
+            merged = with_unknown_events(page, unknown)
+            events = [events[0], *merged] if read.context is not None else merged
         items = classify_surface(events)
         if read.context is not None:
             items = items[1:]
@@ -991,6 +1133,22 @@ class Transcript(VerticalScroll):
         self._entries[:0] = items
         self._first = len(items)
         await self._mount_earlier()
+
+    async def _read_unknown(
+        self, page: Sequence[Event], first_page: bool
+    ) -> tuple[int, list[Event]]:
+        """The unknown events shown with an earlier ``page`` (the surface's first page
+        when ``first_page``): those between it and the items already read; with the new
+        lower bound of what was read."""
+        fetch = self._fetch_unknown
+        high = self._unknown_low
+        if fetch is None:
+            return high, []
+        floor = self._unknown_floor
+        low = floor if first_page or not page else max(floor, page[0].seq)
+        if high <= low:
+            return high, []
+        return low, [event for event in await fetch(low, high) if low < event.seq <= high]
 
     def _mount_earlier(self) -> AwaitComplete:
         start = earlier_mount_start(self._first, self.page_size)
@@ -1087,7 +1245,8 @@ class Transcript(VerticalScroll):
                 f"Context from {who}", _shown(message_text(data)), classes="context"
             )
         body = json.dumps(thaw_json(data), ensure_ascii=False, indent=2, default=str)
-        return CollapsedItem(f"{event.type} event", _shown(body), classes="unknown")
+        title = f"{single_line(event.type, 80)} event · {event_preview(event)}"
+        return CollapsedItem(title, _shown(body), classes="unknown")
 
     def _update_chrome(self) -> None:
         hidden = self.hidden_count
@@ -1095,7 +1254,7 @@ class Transcript(VerticalScroll):
         self._button.display = hidden > 0
         reading = self._fetching is not None and self._fetching == self._generation
         self._button.disabled = reading
-        label = load_earlier_label(hidden, reading)
+        label = load_earlier_label(hidden, reading, self._counted)
         if label is not None:
             self._button.label = label
 

@@ -65,12 +65,14 @@ def prune_count(mounted: int, max_mounted: int, page_size: int) -> int:
     return max(excess, mounted - (max_mounted - page_size))
 
 
-def load_earlier_label(hidden: int, reading: bool) -> str | None:
-    """The "Load earlier messages" button's words (``None``: hidden, nothing earlier)."""
+def load_earlier_label(hidden: int, reading: bool, counted: bool = True) -> str | None:
+    """The "Load earlier messages" button's words (``None``: hidden, nothing earlier).
+    ``counted`` is false while the earlier items were not counted yet (a transcript opened
+    from the newest rows only): the words then give no number."""
     if reading:
         return "Loading earlier messages…"
     if hidden > 0:
-        return f"Load earlier messages ({hidden:,} more)"
+        return f"Load earlier messages ({hidden:,} more)" if counted else "Load earlier messages"
     return None
 
 
