@@ -13,6 +13,12 @@ from ``seq``; see :func:`_pack`); a large single payload is stored zlib-compress
 BLOB instead of TEXT). Every event keeps its seq, and reads return exactly what was
 appended (the differential and migration tests compare them byte for byte).
 
+Beside the log, each append's transaction keeps the current surface of its session up to
+date (``surface_nodes``: its nodes in order, with each one's projection code;
+``surface_sums``: the count and UTF-8 bytes of its non-checkpoint messages), so
+``read_message_tail`` reads the newest messages, the checkpoints and two sums instead of
+folding every surface row (``prepare`` is then bounded by what retention keeps).
+
 Durability: WAL with ``synchronous = NORMAL``: a commit survives a crash of dsh, but a
 power loss may drop the last commits (never corrupt the file).
 
