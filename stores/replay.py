@@ -12,6 +12,7 @@ import concurrent.futures
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from typing import Any, NoReturn
 
 from core.display import single_line
@@ -185,7 +186,8 @@ class LazyReplayStore(ReplayStore):
     def _load_everything(self) -> None:
         try:
             log = parse_jsonl(self._throttled())
-            session = _Session(log.header)
+            # Owned by whoever replays it, as ``holding``'s import makes it (issue 17).
+            session = _Session(replace(log.header, owner=log.header.owner or self._user))
             for seq, new in enumerate(log.events):
                 sources = new.source_event_seqs
                 event = build_event(
