@@ -270,7 +270,17 @@ async def test_a_stop_signal_mid_reply_stores_the_partial_reply_as_interrupted(
     process.stdin.write((json.dumps(INITIALIZE) + "\n" + json.dumps(prompt) + "\n").encode())
     await process.stdin.drain()
     messages: list[dict[str, Any]] = []
-    await _read_until(process, messages, lambda: any("method" in m for m in messages))
+    # Mid reply: a chunk of it has arrived (the command announcement that may come first
+    # is a notification too; a signal then, before the prompt is read, answers nothing).
+    await _read_until(
+        process,
+        messages,
+        lambda: any(
+            m.get("method") == "session/update"
+            and m["params"]["update"].get("sessionUpdate") == "agent_message_chunk"
+            for m in messages
+        ),
+    )
     process.send_signal(signum)  # stdin stays open: the signal alone ends the agent
     rest, err = await asyncio.wait_for(process.communicate(), 30)
     assert process.returncode == 128 + signum, err.decode()

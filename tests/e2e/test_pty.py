@@ -118,8 +118,9 @@ def open_on_target(screen: PtyScreen) -> int:
 
 
 def pick(screen: PtyScreen, query: str, label: str) -> None:
-    """Type ``@``, wait for the picker's rows, filter with ``query`` down to the one row
-    ``label`` and press Enter to insert its mention."""
+    """Type ``@``, wait for the picker's rows, filter with ``query`` until ``label`` is the
+    first row and every row shows the query (sessions whose messages match follow it,
+    issue 18), and press Enter to insert its mention."""
     screen.send("@")
     screen.wait_until(
         lambda s: (rows := s.boxed(PICKER_HEADER)) is not None and len(rows) > 3,
@@ -129,8 +130,9 @@ def pick(screen: PtyScreen, query: str, label: str) -> None:
     screen.wait_until(
         lambda s: (
             (rows := s.boxed(PICKER_HEADER)) is not None
-            and len(rows) == 2
+            and len(rows) >= 2
             and rows[1].startswith(label)
+            and all(query in row.lower() for row in rows[1:])
         ),
         f"the picker filtered by {query!r} down to {label!r}",
     )
