@@ -54,3 +54,21 @@ def test_candidates_list_body_matches_after_the_others(dsh: Run) -> None:
     lines = dsh("candidates", a, "retry").out.splitlines()
     assert lines[1].endswith("\t#0 the retry policy is settled")
     assert "\t#" not in lines[0]
+
+
+def test_undecodable_bytes_in_a_query_are_no_traceback(dsh: Run) -> None:
+    # `dsh search $'\xff'`: Python hands argv's undecodable bytes over as lone surrogates,
+    # which no store could bind (a traceback before; candidates' said "could not read").
+    a = new(dsh)
+    assert dsh("send", a, "caf\udcff au lait").code == 0
+    for args in (("search", "\udcff"), ("search", "ab\udcffc", "--json")):
+        result = dsh(*args)
+        assert result.code == 0 and result.err == ""
+    assert dsh("search", "ab\udcffc", "--json").json() == []
+    hits = dsh("search", "caf\udcff", "--json").json()
+    assert {h["session_id"] for h in hits} == {a}  # the message and the offline echo
+    assert {"seq": 0, "snippet": "caf\ufffd au lait"} in [
+        {"seq": h["seq"], "snippet": h["snippet"]} for h in hits
+    ]
+    rows = dsh("candidates", new(dsh), "caf\udcff", "--json")
+    assert rows.code == 0 and [r["id"] for r in rows.json()] == [a]

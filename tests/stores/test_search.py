@@ -220,3 +220,20 @@ async def test_nul_and_lone_surrogates_do_not_stop_an_append(store: SessionStore
     assert hits[1].snippet == "lone \ufffd omega"
     first = (await store.read_events("s"))[0]
     assert first.data["content"][0]["text"] == "nul\x00here omega"
+
+
+async def test_a_query_with_nul_or_lone_surrogates_is_searched_like_the_index(
+    store: SessionStore,
+) -> None:
+    # A query from argv (undecodable bytes: ``\udcff``), ACP JSON (``\ud800``) or a paste
+    # (NUL) is folded as the index folds the messages: no store error, and the same
+    # message is found.
+    await session(store, "s", "nul\x00here omega", "lone \ud800 omega")
+    for query in ("a\udcffbc", "x\x00", "omega\x00zz"):
+        assert await store.search_messages(query) == []
+    # Each stands for U+FFFD, which the index holds in place of both messages' ones.
+    for query in ("\udcff", "\ud800", "\x00"):
+        assert sorted(places(await store.search_messages(query))) == [("s", 0), ("s", 1)]
+    assert places(await store.search_messages("nul\x00here")) == [("s", 0)]
+    assert places(await store.search_messages("lone \udcff omega")) == [("s", 1)]
+    assert places(await store.search_messages("\ud800 lone")) == [("s", 1)]
