@@ -1276,6 +1276,10 @@ class PostgresSessionStore:
         sessions in all) after each transaction."""
 
         async def count(conn: asyncpg.Connection) -> int:
+            # A read-only server (a standby, default_transaction_read_only) cannot index:
+            # it is opened for reading all the same, as a read-only SQLite file is.
+            if await conn.fetchval("SELECT current_setting('transaction_read_only') = 'on'"):
+                return 0
             return int(await conn.fetchval("SELECT count(*) FROM dsh_search_pending"))
 
         total = await self._run(count, write=False)

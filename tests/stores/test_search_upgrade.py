@@ -218,3 +218,29 @@ async def test_a_long_term_is_looked_up_by_its_prefix_and_checked_whole(tmp_path
         assert [(h.session_id, h.seq) for h in hits] == [("big", 0)]
         assert await store.search_messages("y" * (_FTS_PHRASE_MAX + 1)) == []
         assert len(await store.search_messages("y" * _FTS_PHRASE_MAX)) == 1
+
+
+async def test_a_read_only_postgres_server_opens_with_a_backlog_left_for_later(
+    pg_cluster: Cluster,
+) -> None:
+    # A standby, or a role whose transactions are read-only, cannot index the backlog of
+    # an upgrade: it is opened for reading all the same (it failed: "the database is
+    # read-only (cannot execute SELECT FOR UPDATE …)"), as a read-only SQLite file is.
+    name, url = pg_cluster.fresh_schema_url()
+    async with await open_store(url) as store:
+        await store.create_session("s", created_at=1)
+        await store.append("s", MSG, user_message("psi words"), surface_op="append")
+    pg_cluster.psql(
+        f"SET search_path = {name}; DELETE FROM dsh_search;"
+        "INSERT INTO dsh_search_pending (session_key) SELECT key FROM dsh_sessions"
+    )
+    seen: list[tuple[int, int]] = []
+    read_only = url + "&default_transaction_read_only=on"
+    async with await open_store(read_only, progress=lambda *p: seen.append(p)) as store:
+        assert [h.id for h in await store.list_headers()] == ["s"]
+        assert await store.search_messages("psi") == []  # not indexed yet
+    assert seen == []
+    assert pg_cluster.psql(f"SELECT count(*) FROM {name}.dsh_search_pending") == "1"
+    async with await open_store(url, progress=lambda *p: seen.append(p)) as store:
+        assert [h.session_id for h in await store.search_messages("psi")] == ["s"]
+    assert seen == [(1, 1)]
