@@ -89,14 +89,19 @@ def check_search_limit(limit: object) -> int:
     return limit
 
 
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
 def search_terms(query: str) -> list[str]:
     """The distinct terms of ``query`` (split at whitespace), at most ``MAX_TERMS``;
-    none for a blank query."""
+    none for a blank query. NUL and lone surrogates (undecodable bytes of a command
+    line, JSON escapes) become U+FFFD, as in the index (``indexed_text``): no store can
+    bind them, and they match what the index holds in their place."""
     if not isinstance(query, str):
         raise TypeError("query must be a str")
     out: list[str] = []
     seen: set[str] = set()
-    for term in query.split():
+    for term in _UNSTORABLE.sub("\ufffd", query).split():
         key = term.casefold()
         if key not in seen:
             seen.add(key)
@@ -104,9 +109,6 @@ def search_terms(query: str) -> list[str]:
         if len(out) == MAX_TERMS:
             break
     return out
-
-
-_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 
 
 def indexed_text(event: Event) -> str | None:

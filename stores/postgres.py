@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
@@ -1291,15 +1292,20 @@ class PostgresSessionStore:
         wanted = check_search_limit(limit)
         if not terms:
             return []
-        likes = " AND ".join(f"m.text ILIKE ${i + 1} ESCAPE '\\'" for i in range(len(terms)))
+        patterns = [_case_regex(t) for t in terms]
+        likes = " AND ".join(
+            f"m.text ILIKE ${i + 1} ESCAPE '\\'" if p is None else f"m.text ~ ${i + 1}"
+            for i, p in enumerate(patterns)
+        )
         sql = (
             "SELECT s.id, m.seq, m.text FROM dsh_search AS m "
             f"JOIN dsh_sessions AS s ON s.key = m.session_key WHERE {likes} "
             f"ORDER BY m.id DESC LIMIT {RANK_WINDOW}"
         )
+        params = [like_pattern(t) if p is None else p for t, p in zip(terms, patterns, strict=True)]
 
         async def body(conn: asyncpg.Connection) -> list[Any]:
-            return list(await conn.fetch(sql, *(like_pattern(t) for t in terms)))
+            return list(await conn.fetch(sql, *params))
 
         rows = await self._run(body, write=False)
 
@@ -1315,6 +1321,10 @@ class PostgresSessionStore:
         sessions in all) after each transaction."""
 
         async def count(conn: asyncpg.Connection) -> int:
+            # A read-only server (a standby, default_transaction_read_only) cannot index:
+            # it is opened for reading all the same, as a read-only SQLite file is.
+            if await conn.fetchval("SELECT current_setting('transaction_read_only') = 'on'"):
+                return 0
             return int(await conn.fetchval("SELECT count(*) FROM dsh_search_pending"))
 
         total = await self._run(count, write=False)
@@ -1441,6 +1451,44 @@ async def _insert_session(conn: asyncpg.Connection, header: SessionHeader, next_
     except asyncpg.InsufficientPrivilegeError as err:  # row security: another's session
         raise SessionReadOnlyError(header.id, header.owner or "") from err
     return key
+
+
+@functools.cache
+def _same_upper() -> dict[str, str]:
+    """Each uppercase letter (beyond ASCII) and every character whose uppercase it is."""
+    groups: dict[str, dict[str, None]] = {}
+    for code in (*range(0x80, 0xD800), *range(0xE000, 0x20000)):
+        char = chr(code)
+        upper = char.upper()
+        if len(upper) == 1 and upper != char:
+            groups.setdefault(upper, {upper: None})[char] = None
+    return {upper: "".join(chars) for upper, chars in groups.items()}
+
+
+def _case_regex(term: str) -> str | None:
+    """A case-sensitive POSIX regex that matches ``term`` in any case, for a term with
+    letters beyond ASCII (``None`` for another term: ILIKE folds it right in every
+    locale). ILIKE folds by the database's LC_CTYPE, which in a C-locale database is ASCII
+    only; this folds the way ``core.search.matches`` does (which checks every row)
+    whatever the locale. Every other character is literal (an ASCII one escaped)."""
+    if term.isascii():
+        return None
+    groups = _same_upper()
+    out: list[str] = []
+    cased = False
+    for char in term:
+        upper = char.upper()
+        variants = groups.get(upper if len(upper) == 1 else char)
+        if variants is not None or char.lower() != char or upper != char:
+            found = dict.fromkeys(variants or "")
+            found.update(dict.fromkeys(c for c in (char, char.lower(), upper) if len(c) == 1))
+            cased = cased or not char.isascii()
+            out.append("[" + "".join(found) + "]")
+        elif char.isascii() and not char.isalnum():
+            out.append("\\" + char)
+        else:
+            out.append(char)
+    return "".join(out) if cased else None
 
 
 def _searchable(event: ValidatedEvent) -> str | None:

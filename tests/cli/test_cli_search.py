@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
+import re
+import sys
+
+import pytest
+
 from tests.cli.conftest import Run
+from tui.shared.cells import cell_len
+
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def new(dsh: Run, *args: str) -> str:
@@ -54,3 +62,43 @@ def test_candidates_list_body_matches_after_the_others(dsh: Run) -> None:
     lines = dsh("candidates", a, "retry").out.splitlines()
     assert lines[1].endswith("\t#0 the retry policy is settled")
     assert "\t#" not in lines[0]
+
+
+def test_undecodable_bytes_in_a_query_are_no_traceback(dsh: Run) -> None:
+    # `dsh search $'\xff'`: Python hands argv's undecodable bytes over as lone surrogates,
+    # which no store could bind (a traceback before; candidates' said "could not read").
+    a = new(dsh)
+    assert dsh("send", a, "caf\udcff au lait").code == 0
+    for args in (("search", "\udcff"), ("search", "ab\udcffc", "--json")):
+        result = dsh(*args)
+        assert result.code == 0 and result.err == ""
+    assert dsh("search", "ab\udcffc", "--json").json() == []
+    hits = dsh("search", "caf\udcff", "--json").json()
+    assert {h["session_id"] for h in hits} == {a}  # the message and the offline echo
+    assert {"seq": 0, "snippet": "caf\ufffd au lait"} in [
+        {"seq": h["seq"], "snippet": h["snippet"]} for h in hits
+    ]
+    rows = dsh("candidates", new(dsh), "caf\udcff", "--json")
+    assert rows.code == 0 and [r["id"] for r in rows.json()] == [a]
+
+
+def test_on_a_narrow_terminal_the_seq_id_and_match_stay_in_view(
+    dsh: Run, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Below ~130 columns Rich squeezed the "#" column to nothing (and at 80 the id to "…")
+    # and cropped the snippet, the matched word with it.
+    a = new(dsh)
+    dsh("rename", a, "A rather long title for a session about retries")
+    filler = "lorem ipsum dolor sit amet " * 3
+    assert dsh("send", a, f"{filler}we settled the retry policy: three tries").code == 0
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+    for columns in (60, 80, 100, 120):
+        monkeypatch.setenv("COLUMNS", str(columns))
+        result = dsh("search", "policy")
+        assert result.code == 0
+        lines = [ANSI.sub("", line) for line in result.out.splitlines()]
+        assert lines[0].split() == ["session", "id", "#", "message"], (columns, lines)
+        row = next(line for line in lines[1:] if a[:8] in line)
+        assert cell_len(row) <= columns
+        seq = re.search(r"… +(\d+)  ", row)
+        assert a[:13] in row and seq and seq[1] in ("0", "1") and "policy" in row, (columns, row)

@@ -220,3 +220,46 @@ async def test_nul_and_lone_surrogates_do_not_stop_an_append(store: SessionStore
     assert hits[1].snippet == "lone \ufffd omega"
     first = (await store.read_events("s"))[0]
     assert first.data["content"][0]["text"] == "nul\x00here omega"
+
+
+async def test_a_query_with_nul_or_lone_surrogates_is_searched_like_the_index(
+    store: SessionStore,
+) -> None:
+    # A query from argv (undecodable bytes: ``\udcff``), ACP JSON (``\ud800``) or a paste
+    # (NUL) is folded as the index folds the messages: no store error, and the same
+    # message is found.
+    await session(store, "s", "nul\x00here omega", "lone \ud800 omega")
+    for query in ("a\udcffbc", "x\x00", "omega\x00zz"):
+        assert await store.search_messages(query) == []
+    # Each stands for U+FFFD, which the index holds in place of both messages' ones.
+    for query in ("\udcff", "\ud800", "\x00"):
+        assert sorted(places(await store.search_messages(query))) == [("s", 0), ("s", 1)]
+    assert places(await store.search_messages("nul\x00here")) == [("s", 0)]
+    assert places(await store.search_messages("lone \udcff omega")) == [("s", 1)]
+    assert places(await store.search_messages("\ud800 lone")) == [("s", 1)]
+
+
+async def test_case_is_folded_in_every_script_whatever_the_server_locale(
+    store: SessionStore,
+) -> None:
+    # PostgreSQL's ILIKE folds case by the database's LC_CTYPE: in a C-locale database
+    # (the test cluster's, many containers') only ASCII letters were folded, so a Greek,
+    # Cyrillic or accented word typed in another case than it was written was not found.
+    await session(store, "s", "Η ΠΟΛΙΤΙΚΗ ΕΠΑΝΑΛΗΨΗΣ", "Привет МИР", "ÉCOLE été", "ΟΔΥΣΣΕΥΣ")
+    for query, seq in (
+        ("πολιτικη", 0),
+        ("Πολιτικη επαναληψησ", 0),
+        ("пРИВЕТ", 1),
+        ("мир", 1),
+        ("école", 2),
+        ("ÉTÉ", 2),
+        ("é", 2),
+        ("οδυσσευς", 3),
+        ("ΣΣΕ", 3),
+    ):
+        assert places(await store.search_messages(query)) == [("s", seq)], query
+    # Other characters stay literal: no pattern syntax of any store.
+    await session(store, "p", "Ω.*[a] (x) ^$ \\d+ ω|")
+    assert places(await store.search_messages("ω.*[A]")) == [("p", 0)]
+    assert places(await store.search_messages("(X) ^$ \\D+")) == [("p", 0)]
+    assert await store.search_messages("ω..") == []

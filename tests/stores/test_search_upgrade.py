@@ -7,10 +7,12 @@ import sqlite3
 import uuid
 from pathlib import Path
 
+import pytest
+
 from core.jsoncodec import dumps_js
 from core.log import Replace, user_message
 from stores import SqliteSessionStore, open_store
-from stores.sqlite import SCHEMA_VERSION
+from stores.sqlite import _FTS_PHRASE_MAX, SCHEMA_VERSION, _fts_phrase
 from tests.pgcluster import SECRET_PASSWORD, SECRET_ROLE, Cluster
 from tests.stores.fixtures.make_v2_fixture import IDS
 from tests.stores.test_sqlite_migration import copy_fixture
@@ -196,3 +198,49 @@ async def test_without_pg_trgm_search_scans_and_still_finds(pg_cluster: Cluster)
         )
         == "0"
     )
+
+
+@pytest.mark.timeout(60)
+async def test_a_long_term_is_looked_up_by_its_prefix_and_checked_whole(tmp_path: Path) -> None:
+    # FTS5 matches a phrase in time that grows with its length times the occurrences of
+    # its trigrams: a pasted 100,000 character term against one repetitive message held
+    # the connection for minutes. The index is asked for a bounded prefix; the rows are
+    # checked against the whole term (a message holding only the prefix is no hit).
+    assert _fts_phrase("z" * 100_000) == '"' + "z" * _FTS_PHRASE_MAX + '"'
+    assert _fts_phrase('a"b') == '"a""b"'
+    async with await SqliteSessionStore.open(tmp_path / "dsh.sqlite3") as store:
+        await store.create_session("big", created_at=1)
+        await store.append("big", MSG, user_message("z" * 200_000), surface_op="append")
+        await store.create_session("prefix", created_at=2)
+        prefix_only = "y" * _FTS_PHRASE_MAX + " then something else"
+        await store.append("prefix", MSG, user_message(prefix_only), surface_op="append")
+        hits = await store.search_messages("z" * 100_000)
+        assert [(h.session_id, h.seq) for h in hits] == [("big", 0)]
+        assert await store.search_messages("y" * (_FTS_PHRASE_MAX + 1)) == []
+        assert len(await store.search_messages("y" * _FTS_PHRASE_MAX)) == 1
+
+
+async def test_a_read_only_postgres_server_opens_with_a_backlog_left_for_later(
+    pg_cluster: Cluster,
+) -> None:
+    # A standby, or a role whose transactions are read-only, cannot index the backlog of
+    # an upgrade: it is opened for reading all the same (it failed: "the database is
+    # read-only (cannot execute SELECT FOR UPDATE …)"), as a read-only SQLite file is.
+    name, url = pg_cluster.fresh_schema_url()
+    async with await open_store(url) as store:
+        await store.create_session("s", created_at=1)
+        await store.append("s", MSG, user_message("psi words"), surface_op="append")
+    pg_cluster.psql(
+        f"SET search_path = {name}; DELETE FROM dsh_search;"
+        "INSERT INTO dsh_search_pending (session_key) SELECT key FROM dsh_sessions"
+    )
+    seen: list[tuple[int, int]] = []
+    read_only = url + "&default_transaction_read_only=on"
+    async with await open_store(read_only, progress=lambda *p: seen.append(p)) as store:
+        assert [h.id for h in await store.list_headers()] == ["s"]
+        assert await store.search_messages("psi") == []  # not indexed yet
+    assert seen == []
+    assert pg_cluster.psql(f"SELECT count(*) FROM {name}.dsh_search_pending") == "1"
+    async with await open_store(url, progress=lambda *p: seen.append(p)) as store:
+        assert [h.session_id for h in await store.search_messages("psi")] == ["s"]
+    assert seen == [(1, 1)]

@@ -83,32 +83,49 @@ _LABEL_CELLS = 30
 _SNIPPET_CELLS = 80
 
 
-def search_table(rows: Sequence[SearchRow]) -> Table:
+def search_table(
+    rows: Sequence[SearchRow],
+    *,
+    label_cells: int = _LABEL_CELLS,
+    snippet_cells: int = _SNIPPET_CELLS,
+) -> Table:
     """The hits of ``dsh search``, best first: the session (its title, or its id), the
     message's seq and the snippet with the matched words marked. Every text is escaped
     (``single_line``; the snippet is already safe) and drawn as ``Text``, never markup."""
     table = Table(box=None, pad_edge=False, header_style="bold", show_edge=False)
-    table.add_column("session", no_wrap=True, overflow="ellipsis", max_width=_LABEL_CELLS)
+    table.add_column("session", no_wrap=True, overflow="ellipsis", max_width=label_cells)
     table.add_column("id", no_wrap=True, overflow="ellipsis", max_width=14, style="dim")
-    table.add_column("#", justify="right", no_wrap=True, style="dim")
+    table.add_column("#", justify="right", no_wrap=True, style="dim", min_width=_seq_cells(rows))
     table.add_column("message", no_wrap=True, overflow="ellipsis")
     for label, session_id, seq, snippet, spans in rows:
         shown_id = "" if session_id == label else single_line(session_id)
         table.add_row(
-            Text(cut_cells(single_line(label), _LABEL_CELLS)),
+            Text(cut_cells(single_line(label), label_cells)),
             Text(cut_cells(shown_id, 14)),
             Text(str(seq)),
-            snippet_text(snippet, spans, _SNIPPET_CELLS),
+            snippet_text(snippet, spans, snippet_cells),
         )
     return table
 
 
+def _seq_cells(rows: Sequence[SearchRow]) -> int:
+    return max([1, *(len(str(row[2])) for row in rows)])
+
+
 def print_search_hits(rows: Sequence[SearchRow]) -> None:
-    """``search_table`` on standard output (a pipe gets the full width of every row)."""
+    """``search_table`` on standard output (a pipe gets the full width of every row). On a
+    terminal narrower than the full table the title, then the snippet, are cut to fit (the
+    snippet keeping its first match in view), never the id or the seq: Rich squeezed the
+    seq to nothing below ~130 columns and cropped the snippet, matched words included."""
     out = console(sys.stdout)
     if not sys.stdout.isatty():
         out.width = _LABEL_CELLS + 14 + 8 + _SNIPPET_CELLS + 6
-    out.print(search_table(rows))
+        out.print(search_table(rows))
+        return
+    room = out.width - 14 - _seq_cells(rows) - 6  # the id, the seq, three gaps of two
+    label = min(_LABEL_CELLS, max(12, room - _SNIPPET_CELLS))
+    snippet = max(12, min(_SNIPPET_CELLS, room - label))
+    out.print(search_table(rows, label_cells=label, snippet_cells=snippet))
 
 
 def print_transcript(
