@@ -22,6 +22,7 @@ from tests.benchmarks import (
     bench_prepare_scale,
     bench_replay,
     bench_retention,
+    bench_rls,
     bench_search,
     bench_storage,
     bench_stores,
@@ -41,6 +42,7 @@ WORKLOADS: dict[str, Callable[[Settings], Any]] = {
     "replay": bench_replay.run_workload,
     "search": bench_search.run_workload,
     "open": bench_open.run_workload,
+    "rls": bench_rls.run_workload,
 }
 
 

@@ -14,13 +14,15 @@ _RLS_TABLES = (
     "dsh_surface_sums",
     "dsh_search",
 )
+_SESSION_KEYED = (*_RLS_TABLES[1:], "dsh_search_pending")
 
 UNDO: dict[int, str] = {
     # Step 2 (issue 15): the surface tables. The projection column stays (step 1's).
     2: "DROP TABLE dsh_surface_nodes, dsh_surface_sums",
     # Step 3 (issue 18): the search index and its backlog.
     3: "DROP TABLE dsh_search, dsh_search_pending",
-    # Step 4 (issue 17): owners, shares, row-level security.
+    # Step 4 (issue 17): owners, shares, row-level security; each session-keyed table's
+    # owner column goes, its plain foreign key (the name step 4 drops) comes back.
     4: ";".join(
         [
             f"DROP POLICY IF EXISTS {policy} ON {table}"
@@ -33,6 +35,17 @@ UNDO: dict[int, str] = {
             "DROP POLICY dsh_owner ON dsh_search_pending",
             "ALTER TABLE dsh_search_pending NO FORCE ROW LEVEL SECURITY",
             "ALTER TABLE dsh_search_pending DISABLE ROW LEVEL SECURITY",
+        ]
+        + [
+            sql
+            for table in _SESSION_KEYED
+            for sql in (
+                f"ALTER TABLE {table} DROP COLUMN session_owner",
+                f"ALTER TABLE {table} ADD CONSTRAINT {table}_session_key_fkey FOREIGN KEY "
+                "(session_key) REFERENCES dsh_sessions (key) ON DELETE CASCADE",
+            )
+        ]
+        + [
             "DROP TABLE dsh_shares",
             "ALTER TABLE dsh_sessions DROP CONSTRAINT dsh_sessions_key_owner",
             "ALTER TABLE dsh_sessions DROP COLUMN owner",
