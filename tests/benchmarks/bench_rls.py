@@ -7,8 +7,10 @@ and owns 5,000 sessions (1,000 with ``--quick``) and one of 20,000 events (2,000
 row security): the ratio is the policies' cost.
 
 * read_events: the whole 20,000-event session, through the store;
-* raw read: the same rows as plain SQL (no decoding), the policies' cost alone;
-* last_surface_seq: one row of the long session (what each append's caller asks);
+* raw read: the same rows as plain SQL (no decoding), the policies' cost alone; and
+  as ``bob``, with whom the session is shared (the grants' path of the policies);
+* last_surface_seq: one row of the long session (what each append's caller asks),
+  through the store and as plain SQL;
 * list_headers: every visible session (the listing cache cleared before each call);
 * append: one event per transaction to a session of ``alice``'s (the superuser's
   baseline appends to one of its own: it may not write to ``alice``'s).
@@ -96,6 +98,7 @@ async def run_workload(settings: Settings) -> list[Row]:
                     for i in range(events)
                 ],
             )
+            await alice.share("long", BOB)
             mine = await alice.create_session("alice-append")
             theirs = await root.create_session("root-append")
             cluster.psql(f"ANALYZE; SET search_path = {schema}; ANALYZE")
@@ -105,8 +108,16 @@ async def run_workload(settings: Settings) -> list[Row]:
                 )
             )
             raw_sql = f"SELECT seq, data FROM {schema}.dsh_events WHERE session_key = $1"
+            last_sql = (
+                f"SELECT seq FROM {schema}.dsh_events WHERE session_key = $1 "
+                "AND kind = 1 ORDER BY seq DESC LIMIT 1"
+            )
             raw = {}
-            for name, url in (("alice", cluster.team_url(ALICE, schema)), ("root", None)):
+            for name, url in (
+                ("alice", cluster.team_url(ALICE, schema)),
+                ("bob", cluster.team_url(BOB, schema)),
+                ("root", None),
+            ):
                 raw[name] = await asyncpg.connect(url or cluster.url(search_path=schema))
             try:
 
@@ -114,9 +125,10 @@ async def run_workload(settings: Settings) -> list[Row]:
                     label: str,
                     ours: Callable[[], Awaitable[Any]],
                     base: Callable[[], Awaitable[Any]],
+                    times: int = 1,
                 ) -> Callable[[], Awaitable[None]]:
                     async def measure() -> None:
-                        a, b = await _timed(ours, base, reps)
+                        a, b = await _timed(ours, base, reps * times)
                         ratio = median(a) / median(b)
                         rows.append(
                             Row(
@@ -154,9 +166,21 @@ async def run_workload(settings: Settings) -> list[Row]:
                         lambda: raw["root"].fetch(raw_sql, key),
                     ),
                     pair(
+                        f"raw SQL read {events:,}, by a grantee",
+                        lambda: raw["bob"].fetch(raw_sql, key),
+                        lambda: raw["root"].fetch(raw_sql, key),
+                    ),
+                    pair(
                         f"last_surface_seq @ {sessions:,} sessions",
                         lambda: alice.last_surface_seq("long"),
                         lambda: root.last_surface_seq("long"),
+                        times=20,
+                    ),
+                    pair(
+                        f"raw SQL last surface seq @ {sessions:,} sessions",
+                        lambda: raw["alice"].fetchval(last_sql, key),
+                        lambda: raw["root"].fetchval(last_sql, key),
+                        times=20,
                     ),
                     pair(
                         f"list_headers {sessions + 50:,} visible",
@@ -167,6 +191,7 @@ async def run_workload(settings: Settings) -> list[Row]:
                         "append one event",
                         lambda: alice.append(mine.id, ASSISTANT_CHUNK, {"text": "tok "}),
                         lambda: root.append(theirs.id, ASSISTANT_CHUNK, {"text": "tok "}),
+                        times=20,
                     ),
                 ]
                 for measure in measures:
