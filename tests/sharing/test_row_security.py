@@ -292,3 +292,26 @@ async def test_notifications_name_no_session(team: Team, bob_sql: asyncpg.Connec
         "alice" not in p and "hidden" not in p and team.private not in p for p in heard
     )
     assert await ids(bob_sql) == {team.shared, team.bobs}
+
+
+async def test_an_admin_giving_a_session_away_gives_all_its_rows(team: Team) -> None:
+    """Each session-keyed row names its session's owner; the foreign key keeps that in
+    step when an admin (a superuser) hands a session to another role: the new owner
+    reads and writes all of it, the old one nothing."""
+    team.cluster.psql(
+        f"UPDATE {team.schema}.dsh_sessions SET owner = '{BOB}' "
+        f"WHERE id = convert_to('{team.private}', 'UTF8')"
+    )
+    stale = team.cluster.psql(
+        f"SELECT count(*) FROM {team.schema}.dsh_events AS e "
+        f"JOIN {team.schema}.dsh_sessions AS s ON s.key = e.session_key "
+        "WHERE e.session_owner <> s.owner"
+    )
+    assert stale == "0"
+    async with await open_store(team.bob_url) as bob:
+        assert len(await bob.read_events(team.private)) == 3
+        await bob.append(team.private, "session/title", {"title": "now bob's"})
+        assert (await bob.read_header(team.private)).owner == BOB
+    async with await open_store(team.alice_url) as alice:
+        with pytest.raises(SessionNotFoundError):
+            await alice.read_events(team.private)
