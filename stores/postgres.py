@@ -181,6 +181,12 @@ def session_row_security(
         policies = (f"CREATE POLICY dsh_owner ON {table} USING ({owned}) WITH CHECK ({writable})",)
     return (
         f"ALTER TABLE {table} ADD COLUMN {SESSION_OWNER} text NOT NULL DEFAULT current_user",
+        # A role that bypasses row security (a superuser importing another's session, as
+        # `dsh migrate` does, or indexing another's messages) writes rows of sessions it
+        # does not own: those take the session's owner. Nobody else pays for the trigger.
+        f"CREATE TRIGGER dsh_session_owner BEFORE INSERT ON {table} "
+        f"FOR EACH ROW WHEN (NOT row_security_active('{table}')) "
+        f"EXECUTE FUNCTION dsh_session_owner('{key_column}')",
         f"ALTER TABLE {table} DROP CONSTRAINT {table}_{key_column}_fkey",
         f"ALTER TABLE {table} ADD CONSTRAINT {table}_{SESSION_OWNER}_fkey "
         f"FOREIGN KEY ({key_column}, {SESSION_OWNER}) REFERENCES dsh_sessions (key, owner) "
@@ -218,6 +224,16 @@ def owners_and_shares() -> tuple[str, ...]:
         )
         """,
         "CREATE INDEX dsh_shares_by_grantee ON dsh_shares (grantee, session_key)",
+        # session_row_security's trigger: the owner of the session a row belongs to.
+        """
+        CREATE FUNCTION dsh_session_owner() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            NEW.session_owner := (SELECT owner FROM dsh_sessions
+                                  WHERE key = (to_jsonb(NEW) ->> TG_ARGV[0])::bigint);
+            RETURN NEW;
+        END
+        $$
+        """,
         "ALTER TABLE dsh_sessions ENABLE ROW LEVEL SECURITY",
         "ALTER TABLE dsh_sessions FORCE ROW LEVEL SECURITY",
         "CREATE POLICY dsh_read ON dsh_sessions FOR SELECT USING (owner = current_user "

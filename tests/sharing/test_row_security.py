@@ -315,3 +315,23 @@ async def test_an_admin_giving_a_session_away_gives_all_its_rows(team: Team) -> 
     async with await open_store(team.alice_url) as alice:
         with pytest.raises(SessionNotFoundError):
             await alice.read_events(team.private)
+
+
+async def test_a_superuser_importing_a_members_session_stores_it_as_theirs(
+    team: Team,
+) -> None:
+    """What `dsh migrate` does as an admin: the session and every row of it are the
+    member's (the rows' owner column follows the session, not the role writing)."""
+    from core.log import NewEvent, SessionHeader
+
+    async with await open_store(team.cluster.url(search_path=team.schema)) as admin:
+        await admin.import_session(
+            SessionHeader("imported", 1_700_000_000_000, "/w", owner=ALICE),
+            [NewEvent("user/message", {"content": "hi"}, "append", None, 1)],
+        )
+    async with await open_store(team.alice_url) as alice:
+        assert [e.seq for e in await alice.read_events("imported")] == [0]
+        await alice.append("imported", "session/title", {"title": "mine"})
+    async with await open_store(team.bob_url) as bob:
+        with pytest.raises(SessionNotFoundError):
+            await bob.read_events("imported")

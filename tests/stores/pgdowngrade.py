@@ -40,12 +40,14 @@ UNDO: dict[int, str] = {
             sql
             for table in _SESSION_KEYED
             for sql in (
+                f"DROP TRIGGER dsh_session_owner ON {table}",
                 f"ALTER TABLE {table} DROP COLUMN session_owner",
                 f"ALTER TABLE {table} ADD CONSTRAINT {table}_session_key_fkey FOREIGN KEY "
                 "(session_key) REFERENCES dsh_sessions (key) ON DELETE CASCADE",
             )
         ]
         + [
+            "DROP FUNCTION dsh_session_owner()",
             "DROP TABLE dsh_shares",
             "ALTER TABLE dsh_sessions DROP CONSTRAINT dsh_sessions_key_owner",
             "ALTER TABLE dsh_sessions DROP COLUMN owner",
