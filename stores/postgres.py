@@ -156,9 +156,9 @@ def session_row_security(
     role that inserts it), and the foreign key ``(key, owner)`` makes that the real one
     (as ``dsh_shares`` does), so the policies never look at ``dsh_sessions``: checking
     ``dsh_sessions`` per row (its own policy checking ``dsh_shares`` in turn) made a
-    20,000-event read 2.4x slower than without row security and an append 2.9x (now
-    1.2x and 1.1x: ``python -m tests.benchmarks --only rls``). Rows stored before this
-    step take the migrating role, who owns every session then too."""
+    20,000-event read 2.4-3.1x slower than without row security (now 1.2-1.3x for its
+    owner: ``python -m tests.benchmarks --only rls``). Rows stored before this step take
+    the migrating role, who owns every session then too."""
     owned = f"{SESSION_OWNER} = current_user"
     readable = f"{owned} OR ({table}.{key_column}, {SESSION_OWNER}) IN {_SHARED_WITH_ME}"
     # A row written is checked against the session itself, before any unique index sees
