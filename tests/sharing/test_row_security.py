@@ -4,7 +4,9 @@ no row of a private session and cannot write into anyone else's."""
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import asyncpg
 import pytest
@@ -335,3 +337,37 @@ async def test_a_superuser_importing_a_members_session_stores_it_as_theirs(
     async with await open_store(team.bob_url) as bob:
         with pytest.raises(SessionNotFoundError):
             await bob.read_events("imported")
+
+
+def readme_grants() -> dict[str, set[str]]:
+    """The README's "grant it later" statements, as table -> privileges."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    start = readme.index("If no `dsh_users` role exists when the tables are made")
+    block = readme[start : readme.index("```", readme.index("```sql", start) + 6)]
+    grants: dict[str, set[str]] = {}
+    for statement in " ".join(block.split("```sql", 1)[1].split()).split(";"):
+        match = re.fullmatch(r"\s*GRANT (.+?) ON (.+?) TO dsh_users\s*", statement)
+        if match is None:
+            assert not statement.strip(), statement
+            continue
+        privileges = {p.strip() for p in match.group(1).split(",")}
+        for table in match.group(2).split(","):
+            grants.setdefault(table.strip(), set()).update(privileges)
+    return grants
+
+
+async def test_the_readme_grants_are_what_the_migrations_grant(
+    team: Team, alice_sql: asyncpg.Connection
+) -> None:
+    """An admin who creates dsh_users after the tables grants what the README lists:
+    exactly what the migrations grant when the group exists (so nothing is missing and
+    nothing more is given, e.g. no write on dsh_schema)."""
+    rows = await alice_sql.fetch(
+        "SELECT table_name, privilege_type FROM information_schema.role_table_grants "
+        "WHERE grantee = 'dsh_users' AND table_schema = $1",
+        team.schema,
+    )
+    granted: dict[str, set[str]] = {}
+    for table, privilege in rows:
+        granted.setdefault(table, set()).add(privilege)
+    assert granted == readme_grants()
