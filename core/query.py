@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -16,6 +16,7 @@ __all__ = [
     "SurfaceOutlineSnapshot",
     "SurfaceSnapshot",
     "SurfaceWindow",
+    "TailWalk",
     "message_tail",
 ]
 
@@ -77,6 +78,45 @@ def message_tail(nodes: Sequence[tuple[int, int]], budget: int) -> MessageTail:
     checkpoints = [node for node in nodes[:start] if node[1] & 2]
     older = [node[1] >> 2 for node in nodes[:start] if not node[1] & 2]
     return MessageTail((*checkpoints, *nodes[start:]), len(checkpoints), len(older), sum(older))
+
+
+class TailWalk:
+    """A store's side of ``message_tail``: fed the surface's message nodes newest first
+    (``take``) until it says stop, then given what lies before them (``tail``), it gives
+    the same ``MessageTail`` without reading the older nodes one by one."""
+
+    __slots__ = ("_nodes", "_spent", "budget", "exceeded", "start")
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self.exceeded = False
+        self.start = -1
+        """The position (node order) of the oldest node taken."""
+        self._nodes: list[tuple[int, int]] = []  # newest first
+        self._spent = 0
+
+    def take(self, pos: int, seq: int, code: int) -> bool:
+        """Take the next older message node (``pos`` its node order, ``code`` its
+        projection); ``True`` once the budget is exceeded: take no more."""
+        if self._nodes and not code & 2:  # the newest node is not counted
+            self._spent += code >> 2
+            self.exceeded = self._spent > self.budget
+        self._nodes.append((seq, code))
+        self.start = pos
+        return self.exceeded
+
+    def tail(
+        self, checkpoints: Iterable[Sequence[int]] = (), messages: int = 0, size: int = 0
+    ) -> MessageTail:
+        """The tail, given (when ``exceeded``) the checkpoint nodes before ``start`` in
+        node order (``(seq, projection)`` each) and the surface's count and UTF-8 bytes of
+        non-checkpoint messages (the store's running sums)."""
+        nodes = self._nodes[::-1]
+        if not self.exceeded:
+            return MessageTail(tuple(nodes))
+        sizes = [code >> 2 for _, code in nodes if not code & 2]
+        before = tuple((node[0], node[1]) for node in checkpoints)
+        return MessageTail((*before, *nodes), len(before), messages - len(sizes), size - sum(sizes))
 
 
 @dataclass(frozen=True, slots=True)

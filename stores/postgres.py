@@ -51,7 +51,7 @@ from core.log import (
     build_event,
     now_ms,
 )
-from core.query import MessageTail, SessionTitle
+from core.query import MessageTail, SessionTitle, TailWalk
 from core.references.projection import plain_message_bytes, projection_code
 from core.search import (
     RANK_WINDOW,
@@ -1182,9 +1182,7 @@ class PostgresSessionStore:
                 "SELECT seq FROM dsh_events WHERE session_key = $1 ORDER BY seq DESC LIMIT 1",
                 key,
             )
-            tail: list[tuple[int, int]] = []  # newest first
-            spent, start = 0, -1
-            past_newest = exceeded = False
+            walk = TailWalk(limit)
             # Newest first along dsh_surface_messages; stops once the budget is spent.
             async for pos, seq, code in conn.cursor(
                 "SELECT pos, seq, projection FROM dsh_surface_nodes "
@@ -1192,31 +1190,21 @@ class PostgresSessionStore:
                 key,
                 prefetch=128,
             ):
-                tail.append((seq, code))
-                start = pos
-                if past_newest and not code & 2:
-                    spent += code >> 2
-                    if spent > limit:
-                        exceeded = True
-                        break
-                past_newest = True
-            tail.reverse()
-            if not exceeded:
-                return header, last, MessageTail(tuple(tail))
+                if walk.take(pos, seq, code):
+                    break
+            if not walk.exceeded:
+                return header, last, walk.tail()
             checkpoints = await conn.fetch(
                 "SELECT seq, projection FROM dsh_surface_nodes WHERE session_key = $1 "
                 "AND projection >= 0 AND (projection & 2) = 2 AND pos < $2 ORDER BY pos",
                 key,
-                start,
+                walk.start,
             )
             row = await conn.fetchrow(
                 "SELECT messages, bytes FROM dsh_surface_sums WHERE session_key = $1", key
             )
             messages, size = (0, 0) if row is None else (row[0], row[1])
-            sizes = [code >> 2 for _, code in tail if not code & 2]
-            nodes = (*((c[0], c[1]) for c in checkpoints), *tail)
-            older = MessageTail(nodes, len(checkpoints), messages - len(sizes), size - sum(sizes))
-            return header, last, older
+            return header, last, walk.tail(checkpoints, messages, size)
 
         return await self._run(body, write=False, isolation="repeatable_read")
 

@@ -69,7 +69,7 @@ from core.log import (
     is_known_event_type,
     now_ms,
 )
-from core.query import MessageTail, SessionTitle
+from core.query import MessageTail, SessionTitle, TailWalk
 from core.references.projection import plain_message_bytes, projection_code
 from core.search import (
     MIN_INDEXED_TERM,
@@ -1244,9 +1244,7 @@ class SqliteSessionStore:
         def body(raw: sqlite3.Connection) -> tuple[SessionHeader, int | None, MessageTail]:
             key, header = self._session(raw, sid)
             last = _last_seq(raw, key)
-            tail: list[tuple[int, int]] = []  # newest first
-            spent, start = 0, -1
-            past_newest = exceeded = False
+            walk = TailWalk(limit)
             # Newest first along surface_messages; stops once the budget is spent.
             cursor = raw.execute(
                 "SELECT pos, seq, projection FROM surface_nodes "
@@ -1254,31 +1252,21 @@ class SqliteSessionStore:
                 (key,),
             )
             for pos, seq, code in cursor:
-                tail.append((seq, code))
-                start = pos
-                if past_newest and not code & 2:
-                    spent += code >> 2
-                    if spent > limit:
-                        exceeded = True
-                        break
-                past_newest = True
+                if walk.take(pos, seq, code):
+                    break
             cursor.close()
-            tail.reverse()
-            if not exceeded:
-                return header, last, MessageTail(tuple(tail))
+            if not walk.exceeded:
+                return header, last, walk.tail()
             checkpoints = raw.execute(
                 "SELECT seq, projection FROM surface_nodes WHERE session = ? "
                 "AND projection >= 0 AND (projection & 2) = 2 AND pos < ? ORDER BY pos",
-                (key, start),
+                (key, walk.start),
             ).fetchall()
             row = raw.execute(
                 "SELECT messages, bytes FROM surface_sums WHERE session = ?", (key,)
             ).fetchone()
             messages, size = (0, 0) if row is None else row
-            sizes = [code >> 2 for _, code in tail if not code & 2]
-            nodes = (*((seq, code) for seq, code in checkpoints), *tail)
-            older = MessageTail(nodes, len(checkpoints), messages - len(sizes), size - sum(sizes))
-            return header, last, older
+            return header, last, walk.tail(checkpoints, messages, size)
 
         return await self._run_sync(body, write=False)
 

@@ -197,12 +197,7 @@ class SessionReferenceService:
         cancel: asyncio.Event | None = None,
     ) -> list[SessionReferenceCandidate]:
         """Sessions the user may reference from ``target``, best first (SPEC §4.4)."""
-        if limit is None:
-            limit = self._config.candidate_limit
-        if not isinstance(limit, int) or isinstance(limit, bool) or limit <= 0:
-            raise _invalid(f"limit must be a positive int, got {limit!r}")
-        if not isinstance(query, str):
-            raise _invalid(f"query must be a str, got {type(query).__name__}")
+        limit = self._check_discovery(query, limit)
         sessions: list[SessionHeader]
         titles: dict[str, SessionTitle]
         sessions, titles = await self._read(
