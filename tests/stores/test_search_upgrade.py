@@ -3,14 +3,18 @@ progress), and the SQLite FTS5 index stays consistent with its rows."""
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
+import threading
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
 from core.jsoncodec import dumps_js
 from core.log import Replace, user_message
+from core.search import SearchHit, rank_hits
 from stores import SqliteSessionStore, open_store
 from stores.sqlite import _FTS_PHRASE_MAX, SCHEMA_VERSION, _fts_phrase
 from tests.pgcluster import SECRET_PASSWORD, SECRET_ROLE, Cluster
@@ -244,3 +248,34 @@ async def test_a_read_only_postgres_server_opens_with_a_backlog_left_for_later(
     async with await open_store(url, progress=lambda *p: seen.append(p)) as store:
         assert [h.session_id for h in await store.search_messages("psi")] == ["s"]
     assert seen == [(1, 1)]
+
+
+async def test_other_store_calls_proceed_while_a_search_ranks(
+    location: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Ranking a common word over large messages takes seconds (BM25 counts and spans over
+    # whole texts): SQLite ranked on its single connection, so every other call waited.
+    # Here the ranking waits until another store call has completed meanwhile.
+    started, release = threading.Event(), threading.Event()
+
+    def gated(
+        found: list[tuple[str, int, str]], terms: Sequence[str], limit: int
+    ) -> list[SearchHit]:
+        started.set()
+        release.wait(30)
+        return rank_hits(found, terms, limit)
+
+    monkeypatch.setattr("stores.sqlite.rank_hits", gated)
+    monkeypatch.setattr("stores.postgres.rank_hits", gated)
+    async with await open_store(location) as store:
+        await store.create_session("s", created_at=1)
+        await store.append("s", MSG, user_message("chi words"), surface_op="append")
+        search = asyncio.ensure_future(store.search_messages("chi"))
+        try:
+            assert await asyncio.to_thread(started.wait, 10)
+            headers = await asyncio.wait_for(store.list_headers(), 10)
+            assert [h.id for h in headers] == ["s"]
+            assert not search.done()
+        finally:
+            release.set()
+        assert [(h.session_id, h.seq) for h in await search] == [("s", 0)]
