@@ -148,3 +148,40 @@ async def test_an_older_database_is_indexed_as_the_app_opens_it(
         await pilot.press(*"@zeta07")
         await wait_for(pilot, lambda: len(app.composer.picker.row_texts) == 1)
         assert "zeta07 omega" in app.composer.picker.row_texts[0]
+
+
+async def test_a_read_only_database_says_which_sessions_search_cannot_find_yet(
+    tmp_path: Path,
+) -> None:
+    # An upgrade's backlog left on a read-only file: search missed those sessions silently.
+    from core.config import DshConfig
+    from core.providers.offline import OfflineProvider
+    from tui.shared.runtime import open_runtime
+
+    path = tmp_path / "ro.sqlite3"
+    async with await SqliteSessionStore.open(path) as store:
+        for k in range(3):
+            await store.create_session(f"s{k}", cwd=SHOP, created_at=FIXED_NOW - DAY - k)
+            await store.append_batch(f"s{k}", exchange(f"zeta{k} omega", "ok", 1, FIXED_NOW))
+    with sqlite3.connect(path) as conn:  # as the upgrade step leaves it
+        conn.execute("DELETE FROM search_messages")
+        conn.execute("INSERT INTO search_pending (session) SELECT key FROM sessions")
+    store = await SqliteSessionStore.open(path, read_only=True)
+    async with open_runtime(
+        DshConfig(database=path), store=store, provider=OfflineProvider()
+    ) as rt:
+        app = make_app(rt)
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(app, pilot)
+            notice = app.notice.visible_text
+            assert "read-only" in notice
+            assert (
+                "3 sessions are not indexed yet (the database is read-only); they are indexed "
+                "the next time dsh opens it for writing." in notice
+            )
+            # Switching sessions shows it again with the read-only notice.
+            app.switch_to("s1")
+            await wait_for(pilot, lambda: app.current_id == "s1")
+            await pilot.pause()
+            assert "3 sessions are not indexed yet" in app.notice.visible_text
+    await store.close()

@@ -53,6 +53,7 @@ from core.references import (
     SessionReferenceError,
     find_session_reference_spans,
 )
+from core.search import unindexed_notice
 from tui.app.busy import IDLE, Activity, Busy, action_available, busy_reason
 from tui.app.commands import SessionCommands
 from tui.app.composer.composer import Composer
@@ -218,6 +219,8 @@ class DshApp(App[int]):
         self._drafts = DraftKeeper(None)
         self._history_window: SurfaceWindow | None = None
         self._drafts_timer_armed = False
+        self._unindexed_note: str | None = None
+        """Sessions of a read-only database that search cannot find yet (its notice)."""
 
     # ------------------------------------------------------------------ set-up
 
@@ -288,6 +291,9 @@ class DshApp(App[int]):
             composer.send_enabled = False
             # Not "Message…": a replay (or a read-only database) takes no message.
             composer.placeholder = f"{self._read_only_why()}: nothing can be sent"
+            unindexed = getattr(self.runtime.store, "unindexed_sessions", None)
+            if unindexed is not None:
+                self._unindexed_note = unindexed_notice(await unindexed())
             self._show_read_only_notice()
         self._fit_sidebar(self.size.width)
         await self.follower.prime()
@@ -341,9 +347,10 @@ class DshApp(App[int]):
         await self._stack.aclose()
 
     def _show_read_only_notice(self) -> None:
-        self.notice.show_notice(
-            f"{self._read_only_why()}: you can read sessions but not send.", warning=True
-        )
+        text = f"{self._read_only_why()}: you can read sessions but not send."
+        if self._unindexed_note is not None:  # search cannot find those sessions yet
+            text += f" {self._unindexed_note[:1].upper()}{self._unindexed_note[1:]}."
+        self.notice.show_notice(text, warning=True)
 
     # ------------------------------------------------------------------ drafts
 
