@@ -185,3 +185,45 @@ async def test_a_read_only_database_says_which_sessions_search_cannot_find_yet(
             await pilot.pause()
             assert "3 sessions are not indexed yet" in app.notice.visible_text
     await store.close()
+
+
+async def test_opening_a_body_match_shows_its_message_from_an_older_page(
+    runtime: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The sidebar row shows a snippet of message seq S; opening it showed the newest page
+    # only, so the message (pages above) had to be hunted for by hand.
+    created = FIXED_NOW - 9 * DAY
+    await runtime.store.create_session("long-talk", cwd=SHOP, created_at=created)
+    events: list[NewEvent] = [title("Long talk", created + 1000)]
+    for turn in range(60):
+        question = "the kappa budget is settled" if turn == 20 else f"filler question {turn}"
+        events += exchange(question, f"filler answer {turn}", turn + 1, created + turn * MINUTE)
+    await runtime.store.append_batch("long-talk", events)
+    monkeypatch.setattr("tui.app.transcript.transcript.FOUND_MARK_S", 0.5)
+    app = make_app(runtime)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        assert app.current_id != "long-talk"
+        sidebar, transcript = app.sidebar, app.transcript
+        await pilot.press("ctrl+l", *"kappa")
+        await wait_for(pilot, lambda: sidebar.visible_ids == ["long-talk"])
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: app.current_id == "long-talk")
+        await wait_for(pilot, lambda: bool(transcript.query(".-found")))
+        found = transcript.query_one(".-found")
+        assert "the kappa budget is settled" in str(found.render())
+        assert transcript.hidden_count > 0  # only the pages down to it were loaded
+        assert not transcript.following
+        await pilot.pause()
+        view = transcript.scrollable_content_region
+        assert found.region.overlaps(view), "the message is in view"
+        # The mark is brief.
+        await wait_for(pilot, lambda: not found.has_class("-found"))
+        # Opened otherwise (no body match), a session still shows its newest page.
+        app.switch_to("long-talk")
+        await pilot.pause()
+        await settle(app, pilot)
+        assert transcript.following and not transcript.query(".-found")
+        # A stale hit (its message replaced or gone meanwhile) shows nothing.
+        assert await transcript.reveal(10**6) is None
+        assert not transcript.query(".-found")

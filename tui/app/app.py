@@ -671,20 +671,24 @@ class DshApp(App[int]):
         entries = self.sidebar.entries
         await self.open_session(entries[0].header.id if entries else None)
 
-    def switch_to(self, session_id: str) -> None:
+    def switch_to(self, session_id: str, *, seq: int | None = None) -> None:
         """Open ``session_id`` because the user chose it (the sidebar, or "Switch to" in the
         palette): not while the app is busy (the notice says why); a newer choice supersedes
-        one still opening. Either way typing goes on in the composer, as a message."""
+        one still opening. Either way typing goes on in the composer, as a message.
+        ``seq``: chosen by a body match of that message; the transcript shows it."""
         if self.busy:
             self._say_busy("switching")
             self.composer.focus()
             return
-        self._switch(session_id)
+        self._switch(session_id, seq)
 
     @work(exclusive=True, group="switch")
-    async def _switch(self, session_id: str) -> None:
+    async def _switch(self, session_id: str, seq: int | None = None) -> None:
         await self.open_session(session_id)
         self.composer.focus()
+        if seq is not None and self.current_id == session_id:
+            await self.transcript.wait_until_settled()
+            await self.transcript.reveal(seq)
 
     async def session_deleted_elsewhere(self, session_id: str) -> None:
         """The open session was deleted by another window or process: say so and open the
@@ -775,7 +779,7 @@ class DshApp(App[int]):
 
     @on(Sidebar.Selected)
     def _sidebar_selected(self, message: Sidebar.Selected) -> None:
-        self.switch_to(message.session_id)
+        self.switch_to(message.session_id, seq=message.seq)
 
     @on(Sidebar.DeleteRequested)
     def _sidebar_delete(self, message: Sidebar.DeleteRequested) -> None:
