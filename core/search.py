@@ -53,6 +53,7 @@ __all__ = [
     "matches",
     "rank_hits",
     "search_terms",
+    "unindexed_notice",
 ]
 
 RANK_WINDOW = 1000
@@ -212,3 +213,16 @@ def rank_hits(
         scores = [0.0] * len(rows)
         order = list(range(len(rows)))
     return [make_hit(*rows[i], terms, scores[i]) for i in order[:limit]]
+
+
+def unindexed_notice(count: int) -> str | None:
+    """What a host says when ``count`` sessions of a read-only database await indexing
+    (an upgrade's backlog that only a writer can index): search cannot find them yet.
+    ``None`` when there are none."""
+    if count < 1:
+        return None
+    what, they = ("1 session is", "it is") if count == 1 else (f"{count} sessions are", "they are")
+    return (
+        f"{what} not indexed yet (the database is read-only); {they} indexed the next "
+        "time dsh opens it for writing"
+    )

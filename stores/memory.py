@@ -405,6 +405,10 @@ class MemorySessionStore:
                     out.append(Share(session.header.id, owner, grantee))
         return out
 
+    async def unindexed_sessions(self) -> int:
+        """Always 0: every message is searchable as soon as it is appended."""
+        return 0
+
     async def search_messages(self, query: str, *, limit: int = 20) -> list[SearchHit]:
         self._open()
         terms = search_terms(query)

@@ -1355,6 +1355,16 @@ class PostgresSessionStore:
 
         return await asyncio.to_thread(rank)
 
+    async def unindexed_sessions(self) -> int:
+        """How many sessions the user may read await indexing: an upgrade's backlog, left
+        while the server is read-only (``search_messages`` cannot find them yet; a host
+        says so, see ``core.search.unindexed_notice``)."""
+
+        async def count(conn: asyncpg.Connection) -> int:
+            return int(await conn.fetchval("SELECT count(*) FROM dsh_search_pending"))
+
+        return await self._run(count, write=False)
+
     async def _index_pending(self, progress: Callable[[int, int], None] | None) -> None:
         """Index the sessions of ``dsh_search_pending`` (those of a database upgraded from
         before the search index), a few per transaction; ``progress`` gets (sessions done,

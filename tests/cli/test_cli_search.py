@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import re
+import sqlite3
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -102,3 +104,29 @@ def test_on_a_narrow_terminal_the_seq_id_and_match_stay_in_view(
         assert cell_len(row) <= columns
         seq = re.search(r"… +(\d+)  ", row)
         assert a[:13] in row and seq and seq[1] in ("0", "1") and "policy" in row, (columns, row)
+
+
+def test_search_on_a_read_only_database_says_what_is_not_indexed_yet(
+    dsh: Run, dsh_env: Path
+) -> None:
+    # An upgrade's backlog on a read-only file: search silently missed those sessions.
+    a = new(dsh)
+    assert dsh("send", a, "the retry policy").code == 0
+    with sqlite3.connect(dsh_env) as conn:
+        conn.execute("PRAGMA foreign_keys = ON")
+        conn.execute("DELETE FROM search_messages")
+        conn.execute("INSERT INTO search_pending (session) SELECT key FROM sessions")
+    dsh_env.chmod(0o444)
+    note = (
+        "dsh: note: 1 session is not indexed yet (the database is read-only); it is "
+        "indexed the next time dsh opens it for writing\n"
+    )
+    for args in (("retry",), ("retry", "--json")):
+        result = dsh("search", *args)
+        assert result.code == 0
+        assert result.err == note
+    assert dsh("search", "retry", "--json").json() == []
+    dsh_env.chmod(0o644)
+    result = dsh("search", "retry", "--json")
+    assert result.err == ""
+    assert {h["session_id"] for h in result.json()} == {a}

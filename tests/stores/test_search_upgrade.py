@@ -3,14 +3,18 @@ progress), and the SQLite FTS5 index stays consistent with its rows."""
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
+import threading
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
 from core.jsoncodec import dumps_js
 from core.log import Replace, user_message
+from core.search import SearchHit, rank_hits, unindexed_notice
 from stores import SqliteSessionStore, open_store
 from stores.sqlite import _FTS_PHRASE_MAX, SCHEMA_VERSION, _fts_phrase
 from tests.pgcluster import SECRET_PASSWORD, SECRET_ROLE, Cluster
@@ -239,8 +243,79 @@ async def test_a_read_only_postgres_server_opens_with_a_backlog_left_for_later(
     async with await open_store(read_only, progress=lambda *p: seen.append(p)) as store:
         assert [h.id for h in await store.list_headers()] == ["s"]
         assert await store.search_messages("psi") == []  # not indexed yet
+        assert await store.unindexed_sessions() == 1
     assert seen == []
     assert pg_cluster.psql(f"SELECT count(*) FROM {name}.dsh_search_pending") == "1"
     async with await open_store(url, progress=lambda *p: seen.append(p)) as store:
         assert [h.session_id for h in await store.search_messages("psi")] == ["s"]
     assert seen == [(1, 1)]
+
+
+async def test_other_store_calls_proceed_while_a_search_ranks(
+    location: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Ranking a common word over large messages takes seconds (BM25 counts and spans over
+    # whole texts): SQLite ranked on its single connection, so every other call waited.
+    # Here the ranking waits until another store call has completed meanwhile.
+    started, release = threading.Event(), threading.Event()
+
+    def gated(
+        found: list[tuple[str, int, str]], terms: Sequence[str], limit: int
+    ) -> list[SearchHit]:
+        started.set()
+        release.wait(30)
+        return rank_hits(found, terms, limit)
+
+    monkeypatch.setattr("stores.sqlite.rank_hits", gated)
+    monkeypatch.setattr("stores.postgres.rank_hits", gated)
+    async with await open_store(location) as store:
+        await store.create_session("s", created_at=1)
+        await store.append("s", MSG, user_message("chi words"), surface_op="append")
+        search = asyncio.ensure_future(store.search_messages("chi"))
+        try:
+            assert await asyncio.to_thread(started.wait, 10)
+            headers = await asyncio.wait_for(store.list_headers(), 10)
+            assert [h.id for h in headers] == ["s"]
+            assert not search.done()
+        finally:
+            release.set()
+        assert [(h.session_id, h.seq) for h in await search] == [("s", 0)]
+
+
+def unindex(path: Path) -> None:
+    """Back to what the upgrade step leaves: no rows, every session pending."""
+    with sqlite3.connect(path) as conn:
+        conn.execute("PRAGMA foreign_keys = ON")
+        conn.execute("DELETE FROM search_messages")
+        conn.execute("INSERT INTO search_pending (session) SELECT key FROM sessions")
+
+
+async def test_a_read_only_sqlite_database_says_how_many_sessions_search_misses(
+    tmp_path: Path,
+) -> None:
+    # Opened read-only with an upgrade's backlog, search silently missed those sessions.
+    path = tmp_path / "dsh.sqlite3"
+    async with await SqliteSessionStore.open(path) as store:
+        for sid in ("a", "b"):
+            await store.create_session(sid, created_at=1)
+            await store.append(sid, MSG, user_message("omega words"), surface_op="append")
+        assert await store.unindexed_sessions() == 0
+    unindex(path)
+    async with await SqliteSessionStore.open(path, read_only=True) as store:
+        assert await store.search_messages("omega") == []
+        assert await store.unindexed_sessions() == 2
+    # Only sessions the user may read are counted.
+    async with await SqliteSessionStore.open(path, read_only=True, user="mallory") as store:
+        assert await store.unindexed_sessions() == 0
+    async with await SqliteSessionStore.open(path) as store:
+        assert await store.unindexed_sessions() == 0
+        assert len(await store.search_messages("omega")) == 2
+    assert unindexed_notice(0) is None
+    assert unindexed_notice(1) == (
+        "1 session is not indexed yet (the database is read-only); it is indexed the "
+        "next time dsh opens it for writing"
+    )
+    assert unindexed_notice(2) == (
+        "2 sessions are not indexed yet (the database is read-only); they are indexed the "
+        "next time dsh opens it for writing"
+    )

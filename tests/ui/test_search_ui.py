@@ -148,3 +148,82 @@ async def test_an_older_database_is_indexed_as_the_app_opens_it(
         await pilot.press(*"@zeta07")
         await wait_for(pilot, lambda: len(app.composer.picker.row_texts) == 1)
         assert "zeta07 omega" in app.composer.picker.row_texts[0]
+
+
+async def test_a_read_only_database_says_which_sessions_search_cannot_find_yet(
+    tmp_path: Path,
+) -> None:
+    # An upgrade's backlog left on a read-only file: search missed those sessions silently.
+    from core.config import DshConfig
+    from core.providers.offline import OfflineProvider
+    from tui.shared.runtime import open_runtime
+
+    path = tmp_path / "ro.sqlite3"
+    async with await SqliteSessionStore.open(path) as store:
+        for k in range(3):
+            await store.create_session(f"s{k}", cwd=SHOP, created_at=FIXED_NOW - DAY - k)
+            await store.append_batch(f"s{k}", exchange(f"zeta{k} omega", "ok", 1, FIXED_NOW))
+    with sqlite3.connect(path) as conn:  # as the upgrade step leaves it
+        conn.execute("DELETE FROM search_messages")
+        conn.execute("INSERT INTO search_pending (session) SELECT key FROM sessions")
+    store = await SqliteSessionStore.open(path, read_only=True)
+    async with open_runtime(
+        DshConfig(database=path), store=store, provider=OfflineProvider()
+    ) as rt:
+        app = make_app(rt)
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(app, pilot)
+            notice = app.notice.visible_text
+            assert "read-only" in notice
+            assert (
+                "3 sessions are not indexed yet (the database is read-only); they are indexed "
+                "the next time dsh opens it for writing." in notice
+            )
+            # Switching sessions shows it again with the read-only notice.
+            app.switch_to("s1")
+            await wait_for(pilot, lambda: app.current_id == "s1")
+            await pilot.pause()
+            assert "3 sessions are not indexed yet" in app.notice.visible_text
+    await store.close()
+
+
+async def test_opening_a_body_match_shows_its_message_from_an_older_page(
+    runtime: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The sidebar row shows a snippet of message seq S; opening it showed the newest page
+    # only, so the message (pages above) had to be hunted for by hand.
+    created = FIXED_NOW - 9 * DAY
+    await runtime.store.create_session("long-talk", cwd=SHOP, created_at=created)
+    events: list[NewEvent] = [title("Long talk", created + 1000)]
+    for turn in range(60):
+        question = "the kappa budget is settled" if turn == 20 else f"filler question {turn}"
+        events += exchange(question, f"filler answer {turn}", turn + 1, created + turn * MINUTE)
+    await runtime.store.append_batch("long-talk", events)
+    monkeypatch.setattr("tui.app.transcript.transcript.FOUND_MARK_S", 0.5)
+    app = make_app(runtime)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        assert app.current_id != "long-talk"
+        sidebar, transcript = app.sidebar, app.transcript
+        await pilot.press("ctrl+l", *"kappa")
+        await wait_for(pilot, lambda: sidebar.visible_ids == ["long-talk"])
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: app.current_id == "long-talk")
+        await wait_for(pilot, lambda: bool(transcript.query(".-found")))
+        found = transcript.query_one(".-found")
+        assert "the kappa budget is settled" in str(found.render())
+        assert transcript.hidden_count > 0  # only the pages down to it were loaded
+        assert not transcript.following
+        await pilot.pause()
+        view = transcript.scrollable_content_region
+        assert found.region.overlaps(view), "the message is in view"
+        # The mark is brief.
+        await wait_for(pilot, lambda: not found.has_class("-found"))
+        # Opened otherwise (no body match), a session still shows its newest page.
+        app.switch_to("long-talk")
+        await pilot.pause()
+        await settle(app, pilot)
+        assert transcript.following and not transcript.query(".-found")
+        # A stale hit (its message replaced or gone meanwhile) shows nothing.
+        assert await transcript.reveal(10**6) is None
+        assert not transcript.query(".-found")

@@ -53,6 +53,7 @@ from core.references import (
     SessionReferenceError,
     find_session_reference_spans,
 )
+from core.search import unindexed_notice
 from tui.app.busy import IDLE, Activity, Busy, action_available, busy_reason
 from tui.app.commands import SessionCommands
 from tui.app.composer.composer import Composer
@@ -218,6 +219,8 @@ class DshApp(App[int]):
         self._drafts = DraftKeeper(None)
         self._history_window: SurfaceWindow | None = None
         self._drafts_timer_armed = False
+        self._unindexed_note: str | None = None
+        """Sessions of a read-only database that search cannot find yet (its notice)."""
 
     # ------------------------------------------------------------------ set-up
 
@@ -288,6 +291,9 @@ class DshApp(App[int]):
             composer.send_enabled = False
             # Not "Message…": a replay (or a read-only database) takes no message.
             composer.placeholder = f"{self._read_only_why()}: nothing can be sent"
+            unindexed = getattr(self.runtime.store, "unindexed_sessions", None)
+            if unindexed is not None:
+                self._unindexed_note = unindexed_notice(await unindexed())
             self._show_read_only_notice()
         self._fit_sidebar(self.size.width)
         await self.follower.prime()
@@ -341,9 +347,10 @@ class DshApp(App[int]):
         await self._stack.aclose()
 
     def _show_read_only_notice(self) -> None:
-        self.notice.show_notice(
-            f"{self._read_only_why()}: you can read sessions but not send.", warning=True
-        )
+        text = f"{self._read_only_why()}: you can read sessions but not send."
+        if self._unindexed_note is not None:  # search cannot find those sessions yet
+            text += f" {self._unindexed_note[:1].upper()}{self._unindexed_note[1:]}."
+        self.notice.show_notice(text, warning=True)
 
     # ------------------------------------------------------------------ drafts
 
@@ -664,20 +671,24 @@ class DshApp(App[int]):
         entries = self.sidebar.entries
         await self.open_session(entries[0].header.id if entries else None)
 
-    def switch_to(self, session_id: str) -> None:
+    def switch_to(self, session_id: str, *, seq: int | None = None) -> None:
         """Open ``session_id`` because the user chose it (the sidebar, or "Switch to" in the
         palette): not while the app is busy (the notice says why); a newer choice supersedes
-        one still opening. Either way typing goes on in the composer, as a message."""
+        one still opening. Either way typing goes on in the composer, as a message.
+        ``seq``: chosen by a body match of that message; the transcript shows it."""
         if self.busy:
             self._say_busy("switching")
             self.composer.focus()
             return
-        self._switch(session_id)
+        self._switch(session_id, seq)
 
     @work(exclusive=True, group="switch")
-    async def _switch(self, session_id: str) -> None:
+    async def _switch(self, session_id: str, seq: int | None = None) -> None:
         await self.open_session(session_id)
         self.composer.focus()
+        if seq is not None and self.current_id == session_id:
+            await self.transcript.wait_until_settled()
+            await self.transcript.reveal(seq)
 
     async def session_deleted_elsewhere(self, session_id: str) -> None:
         """The open session was deleted by another window or process: say so and open the
@@ -768,7 +779,7 @@ class DshApp(App[int]):
 
     @on(Sidebar.Selected)
     def _sidebar_selected(self, message: Sidebar.Selected) -> None:
-        self.switch_to(message.session_id)
+        self.switch_to(message.session_id, seq=message.seq)
 
     @on(Sidebar.DeleteRequested)
     def _sidebar_delete(self, message: Sidebar.DeleteRequested) -> None:

@@ -58,6 +58,7 @@ from core.logfile import event_to_json, export_jsonl
 from core.references import SessionReferenceError
 from core.references.labels import safe_mention
 from core.resolve import SessionNameError, resolve_session_name
+from core.search import unindexed_notice
 from stores.replay import ReplayStore
 from tui.shared.errors import describe_error
 from tui.shared.progress import terminal_progress
@@ -788,6 +789,9 @@ async def cmd_search(rt: Runtime, args: argparse.Namespace) -> int:
     if args.limit < 1:
         raise CliError(f"--limit must be a positive number, not {args.limit}")
     hits = await rt.query.search_messages(args.query, limit=args.limit)
+    unindexed = getattr(rt.store, "unindexed_sessions", None)
+    if unindexed is not None and (note := unindexed_notice(await unindexed())):
+        print(f"dsh: note: {note}", file=sys.stderr)
     titles = await rt.query.read_titles(sorted({h.session_id for h in hits}))
     title_of = {sid: t.title for sid, t in titles.items()}
     if args.json:

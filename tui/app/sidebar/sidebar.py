@@ -91,9 +91,13 @@ class Sidebar(Vertical):
     ]
 
     class Selected(Message):
-        def __init__(self, session_id: str) -> None:
+        """A session was chosen; ``seq``: the message of the body match it was chosen by
+        (the transcript shows it), else ``None``."""
+
+        def __init__(self, session_id: str, seq: int | None = None) -> None:
             super().__init__()
             self.session_id = session_id
+            self.seq = seq
 
     class DeleteRequested(Message):
         def __init__(self, session_id: str) -> None:
@@ -266,13 +270,16 @@ class Sidebar(Vertical):
         event.stop()
         if self._visible:
             index = self.option_list.highlighted or 0
-            self.post_message(self.Selected(self._visible[index].header.id))
+            self.post_message(self._selected(self._visible[index]))
 
     @on(SessionList.Selected, "#session-list")
     def _option_selected(self, event: SessionList.Selected) -> None:
         event.stop()
         if 0 <= event.index < len(self._visible):
-            self.post_message(self.Selected(self._visible[event.index].header.id))
+            self.post_message(self._selected(self._visible[event.index]))
+
+    def _selected(self, entry: SessionEntry) -> Sidebar.Selected:
+        return self.Selected(entry.header.id, entry.hit.seq if entry.hit is not None else None)
 
     def on_key(self, event: Key) -> None:
         # Typing while the list has focus filters it: send printable keys to the filter.

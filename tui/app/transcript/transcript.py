@@ -559,6 +559,8 @@ class ReplyView(Vertical):
 # --------------------------------------------------------------------------- transcript
 
 Entry = TranscriptItem | ReplyRecord
+FOUND_MARK_S = 3.0
+"""How long an item opened from a search hit stays marked (seconds)."""
 
 
 class Transcript(VerticalScroll):
@@ -571,6 +573,10 @@ class Transcript(VerticalScroll):
         height: 1fr;
         padding: 0 1;
         scrollbar-gutter: stable;
+    }
+
+    Transcript > .-found {
+        background: $accent 25%;
     }
 
     Transcript > #load-earlier {
@@ -1045,6 +1051,44 @@ class Transcript(VerticalScroll):
         if not self._unread or self._fetch is None or self._fetching == self._generation:
             return _done()
         return self._tracked(self._read_earlier(self._fetch))
+
+    async def reveal(self, seq: int) -> Widget | None:
+        """Scroll to the item of surface seq ``seq`` (a search hit the user opened),
+        reading and mounting earlier pages until it is there, and mark it for
+        ``FOUND_MARK_S`` seconds (the ``-found`` class). ``None`` when this transcript does not
+        hold it (a stale hit), when paging stops making progress (a read failed: the
+        transcript reports it) or when another session is loaded meanwhile."""
+        generation = self._generation
+        while True:
+            index = self._index_of(seq)
+            if index is not None and index >= self._first:
+                break
+            if self._counted and seq not in self._known_seqs:
+                return None
+            hidden, unread = self.hidden_count, len(self._unread)
+            if not hidden and self._counted:
+                return None
+            await self.load_earlier()
+            if generation != self._generation:
+                return None
+            progressed = self.hidden_count < hidden or len(self._unread) != unread
+            if not progressed and self._index_of(seq) is None:
+                return None
+        widget = self._widgets[index - self._first]
+        self.release_anchor()  # the reader looks at this item now, not at the tail
+        self.scroll_to_widget(widget, animate=False, top=True, immediate=True)
+        widget.add_class("-found")
+        self.set_timer(FOUND_MARK_S, lambda: widget.remove_class("-found"))
+        return widget
+
+    def _index_of(self, seq: int) -> int | None:
+        """The index in ``_entries`` of the item of surface seq ``seq`` (read so far)."""
+        for index in range(len(self._entries) - 1, -1, -1):
+            entry = self._entries[index]
+            event = entry.event
+            if event is not None and event.seq == seq:
+                return index
+        return None
 
     def _counted_earlier(self, seqs: Sequence[int], floor: int) -> None:
         """Every surface seq is known now (a transcript opened from the newest rows only):
