@@ -52,7 +52,7 @@ from core.log import (
     now_ms,
 )
 from core.query import MessageTail, SessionTitle, TailWalk
-from core.references.projection import plain_message_bytes, projection_code
+from core.references.projection import MessageSums, projection_code
 from core.search import (
     RANK_WINDOW,
     SearchHit,
@@ -875,7 +875,7 @@ class PostgresSessionStore:
         trip, atomic on its own."""
         kinds = [event_kind(v.type, v.data, v.surface_op is not None) for v in batch]
         codes = [_projection(v) for v in batch]
-        sizes = [size for size in map(plain_message_bytes, codes) if size is not None]
+        sums = MessageSums(codes)
 
         async def body(conn: asyncpg.Connection) -> int | None:
             first: int | None = await conn.fetchval(
@@ -890,8 +890,8 @@ class PostgresSessionStore:
                 CHANGES_CHANNEL,
                 self._token,
                 codes,
-                len(sizes),
-                sum(sizes),
+                sums.messages,
+                sums.bytes,
                 [_searchable(v) for v in batch],
             )
             if first is None:
@@ -1645,7 +1645,7 @@ async def _track_surface(
     """Keep ``dsh_surface_nodes`` and ``dsh_surface_sums`` in step with a batch whose
     surface operations were checked (so every replace's range is on the surface)."""
     pending: list[tuple[int, int, int, int]] = []
-    messages = size = 0
+    sums = MessageSums()
     for offset, v in enumerate(batch):
         op = v.surface_op
         code = codes[offset]
@@ -1673,28 +1673,22 @@ async def _track_surface(
                 lo,
                 hi,
             ):
-                shadowed = plain_message_bytes(gone)
-                if shadowed is not None:
-                    messages -= 1
-                    size -= shadowed
+                sums.remove(gone)
             pending.append((key, lo, seq, code))
         else:
             pending.append((key, seq, seq, code))
-        added = plain_message_bytes(code)
-        if added is not None:
-            messages += 1
-            size += added
+        sums.add(code)
     if pending:
         await conn.executemany(_INSERT_NODE_SQL, pending)
-    if messages or size:
+    if sums.messages or sums.bytes:
         await conn.execute(
             "INSERT INTO dsh_surface_sums (session_key, messages, bytes) VALUES ($1, $2, $3) "
             "ON CONFLICT (session_key) DO UPDATE "
             "SET messages = dsh_surface_sums.messages + excluded.messages, "
             "bytes = dsh_surface_sums.bytes + excluded.bytes",
             key,
-            messages,
-            size,
+            sums.messages,
+            sums.bytes,
         )
 
 
@@ -1747,15 +1741,13 @@ async def _backfill_surfaces(
         await conn.executemany(
             _INSERT_NODE_SQL, [(key, pos, n.seq, n.projection) for pos, n in enumerate(nodes)]
         )
-        sizes = [
-            b for b in map(plain_message_bytes, (n.projection for n in nodes)) if b is not None
-        ]
-        if sizes:
+        sums = MessageSums(n.projection for n in nodes)
+        if sums.messages:
             await conn.execute(
                 "INSERT INTO dsh_surface_sums (session_key, messages, bytes) VALUES ($1, $2, $3)",
                 key,
-                len(sizes),
-                sum(sizes),
+                sums.messages,
+                sums.bytes,
             )
     if report is not None and done < total:
         report(total, total)

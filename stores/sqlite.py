@@ -70,7 +70,7 @@ from core.log import (
     now_ms,
 )
 from core.query import MessageTail, SessionTitle, TailWalk
-from core.references.projection import plain_message_bytes, projection_code
+from core.references.projection import MessageSums, projection_code
 from core.search import (
     MIN_INDEXED_TERM,
     RANK_WINDOW,
@@ -1979,7 +1979,7 @@ def _track_surface(
     operations were checked (so every replace's range is on the surface); ``codes``: the
     projection code of each surface event, by its index in the batch (in order)."""
     pending: list[tuple[int, int, int, int]] = []
-    messages = size = 0
+    sums = MessageSums()
     for offset, code in codes.items():
         op = batch[offset].surface_op
         seq = first + offset
@@ -1998,10 +1998,7 @@ def _track_surface(
                 "SELECT projection FROM surface_nodes WHERE session = ? AND pos BETWEEN ? AND ?",
                 (key, lo, hi),
             ).fetchall():
-                shadowed = plain_message_bytes(gone)
-                if shadowed is not None:
-                    messages -= 1
-                    size -= shadowed
+                sums.remove(gone)
             raw.execute(
                 "DELETE FROM surface_nodes WHERE session = ? AND pos BETWEEN ? AND ?",
                 (key, lo, hi),
@@ -2009,18 +2006,15 @@ def _track_surface(
             pending.append((key, lo, seq, code))
         else:
             pending.append((key, seq, seq, code))
-        added = plain_message_bytes(code)
-        if added is not None:
-            messages += 1
-            size += added
+        sums.add(code)
     if pending:
         raw.executemany(_INSERT_NODE_SQL, pending)
-    if messages or size:
+    if sums.messages or sums.bytes:
         raw.execute(
             "INSERT INTO surface_sums (session, messages, bytes) VALUES (?, ?, ?) "
             "ON CONFLICT (session) DO UPDATE SET messages = messages + excluded.messages, "
             "bytes = bytes + excluded.bytes",
-            (key, messages, size),
+            (key, sums.messages, sums.bytes),
         )
 
 
@@ -2060,11 +2054,11 @@ def _backfill_surfaces(
         raw.executemany(
             _INSERT_NODE_SQL, [(key, pos, n.seq, n.projection) for pos, n in enumerate(nodes)]
         )
-        sizes = [s for s in (plain_message_bytes(n.projection) for n in nodes) if s is not None]
-        if sizes:
+        sums = MessageSums(n.projection for n in nodes)
+        if sums.messages:
             raw.execute(
                 "INSERT INTO surface_sums (session, messages, bytes) VALUES (?, ?, ?)",
-                (key, len(sizes), sum(sizes)),
+                (key, sums.messages, sums.bytes),
             )
     if report is not None and done < total:
         report(total, total)

@@ -21,6 +21,7 @@ from core.log import (
 
 __all__ = [
     "NO_MESSAGE",
+    "MessageSums",
     "ProjectedMessage",
     "plain_message_bytes",
     "project_surface",
@@ -123,3 +124,30 @@ def plain_message_bytes(code: int | None) -> int | None:
     if code is None or code < 0 or code & 2:
         return None
     return code >> 2
+
+
+class MessageSums:
+    """The stores' running sums of a surface: the count and UTF-8 bytes of its messages
+    that are not checkpoints (exactly those ``plain_message_bytes`` measures). ``add`` a
+    node's projection code as it joins the surface, ``remove`` one a replace shadows;
+    other codes change nothing."""
+
+    __slots__ = ("bytes", "messages")
+
+    def __init__(self, codes: Iterable[int | None] = ()) -> None:
+        self.messages = 0
+        self.bytes = 0
+        for code in codes:
+            self.add(code)
+
+    def add(self, code: int | None) -> None:
+        size = plain_message_bytes(code)
+        if size is not None:
+            self.messages += 1
+            self.bytes += size
+
+    def remove(self, code: int | None) -> None:
+        size = plain_message_bytes(code)
+        if size is not None:
+            self.messages -= 1
+            self.bytes -= size
