@@ -7,6 +7,7 @@
  *   escaped_pair(text)   -> bool  _ESCAPED_PAIR.search(text) is not None
  *   freeze_object(dict)  -> FrozenDict, the JSON decoder's object_hook
  *   c_safe(value)        -> bool  _c_safe(value, 0): may the C encoder write it
+ *   join_utf8(parts)     -> str   b"".join(parts).decode("utf-8"), allocated once
  *
  * Nothing here keeps a reference to its input; the only state is the two frozen types,
  * set once by core.jsoncodec through set_types().
@@ -371,6 +372,89 @@ set_types(PyObject *module, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* ------------------------------------------------------------------ join_utf8 */
+
+#define JOIN_SLICE 8192 /* bytes decoded at a time: the only transient copy */
+
+/* The str of the UTF-8 parts (a list of bytes, each valid UTF-8 on its own), in one
+ * allocation of exactly its size and kind: bytes.decode builds a non-ASCII result in a
+ * full-size ASCII buffer first and widens it, and would need the parts joined first. */
+static PyObject *
+join_utf8(PyObject *module, PyObject *parts)
+{
+    (void)module;
+    if (expect(PyList_CheckExact(parts), parts, "join_utf8", "list of bytes") < 0) {
+        return NULL;
+    }
+    Py_ssize_t count = PyList_GET_SIZE(parts), chars = 0;
+    unsigned char lead = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *part = PyList_GET_ITEM(parts, i);
+        if (expect(PyBytes_CheckExact(part), part, "join_utf8", "list of bytes") < 0) {
+            return NULL;
+        }
+        const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(part);
+        Py_ssize_t n = PyBytes_GET_SIZE(part);
+        for (Py_ssize_t j = 0; j < n; j++) {
+            unsigned char c = p[j];
+            if ((c & 0xC0) != 0x80) { /* not a continuation byte: one character */
+                chars++;
+                if (c > lead) {
+                    lead = c;
+                }
+            }
+        }
+    }
+    /* In valid UTF-8 the highest lead byte says the widest character's kind. */
+    Py_UCS4 maxchar = lead < 0x80 ? 0x7F : lead < 0xC4 ? 0xFF : lead < 0xF0 ? 0xFFFF : 0x10FFFF;
+    PyObject *out = PyUnicode_New(chars, maxchar);
+    if (out == NULL) {
+        return NULL;
+    }
+    Py_ssize_t pos = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *part = PyList_GET_ITEM(parts, i);
+        const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(part);
+        Py_ssize_t n = PyBytes_GET_SIZE(part), start = 0;
+        while (start < n) {
+            Py_ssize_t end = start + JOIN_SLICE;
+            if (end >= n) {
+                end = n;
+            } else {
+                while (end > start && (p[end] & 0xC0) == 0x80) {
+                    end--; /* cut between characters */
+                }
+                if (end == start) {
+                    end = start + JOIN_SLICE; /* not UTF-8: the decoder says so */
+                }
+            }
+            PyObject *piece = PyUnicode_DecodeUTF8((const char *)p + start, end - start, "strict");
+            if (piece == NULL) {
+                Py_DECREF(out);
+                return NULL;
+            }
+            Py_ssize_t len = PyUnicode_GET_LENGTH(piece);
+            if (len > chars - pos || PyUnicode_CopyCharacters(out, pos, piece, 0, len) < 0) {
+                Py_DECREF(piece);
+                Py_DECREF(out);
+                if (!PyErr_Occurred()) {
+                    PyErr_SetString(PyExc_ValueError, "join_utf8() parts are not UTF-8");
+                }
+                return NULL;
+            }
+            Py_DECREF(piece);
+            pos += len;
+            start = end;
+        }
+    }
+    if (pos != chars) {
+        Py_DECREF(out);
+        PyErr_SetString(PyExc_ValueError, "join_utf8() parts are not UTF-8");
+        return NULL;
+    }
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"utf8_len", utf8_len, METH_O,
      "UTF-8 byte length of a str, a lone surrogate counting 3 bytes (surrogatepass)."},
@@ -382,6 +466,8 @@ static PyMethodDef methods[] = {
      "A list with its nested lists frozen, as a FrozenList."},
     {"c_safe", c_safe, METH_O,
      "Whether the C JSON encoder writes the value exactly as JSON.stringify does."},
+    {"join_utf8", join_utf8, METH_O,
+     "b''.join(parts).decode('utf-8') for a list of bytes each valid UTF-8, allocated once."},
     {"set_types", set_types, METH_VARARGS, "Register the FrozenDict and FrozenList types."},
     {NULL, NULL, 0, NULL},
 };

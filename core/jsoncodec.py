@@ -543,3 +543,18 @@ class _SlowParser:
             if c != ",":
                 self.fail("Expecting ',' delimiter", i)
             i = _WS.match(s, i + 1).end()  # type: ignore[union-attr]
+
+
+# --------------------------------------------------------------------------- joining UTF-8
+
+
+def _py_join_utf8(parts: list[bytes]) -> str:
+    """The reference of ``join_utf8``."""
+    return b"".join(parts).decode("utf-8")
+
+
+join_utf8: Callable[[list[bytes]], str] = getattr(_speedups, "join_utf8", None) or _py_join_utf8
+"""``b"".join(parts).decode("utf-8")`` for a list of bytes, each valid UTF-8 on its own.
+The C version allocates the str once, at its exact size and kind, and never the joined
+bytes: a large non-ASCII text costs itself plus its parts, where ``decode`` also builds
+it in a full-size ASCII buffer before widening it (``prepare``'s peak memory)."""

@@ -6,9 +6,9 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from core.jsoncodec import JSONDecodeError, loads_exact
-from core.references.retention import RetentionStats
-from core.references.tagsafe import stringify_tag_safe_json
+from core.jsoncodec import JSONDecodeError, join_utf8, loads_exact
+from core.references.retention import RetainedEncoded, RetentionStats
+from core.references.tagsafe import stringify_tag_safe_json, tag_safe_utf8_parts
 
 __all__ = [
     "REFERENCED_SESSIONS_CLOSE_TAG",
@@ -21,6 +21,7 @@ __all__ = [
     "parse_reference_prompt",
     "reference_entry",
     "render_reference_prompt",
+    "render_reference_prompt_encoded",
     "session_reference_source",
 ]
 
@@ -55,6 +56,47 @@ def render_reference_prompt(sources: Sequence[Mapping[str, Any]]) -> str:
         f"{REFERENCED_SESSIONS_OPEN_TAG}\n{stringify_tag_safe_json(list(sources))}\n"
         f"{REFERENCED_SESSIONS_CLOSE_TAG}"
     )
+
+
+def render_reference_prompt_encoded(sources: list[RetainedEncoded]) -> str:
+    """``render_reference_prompt`` of the ``RetainedEncoded`` sources' objects, built
+    from their UTF-8 texts without making a ``str`` of any of them: the prompt is joined
+    from UTF-8 parts into one ``str`` once (``join_utf8``). Empties ``sources`` (and
+    their conversations) as it goes, so each text is only held by the parts."""
+    parts: list[bytes] = [
+        f"{REFERENCED_SESSIONS_HEADING}\n\n{REFERENCED_SESSIONS_WARNING}\n\n"
+        f"{REFERENCED_SESSIONS_OPEN_TAG}\n[".encode()
+    ]
+    append = parts.append
+    # The bytes between two texts, shared by every item of the same shape: each text
+    # costs the parts list one or two pointers and no bytes of its own.
+    heads: dict[tuple[bytes, str, bool], bytes] = {}
+    sources.reverse()
+    while sources:
+        source = sources.pop()
+        shell = stringify_tag_safe_json(source.shell)
+        if not shell.endswith("[]}"):  # the conversation is the object's last key
+            raise ValueError("a retained source's conversation is not empty")
+        append(shell[:-2].encode())
+        conversation = source.conversation
+        conversation.reverse()
+        closer = b""  # what ends the item before (and the comma after it)
+        while conversation:
+            role, data = conversation.pop()
+            escaped = tag_safe_utf8_parts(data)
+            plain = len(escaped) == 3  # data itself between quotes
+            head = heads.get((closer, role, plain))
+            if head is None:
+                head = (
+                    f'{{"role":{stringify_tag_safe_json(role)},"text":{chr(34) if plain else ""}'
+                ).encode()
+                head = heads[closer, role, plain] = closer + head
+            append(head)
+            append(escaped[1] if plain else escaped[0])
+            closer = b'"},' if plain else b"},"
+        append(closer[:-1] + (b"]}" if not sources else b"]},"))
+    append(f"]\n{REFERENCED_SESSIONS_CLOSE_TAG}".encode())
+    return join_utf8(parts)
 
 
 def parse_reference_prompt(text: str) -> list[Any] | None:

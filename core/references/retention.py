@@ -13,17 +13,20 @@ import heapq
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Literal, NamedTuple
 
 from core.jsoncodec import utf8_len
 from core.references.config import SESSION_REFERENCE_BUDGET_EXCEEDED, SessionReferenceError
 from core.references.projection import ProjectedMessage
-from core.references.tagsafe import tag_safe_json_size
+from core.references.tagsafe import tag_safe_json_size, tag_safe_utf8_size
 
 __all__ = [
+    "EncodedMessage",
+    "RetainedEncoded",
     "RetainedSource",
     "RetentionStats",
     "omitted_marker",
+    "retain_encoded",
     "retain_source",
     "retain_source_after",
     "retention_cut",
@@ -57,9 +60,15 @@ def truncate_head_tail(text: str, target: int) -> tuple[str, int]:
     surrogate is 3 bytes and comes back as U+FFFD, so the kept text is valid UTF-8.
     """
     data = text.encode("utf-8", "surrogatepass")
-    total = len(data)
-    if total <= target:
+    if len(data) <= target:
         return text, 0
+    return _cut(data, target)
+
+
+def _cut(data: bytes, target: int) -> tuple[str, int]:
+    """``truncate_head_tail`` of the text whose UTF-8 (``surrogatepass``) is ``data``,
+    longer than ``target`` bytes."""
+    total = len(data)
 
     def kept(r: int) -> tuple[int, int]:
         head = (r + 1) // 2  # r <= target < total, so head and tail never overlap
@@ -323,3 +332,123 @@ def retain_source(
         omitted_bytes=omitted_bytes,
     )
     return RetainedSource(shell, stats)
+
+
+class EncodedMessage(NamedTuple):
+    """A ``ProjectedMessage`` with its text held as UTF-8 (``surrogatepass``): what
+    ``prepare`` keeps while it reads, about half of a ``str`` with any character beyond
+    Latin-1 in it."""
+
+    role: Literal["user", "assistant"]
+    data: bytes
+    checkpoint: bool = False
+
+
+def encode_message(message: ProjectedMessage) -> EncodedMessage:
+    return EncodedMessage(
+        message.role, message.text.encode("utf-8", "surrogatepass"), message.checkpoint
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class RetainedEncoded:
+    """``RetainedSource`` with the texts left in UTF-8: ``shell`` is the source object
+    with an empty ``conversation``, whose items are ``conversation``'s ``(role, UTF-8 of
+    the text)`` (see ``core.references.prompt.render_reference_prompt_encoded``)."""
+
+    shell: dict[str, Any]
+    conversation: list[tuple[str, bytes]]
+    stats: RetentionStats
+
+
+def retain_encoded(
+    *,
+    session_id: str,
+    label: str,
+    cwd: str | None,
+    captured_through_seq: int | None,
+    messages: Sequence[EncodedMessage],
+    skipped_messages: int = 0,
+    skipped_bytes: int = 0,
+    max_bytes: int,
+) -> RetainedEncoded:
+    """``retain_source_after`` of the messages with their texts in UTF-8, the kept texts
+    left in UTF-8: the same steps as ``retain_source`` (whose comments say why), each on
+    bytes, so that no text is ever held as a ``str`` beside the others."""
+    shell = _shell(session_id, label, cwd, captured_through_seq)
+    count = len(messages)
+    overhead = _overhead()
+    datas = [m.data for m in messages]
+    alive = [True] * count
+    omitted_messages = 0
+    omitted_bytes = 0
+
+    sizes = [0] * count
+    total = tag_safe_json_size(shell)
+    kept = 0
+    last = count - 1
+    for i, message in enumerate(messages):
+        if message.checkpoint or i == last:
+            sizes[i] = overhead[message.role] + tag_safe_utf8_size(message.data)
+            total += sizes[i]
+            kept += 1
+    cursor = last - 1
+    while cursor >= 0:
+        message = messages[cursor]
+        if not message.checkpoint:
+            size = overhead[message.role] + tag_safe_utf8_size(message.data)
+            if total + size + kept > max_bytes:
+                break
+            sizes[cursor] = size
+            total += size
+            kept += 1
+        cursor -= 1
+    for i in range(cursor + 1):
+        if not messages[i].checkpoint:
+            alive[i] = False
+            omitted_messages += 1
+            omitted_bytes += len(datas[i])
+    total += max(kept - 1, 0)
+
+    if total > max_bytes:
+        current_bytes = {i: len(datas[i]) for i in range(count) if alive[i]}
+        item_omitted = dict.fromkeys(current_bytes, 0)
+        heap = [(-b, i) for i, b in current_bytes.items()]
+        heapq.heapify(heap)
+        while total > max_bytes:
+            while heap and -heap[0][0] != current_bytes[heap[0][1]]:
+                heapq.heappop(heap)
+            if not heap:
+                raise _budget_exceeded(session_id, max_bytes, "no message is left to shorten")
+            longest, i = -heap[0][0], heap[0][1]
+            if longest == 0:
+                raise _budget_exceeded(session_id, max_bytes, "every message is already empty")
+            target = max(0, longest - (total - max_bytes))
+            original = messages[i].data
+            if len(original) <= target:
+                new_data, omitted = original, 0
+            else:
+                new_text, omitted = _cut(original, target)
+                new_data = new_text.encode("utf-8", "surrogatepass")
+            if new_data == datas[i]:
+                raise _budget_exceeded(session_id, max_bytes, "shortening changes nothing")
+            new_size = overhead[messages[i].role] + tag_safe_utf8_size(new_data)
+            total += new_size - sizes[i]
+            sizes[i] = new_size
+            omitted_bytes += omitted - item_omitted[i]
+            item_omitted[i] = omitted
+            datas[i] = new_data
+            current_bytes[i] = len(new_data)
+            heapq.heapreplace(heap, (-current_bytes[i], i))
+
+    conversation: list[tuple[str, bytes]] = [
+        (messages[i].role, datas[i]) for i in range(count) if alive[i]
+    ]
+    stats = RetentionStats(
+        compacted=any(m.checkpoint for m in messages),
+        original_messages=count + skipped_messages,
+        retained_messages=len(conversation),
+        omitted_messages=omitted_messages + skipped_messages,
+        omitted_bytes=omitted_bytes + skipped_bytes,
+    )
+    return RetainedEncoded(shell, conversation, stats)

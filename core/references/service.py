@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.gcpause import gc_paused
-from core.jsoncodec import utf8_len
 from core.log import Event, SessionHeader, text_block, user_message
 from core.query import (
     MessageTailSnapshot,
@@ -31,13 +30,19 @@ from core.references.config import (
     SessionReferenceError,
 )
 from core.references.mentions import SessionReferenceInput, format_session_reference_mention
-from core.references.projection import ProjectedMessage, project_surface
+from core.references.projection import project_surface
 from core.references.prompt import (
     reference_entry,
-    render_reference_prompt,
+    render_reference_prompt_encoded,
     session_reference_source,
 )
-from core.references.retention import retain_source_after, retention_cut
+from core.references.retention import (
+    EncodedMessage,
+    RetainedEncoded,
+    encode_message,
+    retain_encoded,
+    retention_cut,
+)
 from core.search import SearchHit
 
 __all__ = [
@@ -80,11 +85,12 @@ class PreparedReferencedMessage:
 
 @dataclass(frozen=True, slots=True)
 class _Projected:
-    """What ``prepare`` keeps of one source's snapshot: its projection, not its events."""
+    """What ``prepare`` keeps of one source's snapshot: its projection, not its events, the
+    texts in UTF-8 (``EncodedMessage``: what is kept costs about its bytes)."""
 
     cwd: str | None
     captured_through_seq: int | None
-    messages: list[ProjectedMessage]
+    messages: list[EncodedMessage]
     # Messages left unread because retention drops them whatever their text (see
     # ``retention_cut``): how many, and their UTF-8 bytes.
     skipped_messages: int = 0
@@ -374,8 +380,10 @@ class SessionReferenceService:
         # returns: the cyclic collector's passes over it would be pure overhead.
         with gc_paused():
             sources, entries = await self._read_and_retain(refs, cancel)
+        # The prompt is made from the kept texts' UTF-8 at once, the sources emptied as it
+        # goes: only it and those bytes are ever held together (peak memory).
         message = user_message(
-            [text_block(render_reference_prompt(sources))],
+            [text_block(render_reference_prompt_encoded(sources))],
             source=session_reference_source(entries),
         )
         return PreparedReferencedMessage(content_copy, message)
@@ -419,11 +427,11 @@ class SessionReferenceService:
         kept = [i for i in range(cut) if shape[i][1]] + list(range(cut, len(nodes)))
         # A few bodies at a time, each batch projected at once: only their texts are
         # held, never all the kept events together (peak memory follows what is kept).
-        messages: list[ProjectedMessage] = []
+        messages: list[EncodedMessage] = []
         for start in range(0, len(kept), _BODIES_PER_READ):
             seqs = [nodes[i][0] for i in kept[start : start + _BODIES_PER_READ]]
-            messages += project_surface(await read_at(ref.session_id, seqs))
-        if [(m.role, m.checkpoint, utf8_len(m.text)) for m in messages] != [shape[i] for i in kept]:
+            messages += map(encode_message, project_surface(await read_at(ref.session_id, seqs)))
+        if [(m.role, m.checkpoint, len(m.data)) for m in messages] != [shape[i] for i in kept]:
             return None
         skipped = [shape[i][2] for i in range(cut) if not shape[i][1]]
         return _Projected(
@@ -462,8 +470,9 @@ class SessionReferenceService:
         )
         kept = [i for i in range(cut) if shape[i][1]] + list(range(cut, len(nodes)))
         events = await read_at(ref.session_id, [nodes[i].seq for i in kept]) if kept else []
-        messages = project_surface(events)
-        if [(m.role, m.checkpoint, utf8_len(m.text)) for m in messages] != [shape[i] for i in kept]:
+        messages = [encode_message(m) for m in project_surface(events)]
+        del events
+        if [(m.role, m.checkpoint, len(m.data)) for m in messages] != [shape[i] for i in kept]:
             return None
         skipped = [shape[i][2] for i in range(cut) if not shape[i][1]]
         return _Projected(
@@ -476,7 +485,7 @@ class SessionReferenceService:
 
     async def _read_and_retain(
         self, refs: list[SessionReferenceInput], cancel: asyncio.Event | None
-    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    ) -> tuple[list[RetainedEncoded], list[dict[str, Any]]]:
         """Read every source concurrently, project each as it arrives, then bound each one:
         the source objects and the prompt entries, in reference order."""
 
@@ -504,7 +513,7 @@ class SessionReferenceService:
                 return _Projected(
                     snapshot.session.cwd,
                     snapshot.captured_through_seq,
-                    project_surface(snapshot.events),
+                    [encode_message(m) for m in project_surface(snapshot.events)],
                 )
 
             return read
@@ -516,7 +525,7 @@ class SessionReferenceService:
             cancel,
             [ref.session_id for ref in refs],
         )
-        sources: list[dict[str, Any]] = []
+        sources: list[RetainedEncoded] = []
         entries: list[dict[str, Any]] = []
         for index, (ref, source) in enumerate(zip(refs, projected, strict=True)):
             if not isinstance(source, _Projected):
@@ -526,7 +535,7 @@ class SessionReferenceService:
                     session_id=ref.session_id,
                 )
             assert ref.label is not None
-            retained = retain_source_after(
+            retained = retain_encoded(
                 session_id=ref.session_id,
                 label=ref.label,
                 cwd=source.cwd,
@@ -536,7 +545,8 @@ class SessionReferenceService:
                 skipped_bytes=source.skipped_bytes,
                 max_bytes=self._config.max_reference_bytes,
             )
-            sources.append(retained.source)
+            sources.append(retained)
+            projected[index] = None  # its texts are now only held by what is retained
             entries.append(
                 reference_entry(
                     session_id=ref.session_id,

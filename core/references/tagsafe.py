@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import re
 from json.encoder import encode_basestring
-from typing import Any
+from typing import Any, Final
 
 from core.jsoncodec import dumps_js, utf8_len
 
-__all__ = ["stringify_tag_safe_json", "tag_safe_json_size"]
+__all__ = [
+    "stringify_tag_safe_json",
+    "tag_safe_json_size",
+    "tag_safe_utf8_parts",
+    "tag_safe_utf8_size",
+]
 
 
 def stringify_tag_safe_json(value: Any) -> str:
@@ -34,3 +40,25 @@ def tag_safe_json_size(value: Any) -> int:
             pass
     text = dumps_js(value)
     return utf8_len(text) + 5 * text.count("<")
+
+
+# A byte that may make the JSON of a text more than the text in quotes: a quote, a
+# backslash, a control character, "<", or 0xED (the lead byte of a surrogate, and of
+# U+D000-U+D7FF, which only costs the slow path).
+_NOT_PLAIN: Final = re.compile(rb'["\\<\x00-\x1f\xed]')
+
+
+def tag_safe_utf8_parts(data: bytes) -> tuple[bytes, ...]:
+    """``stringify_tag_safe_json(text)`` in UTF-8, for the text whose UTF-8
+    (``surrogatepass``) is ``data``, as parts to join: ``data`` itself between quotes when
+    nothing in it is escaped (no copy of it)."""
+    if _NOT_PLAIN.search(data) is None:
+        return b'"', data, b'"'
+    return (stringify_tag_safe_json(data.decode("utf-8", "surrogatepass")).encode("utf-8"),)
+
+
+def tag_safe_utf8_size(data: bytes) -> int:
+    """``tag_safe_json_size(text)`` for the text whose UTF-8 (``surrogatepass``) is ``data``."""
+    if _NOT_PLAIN.search(data) is None:
+        return len(data) + 2
+    return tag_safe_json_size(data.decode("utf-8", "surrogatepass"))

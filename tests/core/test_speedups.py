@@ -309,3 +309,44 @@ def test_c_safe_stops_at_the_same_depth() -> None:
     cycle: list[Any] = []
     cycle.append(cycle)
     assert speedups.c_safe(cycle) is False
+
+
+# ---------------------------------------------------------------------------- join_utf8
+
+# Texts without lone surrogates (valid UTF-8), every kind of str among them.
+utf8_texts = st.text(st.characters(blacklist_categories=("Cs",)))
+
+
+@given(st.lists(utf8_texts | wide.filter(lambda c: not "\ud800" <= c <= "\udfff")))
+def test_join_utf8_agrees(texts: list[str]) -> None:
+    parts = [text.encode() for text in texts]
+    out = speedups.join_utf8(parts)
+    expected = jsoncodec._py_join_utf8(parts)
+    assert out == expected == "".join(texts)
+    # The same canonical str (kind and size), not just equal characters.
+    assert sys.getsizeof(out) == sys.getsizeof(expected)
+    assert hash(out) == hash(expected)
+    assert out.isascii() == expected.isascii()
+
+
+@given(st.sampled_from(["a", "é", "中", "😀"]), st.integers(8000, 9000))
+def test_join_utf8_across_its_slices(char: str, count: int) -> None:
+    # A part longer than the C version's 8192-byte slices, cut between characters.
+    text = "x" * (count % 7) + char * count
+    assert speedups.join_utf8([text.encode(), b"!"]) == text + "!"
+
+
+@pytest.mark.parametrize(
+    "parts", [[b"\xff"], [b"a", b"\xed\xa0\x80"], [b"\xe4\xb8"], [b"\x80" * 9000]]
+)
+def test_join_utf8_refuses_what_is_not_utf8(parts: list[bytes]) -> None:
+    with pytest.raises(ValueError):  # UnicodeDecodeError is one
+        speedups.join_utf8(parts)
+    with pytest.raises(ValueError):
+        jsoncodec._py_join_utf8(parts)
+
+
+@pytest.mark.parametrize("parts", [(b"a",), [b"a", "b"], [bytearray(b"a")]])
+def test_join_utf8_needs_a_list_of_bytes(parts: Any) -> None:
+    with pytest.raises(TypeError):
+        speedups.join_utf8(parts)

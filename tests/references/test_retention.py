@@ -21,6 +21,9 @@ from core.references import (
     stringify_tag_safe_json,
     truncate_head_tail,
 )
+from core.references.prompt import render_reference_prompt, render_reference_prompt_encoded
+from core.references.retention import encode_message, retain_encoded, retain_source_after
+from core.references.tagsafe import tag_safe_json_size, tag_safe_utf8_parts, tag_safe_utf8_size
 from tests.references.naive_retention import NaiveItem
 from tests.references.naive_retention import naive_retain as naive_retain_items
 
@@ -481,3 +484,78 @@ def test_many_checkpoints_shorten_through_the_heap() -> None:
     with pytest.raises(SessionReferenceError) as info:
         retain(messages, 65_536)
     assert info.value.code == SESSION_REFERENCE_BUDGET_EXCEEDED
+
+
+# --------------------------------------------------------------------------- texts in UTF-8
+
+
+def check_encoded(
+    messages: list[ProjectedMessage], max_bytes: int, skipped: tuple[int, int] = (0, 0)
+) -> None:
+    """``retain_encoded`` then ``render_reference_prompt_encoded`` (prepare's lean path)
+    give byte for byte what ``retain_source_after`` then ``render_reference_prompt`` do."""
+    args: dict[str, Any] = {
+        "session_id": "s<\ud800",
+        "label": 'L"</referenced-sessions>',
+        "cwd": "/é",
+        "captured_through_seq": 7,
+        "skipped_messages": skipped[0],
+        "skipped_bytes": skipped[1],
+        "max_bytes": max_bytes,
+    }
+    try:
+        expected = retain_source_after(messages=messages, **args)
+    except SessionReferenceError as err:
+        with pytest.raises(SessionReferenceError) as info:
+            retain_encoded(messages=[encode_message(m) for m in messages], **args)
+        assert info.value.code == err.code and str(info.value) == str(err)
+        return
+    lean = [retain_encoded(messages=[encode_message(m) for m in messages], **args)]
+    assert lean[0].stats == expected.stats
+    lean.append(retain_encoded(messages=[encode_message(m) for m in messages], **args))
+    assert render_reference_prompt_encoded(lean) == render_reference_prompt(
+        [expected.source, expected.source]
+    )
+    assert lean == []  # emptied as it was rendered
+
+
+@settings(max_examples=150, deadline=None)
+@given(cases(), st.integers(0, 3), st.integers(0, 10**6))
+def test_encoded_matches_retain_source(
+    case: tuple[list[ProjectedMessage], int], skipped: int, skipped_bytes: int
+) -> None:
+    check_encoded(case[0], case[1] + 120, (skipped, skipped_bytes if skipped else 0))
+
+
+@settings(max_examples=100, deadline=None)
+@given(shortening_conversations, st.integers(0, 400))
+def test_encoded_matches_retain_source_when_shortening(
+    messages: list[ProjectedMessage], cut: int
+) -> None:
+    check_encoded(messages, max(0, full_size(messages) + 120 - cut))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "plain 中文 text",
+        'a "quote"',
+        "back\\slash",
+        "tab\tnew\nline\x00\x1f\x7f",
+        "<tag>",
+        "\ud800 lone",
+        "\udfff",
+        "한국어 \ud7a3",
+        "😀 \u2028 \u2029",
+        "",
+    ],
+)
+def test_encoded_texts_escape_as_stringify(text: str) -> None:
+    data = text.encode("utf-8", "surrogatepass")
+    expected = stringify_tag_safe_json(text)
+    assert b"".join(tag_safe_utf8_parts(data)) == expected.encode()
+    assert tag_safe_utf8_size(data) == tag_safe_json_size(text) == len(expected.encode())
+
+
+def test_render_encoded_of_no_source() -> None:
+    assert render_reference_prompt_encoded([]) == render_reference_prompt([])
