@@ -374,7 +374,7 @@ set_types(PyObject *module, PyObject *args)
 
 /* ------------------------------------------------------------------ join_utf8 */
 
-#define JOIN_SLICE 8192 /* bytes decoded at a time: the only transient copy */
+#define JOIN_SLICE 256 /* bytes decoded at a time: the only transient copy */
 
 /* The str of the UTF-8 parts (a list of bytes, each valid UTF-8 on its own), in one
  * allocation of exactly its size and kind: bytes.decode builds a non-ASCII result in a

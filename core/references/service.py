@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+from array import array
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -98,7 +99,40 @@ class _Projected:
 
 
 _BODIES_PER_READ = 32
-"""Bodies ``prepare`` reads per ``read_events_at`` from a message tail."""
+"""At most this many bodies ``prepare`` reads per ``read_events_at`` from a message tail."""
+_TEXT_BYTES_PER_READ = 8192
+"""... and bodies whose texts hold at most these UTF-8 bytes (at least one body)."""
+
+
+def _batches(codes: Sequence[int]) -> list[range]:
+    """The kept message nodes (their projection codes, in order) in batches of bodies to
+    read together: a checkpoint alone (its event carries the seqs it replaced, so it can
+    be far larger than its text), the others by ``_BODIES_PER_READ`` and
+    ``_TEXT_BYTES_PER_READ``. A batch's events are all held while it is read and
+    projected: this bounds them."""
+    out: list[range] = []
+    start = size = 0
+    for i, code in enumerate(codes):
+        checkpoint = bool(code & 2)
+        if i > start and (
+            checkpoint or i - start >= _BODIES_PER_READ or size + (code >> 2) > _TEXT_BYTES_PER_READ
+        ):
+            out.append(range(start, i))
+            start = i
+            size = 0
+        size += code >> 2
+        if checkpoint:
+            out.append(range(start, i + 1))
+            start = i + 1
+            size = 0
+    if start < len(codes):
+        out.append(range(start, len(codes)))
+    return out
+
+
+def _code(message: EncodedMessage) -> int:
+    """``projection_code`` of the message ``message`` was projected from."""
+    return len(message.data) * 4 + (2 if message.checkpoint else 0) + (message.role == "assistant")
 
 
 def _cancelled() -> SessionReferenceError:
@@ -425,22 +459,26 @@ class SessionReferenceService:
         if tail.older_messages and cut < first:
             return None
         kept = [i for i in range(cut) if shape[i][1]] + list(range(cut, len(nodes)))
+        skipped = [shape[i][2] for i in range(cut) if not shape[i][1]]
+        cwd, through = snapshot.session.cwd, snapshot.captured_through_seq
+        skipped_messages = len(skipped) + tail.older_messages
+        skipped_bytes = sum(skipped) + tail.older_bytes
+        # The kept nodes' seqs and projection codes in two arrays; the tail, its outline
+        # and the lists above are released before any body is read (peak memory).
+        seqs = array("q", [nodes[i][0] for i in kept])
+        codes = array("q", [nodes[i][1] for i in kept])
+        del snapshot, tail, nodes, shape, kept, skipped
         # A few bodies at a time, each batch projected at once: only their texts are
         # held, never all the kept events together (peak memory follows what is kept).
         messages: list[EncodedMessage] = []
-        for start in range(0, len(kept), _BODIES_PER_READ):
-            seqs = [nodes[i][0] for i in kept[start : start + _BODIES_PER_READ]]
-            messages += map(encode_message, project_surface(await read_at(ref.session_id, seqs)))
-        if [(m.role, m.checkpoint, len(m.data)) for m in messages] != [shape[i] for i in kept]:
+        for batch in _batches(codes):
+            wanted = seqs[batch.start : batch.stop].tolist()
+            messages += map(encode_message, project_surface(await read_at(ref.session_id, wanted)))
+        if len(messages) != len(codes) or any(
+            _code(m) != code for m, code in zip(messages, codes, strict=True)
+        ):
             return None
-        skipped = [shape[i][2] for i in range(cut) if not shape[i][1]]
-        return _Projected(
-            snapshot.session.cwd,
-            snapshot.captured_through_seq,
-            messages,
-            len(skipped) + tail.older_messages,
-            sum(skipped) + tail.older_bytes,
-        )
+        return _Projected(cwd, through, messages, skipped_messages, skipped_bytes)
 
     async def _read_kept(
         self,

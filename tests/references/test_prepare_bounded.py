@@ -286,3 +286,26 @@ async def test_prepare_reads_the_message_tail_not_the_whole_surface(store: Sessi
     theirs.pop("id")
     assert dumps_js(ours) == dumps_js(theirs)
     assert 10 <= query.bodies <= 20
+
+
+def test_bodies_are_read_in_small_batches_each_checkpoint_alone() -> None:
+    from core.references.service import _BODIES_PER_READ, _TEXT_BYTES_PER_READ, _batches
+
+    message = 100 * 4  # a user message of 100 bytes
+    checkpoint = 10 * 4 + 2
+    huge = (_TEXT_BYTES_PER_READ + 1) * 4 + 1
+    codes = [checkpoint, checkpoint, message, message, checkpoint, huge, message]
+    assert _batches(codes) == [
+        range(0, 1),
+        range(1, 2),
+        range(2, 4),
+        range(4, 5),
+        range(5, 6),
+        range(6, 7),
+    ]
+    many = [message] * (2 * _BODIES_PER_READ + 1)
+    n = _BODIES_PER_READ
+    assert _batches(many) == [range(0, n), range(n, 2 * n), range(2 * n, 2 * n + 1)]
+    by_bytes = [(_TEXT_BYTES_PER_READ // 3) * 4] * 7
+    assert _batches(by_bytes) == [range(0, 3), range(3, 6), range(6, 7)]
+    assert _batches([]) == []
