@@ -112,6 +112,13 @@ class SessionStore(Protocol):
         ``InvalidEventError``; events never change, so any earlier read's seqs are valid)."""
         ...
 
+    async def read_bodies_at(self, session_id: str, seqs: Sequence[int]) -> list[tuple[str, Any]]:
+        """The ``(type, data)`` of the events with these seqs, in the order given: exactly
+        those of ``read_events_at`` (same checks, same errors), without reading or decoding
+        anything else (a compaction checkpoint's source seqs can be far larger than its
+        data: ``prepare`` reads message bodies this way)."""
+        ...
+
     async def read_unknown_events(
         self, session_id: str, after: int = -1, through: int | None = None
     ) -> list[Event]:

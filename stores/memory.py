@@ -333,6 +333,9 @@ class MemorySessionStore:
                 raise missing_seq_error(session.header.id, seq)
         return [events[seq] for seq in wanted]
 
+    async def read_bodies_at(self, session_id: str, seqs: Sequence[int]) -> list[tuple[str, Any]]:
+        return [(e.type, e.data) for e in await self.read_events_at(session_id, seqs)]
+
     async def read_unknown_events(
         self, session_id: str, after: int = -1, through: int | None = None
     ) -> list[Event]:

@@ -1270,6 +1270,35 @@ class PostgresSessionStore:
                 raise missing_seq_error(sid, seq)
         return [by_seq[seq] for seq in wanted]
 
+    async def read_bodies_at(self, session_id: str, seqs: Sequence[int]) -> list[tuple[str, Any]]:
+        sid = check_session_id(session_id)
+        wanted = check_seqs(seqs)
+
+        async def body(conn: asyncpg.Connection) -> list[Any]:
+            key, _ = await self._require_session(conn, sid)
+            if not wanted:
+                return []
+            return list(
+                await conn.fetch(
+                    "SELECT seq, type, data FROM dsh_events "
+                    "WHERE session_key = $1 AND seq = ANY($2::bigint[])",
+                    key,
+                    sorted(set(wanted)),
+                )
+            )
+
+        def decode(rows: list[Any]) -> dict[int, tuple[str, Any]]:
+            try:
+                return {seq: (decode_text(t), loads_exact(data)) for seq, t, data in rows}
+            except (ValueError, TypeError) as err:
+                raise StoreError(f"{self.location}: a stored event is corrupt ({err})") from err
+
+        found = await asyncio.to_thread(decode, await self._run(body, write=False))
+        for seq in wanted:
+            if seq not in found:
+                raise missing_seq_error(sid, seq)
+        return [found[seq] for seq in wanted]
+
     async def read_unknown_events(
         self, session_id: str, after: int = -1, through: int | None = None
     ) -> list[Event]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from core.log import Event, SessionHeader, SurfaceRow
 from core.query import (
@@ -157,6 +158,11 @@ class SessionQuery:
     async def read_events_at(self, session_id: str, seqs: Sequence[int]) -> list[Event]:
         """The events with these seqs, in the order given (e.g. an earlier page of a window)."""
         return await self._store.read_events_at(session_id, seqs)
+
+    async def read_bodies_at(self, session_id: str, seqs: Sequence[int]) -> list[tuple[str, Any]]:
+        """The ``(type, data)`` of the events with these seqs, in the order given (what
+        projecting them needs: ``SessionStore.read_bodies_at``)."""
+        return await self._store.read_bodies_at(session_id, seqs)
 
     async def read_title(self, session_id: str) -> SessionTitle | None:
         """The latest title of the session, ``None`` without one (unknown id raises

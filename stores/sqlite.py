@@ -1331,6 +1331,21 @@ class SqliteSessionStore:
                 raise missing_seq_error(sid, seq)
         return [by_seq[seq] for seq in wanted]
 
+    async def read_bodies_at(self, session_id: str, seqs: Sequence[int]) -> list[tuple[str, Any]]:
+        sid = check_session_id(session_id)
+        wanted = check_seqs(seqs)
+        wanted_set = set(wanted)
+
+        def body(raw: sqlite3.Connection) -> dict[int, tuple[str, Any]]:
+            key, _ = self._session(raw, sid)
+            return _bodies_at(raw, key, sorted(wanted_set), self._path)
+
+        found = await self._run_sync(body, write=False)
+        for seq in wanted:
+            if seq not in found:
+                raise missing_seq_error(sid, seq)
+        return [found[seq] for seq in wanted]
+
     async def read_unknown_events(
         self, session_id: str, after: int = -1, through: int | None = None
     ) -> list[Event]:
@@ -1713,6 +1728,51 @@ def _unpack_events(
         build(first + i, type_, time, data, None, None)
         for i, (type_, time, data) in enumerate(zip(types, times, datas, strict=True))
     ]
+
+
+def _bodies_at(
+    raw: sqlite3.Connection, key: int, seqs: list[int], path: Path
+) -> dict[int, tuple[str, Any]]:
+    """``read_bodies_at``'s read: the ``(type, data)`` of the session's events with these
+    seqs (sorted, distinct) that exist, by seq; the source seqs are never read."""
+    out: dict[int, tuple[str, Any]] = {}
+    types: dict[bytes, str] = {}
+    wanted = set(seqs)
+    try:
+        for start in range(0, len(seqs), _SEQS_PER_QUERY):
+            chunk = seqs[start : start + _SEQS_PER_QUERY]
+            rows = raw.execute(
+                "SELECT seq, n, type, kind, data FROM events WHERE session = ? "
+                f"AND seq IN ({', '.join('?' * len(chunk))})",
+                (key, *chunk),
+            ).fetchall()
+            for seq, n, raw_type, kind, data in rows:
+                if kind == KIND_PACK:
+                    for event in _unpack_events(seq, n, data, wanted):
+                        out[event.seq] = (event.type, event.data)
+                    continue
+                type_ = types.get(raw_type)
+                if type_ is None:
+                    type_ = types[raw_type] = decode_text(raw_type)
+                out[seq] = (type_, loads_exact(_text(data)))
+        # The rest are inside packs: fetch each covering pack once.
+        covered = -1
+        for seq in seqs:
+            if seq in out or seq <= covered:
+                continue
+            row = raw.execute(
+                "SELECT seq, n, data FROM events WHERE session = ? AND seq <= ? AND kind = ? "
+                "ORDER BY seq DESC LIMIT 1",
+                (key, seq, KIND_PACK),
+            ).fetchone()
+            if row is None or row[0] + row[1] <= seq:
+                continue
+            covered = row[0] + row[1] - 1
+            for event in _unpack_events(row[0], row[1], row[2], wanted):
+                out[event.seq] = (event.type, event.data)
+    except (ValueError, TypeError, zlib.error) as err:
+        raise StoreError(f"{path}: a stored event is corrupt ({err})") from err
+    return out
 
 
 def _packable(v: ValidatedEvent, kind: int) -> bool:

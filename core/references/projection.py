@@ -24,6 +24,7 @@ __all__ = [
     "MessageSums",
     "ProjectedMessage",
     "plain_message_bytes",
+    "project_bodies",
     "project_surface",
     "projection_code",
 ]
@@ -64,7 +65,21 @@ def _text(message: Mapping[str, Any]) -> str:
     return texts[0] if len(texts) == 1 else "\n".join(texts)
 
 
-def project_surface(events: Iterable[Event]) -> list[ProjectedMessage]:
+class _Body(NamedTuple):
+    """A surface event known only by its type and data (what projection reads of it)."""
+
+    type: str
+    data: Any
+    surface_op: str = "append"
+
+
+def project_bodies(bodies: Iterable[tuple[str, Any]]) -> list[ProjectedMessage]:
+    """``project_surface`` of surface events given as their ``(type, data)`` (as
+    ``read_bodies_at`` reads them): the same rule, for events of the folded surface."""
+    return project_surface(_new_tuple(_Body, (kind, data, "append")) for kind, data in bodies)
+
+
+def project_surface(events: Iterable[Event | _Body]) -> list[ProjectedMessage]:
     """Project a folded surface (in surface order); log-only events are ignored too.
 
     One loop, run for every event of every source: kept flat on purpose."""

@@ -31,7 +31,7 @@ from core.references.config import (
     SessionReferenceError,
 )
 from core.references.mentions import SessionReferenceInput, format_session_reference_mention
-from core.references.projection import project_surface
+from core.references.projection import project_bodies, project_surface
 from core.references.prompt import (
     reference_entry,
     render_reference_prompt_encoded,
@@ -471,9 +471,15 @@ class SessionReferenceService:
         # A few bodies at a time, each batch projected at once: only their texts are
         # held, never all the kept events together (peak memory follows what is kept).
         messages: list[EncodedMessage] = []
+        bodies_at = getattr(self._query, "read_bodies_at", None)
         for batch in _batches(codes):
             wanted = seqs[batch.start : batch.stop].tolist()
-            messages += map(encode_message, project_surface(await read_at(ref.session_id, wanted)))
+            if bodies_at is not None:  # never a checkpoint's source seqs (peak memory)
+                projected = project_bodies(await bodies_at(ref.session_id, wanted))
+            else:
+                projected = project_surface(await read_at(ref.session_id, wanted))
+            messages += map(encode_message, projected)
+            del projected
         if len(messages) != len(codes) or any(
             _code(m) != code for m, code in zip(messages, codes, strict=True)
         ):

@@ -65,6 +65,10 @@ class Counting(SessionQuery):
         self.bodies += len(seqs)
         return await super().read_events_at(session_id, seqs)
 
+    async def read_bodies_at(self, session_id: str, seqs: Sequence[int]) -> list[tuple[str, Any]]:
+        self.bodies += len(seqs)
+        return await super().read_bodies_at(session_id, seqs)
+
 
 WORDS = ["a", "é", "<b>", "中文", "\ud800", "\U0001f600", "x" * 40, '"q"', "\\", "\n"]
 text = st.lists(st.sampled_from(WORDS), max_size=12).map(" ".join)

@@ -448,6 +448,60 @@ async def test_read_events_at_many_seqs(store: SessionStore) -> None:
     assert [e.data["i"] for e in got] == wanted
 
 
+async def test_read_bodies_at_are_the_types_and_data_of_read_events_at(
+    store: SessionStore,
+) -> None:
+    """``read_bodies_at`` is ``read_events_at`` reduced to ``(type, data)``: surface and
+    log-only events (streamed chunks, which SQLite packs), a replace with many source
+    seqs, hostile strings, duplicates, any order, more seqs than one statement binds."""
+    await store.create_session("s", created_at=1)
+    await store.create_session("other", created_at=2)
+    await add(store, "other", 3)
+    hostile = ["\ud800", "\x00\x1f", "中文 <b>", '"q" \\', "😀", "x" * 5000]
+    for i in range(40):
+        text = hostile[i % len(hostile)]
+        await store.append_batch(
+            "s",
+            [
+                NewEvent(MSG, {"i": i, "text": text}, "append"),
+                *[NewEvent(CHUNK, {"i": i, "k": k, "text": text[:3]}) for k in range(20)],
+                NewEvent(ASSISTANT, {"i": i, "message": {"text": text}}, "append"),
+            ],
+        )
+    surface = [e.seq for e in await store.read_events("s") if e.surface_op is not None]
+    await store.append(
+        "s",
+        MSG,
+        {"summary": "\udfff"},
+        surface_op=Replace(surface[0], surface[-1]),
+        source_event_seqs=surface,
+    )
+    log = await store.read_events("s")
+    assert log[-1].source_event_seqs == tuple(surface)
+    every = list(range(len(log)))
+    for wanted in (
+        [],
+        every,
+        every[::-1],
+        [len(log) - 1, 0, 0, 5, 5, len(log) - 1],
+        [i * 7 % len(log) for i in range(len(log))],
+        list(range(3, len(log), 11)),
+    ):
+        assert await store.read_bodies_at("s", wanted) == [
+            (log[i].type, log[i].data) for i in wanted
+        ]
+    with pytest.raises(InvalidEventError, match=f"no event with seq {len(log)}"):
+        await store.read_bodies_at("s", [1, len(log)])
+    with pytest.raises(InvalidEventError):
+        await store.read_bodies_at("s", [-1])
+    with pytest.raises(InvalidEventError):
+        await store.read_bodies_at("s", [True])  # type: ignore[list-item]
+    with pytest.raises(TypeError):
+        await store.read_bodies_at("s", "01")
+    with pytest.raises(SessionNotFoundError):
+        await store.read_bodies_at("nope", [0])
+
+
 async def test_titles_latest_by_seq_in_the_raw_log(store: SessionStore) -> None:
     await store.create_session("a", created_at=1)
     await store.create_session("b", created_at=2)
