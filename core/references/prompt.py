@@ -61,7 +61,7 @@ def render_reference_prompt(sources: Sequence[Mapping[str, Any]]) -> str:
 def render_reference_prompt_encoded(sources: list[RetainedEncoded]) -> str:
     """``render_reference_prompt`` of the ``RetainedEncoded`` sources' objects, built
     from their UTF-8 texts without making a ``str`` of any of them: the prompt is joined
-    from UTF-8 parts into one ``str`` once (``join_utf8``). Empties ``sources`` (and
+    from UTF-8 parts into one ``bytes``, then into one ``str`` (``join_utf8``). Empties ``sources`` (and
     their conversations) as it goes, so each text is only held by the parts."""
     parts: list[bytes] = [
         f"{REFERENCED_SESSIONS_HEADING}\n\n{REFERENCED_SESSIONS_WARNING}\n\n"
@@ -96,7 +96,12 @@ def render_reference_prompt_encoded(sources: list[RetainedEncoded]) -> str:
             closer = b'"},' if plain else b"},"
         append(closer[:-1] + (b"]}" if not sources else b"]},"))
     append(f"]\n{REFERENCED_SESSIONS_CLOSE_TAG}".encode())
-    return join_utf8(parts)
+    # One bytes of the whole prompt, the parts (and with them each text) released before
+    # the str is made: then only these bytes and the str are held together, without the
+    # parts' list and each text's own object header.
+    prompt = [b"".join(parts)]
+    del parts, append  # (the bound append holds the list too)
+    return join_utf8(prompt)
 
 
 def parse_reference_prompt(text: str) -> list[Any] | None:
