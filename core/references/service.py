@@ -99,15 +99,16 @@ class _Projected:
 
 
 _BODIES_PER_READ = 32
-"""At most this many bodies ``prepare`` reads per ``read_events_at`` from a message tail."""
+"""At most this many bodies ``prepare`` reads at a time from a message tail (one
+``read_bodies_at``, or ``read_events_at`` for a query without it)."""
 _TEXT_BYTES_PER_READ = 8192
 """... and bodies whose texts hold at most these UTF-8 bytes (at least one body)."""
 
 
 def _batches(codes: Sequence[int]) -> list[range]:
     """The kept message nodes (their projection codes, in order) in batches of bodies to
-    read together: a checkpoint alone (its event carries the seqs it replaced, so it can
-    be far larger than its text), the others by ``_BODIES_PER_READ`` and
+    read together: a checkpoint alone (its event carries the seqs it replaced, so read by
+    ``read_events_at`` it can be far larger than its text), the others by ``_BODIES_PER_READ`` and
     ``_TEXT_BYTES_PER_READ``. A batch's events are all held while it is read and
     projected: this bounds them."""
     out: list[range] = []

@@ -56,6 +56,17 @@ class FullOnly:
         return await self._query.read_titles(session_ids)
 
 
+class EventsTail(FullOnly):
+    """The message tail and ``read_events_at``, without ``read_bodies_at`` (a query of a
+    host that predates it): the kept bodies are read as whole events."""
+
+    async def read_message_tail(self, session_id: str, budget: int) -> Any:
+        return await self._query.read_message_tail(session_id, budget)
+
+    async def read_events_at(self, session_id: str, seqs: Sequence[int]) -> list[Event]:
+        return await self._query.read_events_at(session_id, seqs)
+
+
 class Counting(SessionQuery):
     def __init__(self, store: SessionStore) -> None:
         super().__init__(store)
@@ -165,7 +176,7 @@ async def both(store: SessionStore, budget: int) -> tuple[str, str, int]:
     refs = [SessionReferenceInput("src", "Source <1>")]
     outs: list[str] = []
     counting = Counting(store)
-    for query in (counting, FullOnly(SessionQuery(store))):
+    for query in (counting, FullOnly(SessionQuery(store)), EventsTail(SessionQuery(store))):
         service = SessionReferenceService(query, config)  # type: ignore[arg-type]
         try:
             prepared = await service.prepare(target, "hi", refs)
@@ -174,6 +185,7 @@ async def both(store: SessionStore, budget: int) -> tuple[str, str, int]:
             outs.append(dumps_js(context))
         except SessionReferenceError as err:
             outs.append(f"error {err.code}: {err}")
+    assert outs[2] == outs[0]  # bodies read as events or as (type, data): the same
     return outs[0], outs[1], counting.bodies
 
 
