@@ -1761,14 +1761,14 @@ def _bodies_at(
             if seq in out or seq <= covered:
                 continue
             row = raw.execute(
-                "SELECT seq, n, data FROM events WHERE session = ? AND seq <= ? AND kind = ? "
+                "SELECT seq, n, kind, data FROM events WHERE session = ? AND seq <= ? "
                 "ORDER BY seq DESC LIMIT 1",
-                (key, seq, KIND_PACK),
+                (key, seq),
             ).fetchone()
-            if row is None or row[0] + row[1] <= seq:
-                continue
+            if row is None or row[2] != KIND_PACK or row[0] + row[1] <= seq:
+                continue  # no such seq
             covered = row[0] + row[1] - 1
-            for event in _unpack_events(row[0], row[1], row[2], wanted):
+            for event in _unpack_events(row[0], row[1], row[3], wanted):
                 out[event.seq] = (event.type, event.data)
     except (ValueError, TypeError, zlib.error) as err:
         raise StoreError(f"{path}: a stored event is corrupt ({err})") from err

@@ -53,6 +53,10 @@ async def test_a_paced_reply_fills_one_pack_and_reads_back_exactly(db_path: Path
         random.Random(1).shuffle(order)
         assert same(await store.read_events_at("s", order), [want[i] for i in order])
         assert same(await store.read_events_at("s", [20]), [want[20]])
+        bodies = await store.read_bodies_at("s", [*order, 20, 20, 1, 40])
+        assert [(t, dumps_js(d)) for t, d in bodies] == [
+            (want[i].type, dumps_js(want[i].data)) for i in [*order, 20, 20, 1, 40]
+        ]
         assert (await store.read_last_event_times())["s"] == 99
     # One user message, the 40 chunks in one pack, the message compressed, the turn end.
     assert rows(db_path) == [
@@ -81,6 +85,11 @@ async def test_packs_are_bounded_and_mixed_types_survive(db_path: Path) -> None:
             await store.read_events_at("s", [0, 511, 512, 600, 601, 1200]),
             [written[i] for i in (0, 511, 512, 600, 601, 1200)],
         )
+        picked = (1200, 0, 511, 512, 600, 601, 1199, 700, 5)
+        bodies = await store.read_bodies_at("s", picked)
+        assert [(t, dumps_js(d)) for t, d in bodies] == [
+            (written[i].type, dumps_js(written[i].data)) for i in picked
+        ]
     layout = rows(db_path)
     assert [n for _, n, _, _ in layout] == [512, 88, 1, 512, 88]
     assert layout[2][2:] == (0, "blob")  # a large single event is compressed
