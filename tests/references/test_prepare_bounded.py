@@ -32,6 +32,9 @@ from core.references import (
     SessionReferenceInput,
     SessionReferenceService,
 )
+from core.references.projection import project_surface
+from core.references.prompt import render_reference_prompt
+from core.references.retention import retain_source
 from core.surface import fold_surface
 from stores import MemorySessionStore, SessionQuery, SqliteSessionStore
 from stores.base import SessionStore
@@ -175,6 +178,7 @@ async def both(store: SessionStore, budget: int) -> tuple[str, str, int]:
     config = SessionReferenceConfig(max_reference_bytes=budget)
     refs = [SessionReferenceInput("src", "Source <1>")]
     outs: list[str] = []
+    texts: list[str] = []
     counting = Counting(store)
     for query in (counting, FullOnly(SessionQuery(store)), EventsTail(SessionQuery(store))):
         service = SessionReferenceService(query, config)  # type: ignore[arg-type]
@@ -183,9 +187,26 @@ async def both(store: SessionStore, budget: int) -> tuple[str, str, int]:
             context = dict(prepared.additional_context or {})
             context.pop("id")  # a new message id each time
             outs.append(dumps_js(context))
+            texts.append(context["content"][0]["text"])
         except SessionReferenceError as err:
             outs.append(f"error {err.code}: {err}")
     assert outs[2] == outs[0]  # bodies read as events or as (type, data): the same
+    # The plain algorithm, with texts as str all along (projection, retain_source,
+    # render_reference_prompt), as prepare's texts in UTF-8 must give it.
+    snapshot = await SessionQuery(store).read_surface("src")
+    try:
+        plain = retain_source(
+            session_id="src",
+            label=refs[0].label or "",
+            cwd=snapshot.session.cwd,
+            captured_through_seq=snapshot.captured_through_seq,
+            messages=project_surface(snapshot.events),
+            max_bytes=budget,
+        )
+    except SessionReferenceError as err:
+        assert outs[0] == f"error {err.code}: {err}"
+    else:
+        assert texts[0] == render_reference_prompt([plain.source])
     return outs[0], outs[1], counting.bodies
 
 
