@@ -219,27 +219,22 @@ def retain_source_after(
     ``retention_cut`` and the messages from it on are given (``messages``); the others,
     ``skipped_messages`` non-checkpoint messages of ``skipped_bytes`` UTF-8 bytes, count
     as omitted. Byte for byte what ``retain_source`` returns for the whole conversation."""
-    retained = retain_source(
+    retained = retain_encoded(
         session_id=session_id,
         label=label,
         cwd=cwd,
         captured_through_seq=captured_through_seq,
-        messages=messages,
+        messages=[encode_message(m) for m in messages],
+        skipped_messages=skipped_messages,
+        skipped_bytes=skipped_bytes,
         max_bytes=max_bytes,
     )
-    if not skipped_messages:
-        return retained
-    stats = retained.stats
-    return RetainedSource(
-        retained.source,
-        RetentionStats(
-            compacted=stats.compacted,
-            original_messages=stats.original_messages + skipped_messages,
-            retained_messages=stats.retained_messages,
-            omitted_messages=stats.omitted_messages + skipped_messages,
-            omitted_bytes=stats.omitted_bytes + skipped_bytes,
-        ),
-    )
+    shell = retained.shell
+    shell["conversation"] = [
+        {"role": role, "text": data.decode("utf-8", "surrogatepass")}
+        for role, data in retained.conversation
+    ]
+    return RetainedSource(shell, retained.stats)
 
 
 def retain_source(
@@ -253,85 +248,19 @@ def retain_source(
 ) -> RetainedSource:
     """Drop, then shorten, until the tag-safe JSON of the source object fits ``max_bytes``.
 
-    Raises ``BUDGET_EXCEEDED`` when it cannot fit (never returns a partial source).
+    Raises ``BUDGET_EXCEEDED`` when it cannot fit (never returns a partial source). The
+    steps run on the texts' UTF-8 (``retain_encoded``, what ``prepare`` runs).
     """
-    shell = _shell(session_id, label, cwd, captured_through_seq)
-    count = len(messages)
-    overhead = _overhead()
-    texts = [m.text for m in messages]
-    alive = [True] * count
-    omitted_messages = 0
-    omitted_bytes = 0
-
-    # 1. Drop the oldest items that are neither a checkpoint nor the newest. Dropping goes
-    # oldest first and stops as soon as the rest fits, so what survives is the fixed part
-    # (checkpoints and the newest) plus the longest run of newest droppable items that fits
-    # with it: found walking back from the newest, sizing only the items that are kept
-    # (plus one). A dropped item only needs its UTF-8 length, never its JSON size.
-    sizes = [0] * count  # JSON size of each alive item (dropped ones are never read)
-    total = tag_safe_json_size(shell)
-    kept = 0
-    last = count - 1
-    for i, message in enumerate(messages):
-        if message.checkpoint or i == last:
-            sizes[i] = overhead[message.role] + tag_safe_json_size(message.text)
-            total += sizes[i]
-            kept += 1
-    cursor = last - 1
-    while cursor >= 0:
-        message = messages[cursor]
-        if not message.checkpoint:
-            size = overhead[message.role] + tag_safe_json_size(message.text)
-            if total + size + kept > max_bytes:  # kept + 1 items need kept commas
-                break
-            sizes[cursor] = size
-            total += size
-            kept += 1
-        cursor -= 1
-    for i in range(cursor + 1):
-        if not messages[i].checkpoint:
-            alive[i] = False
-            omitted_messages += 1
-            omitted_bytes += utf8_len(texts[i])
-    total += max(kept - 1, 0)  # the commas between the kept items
-
-    # 2. Shorten the longest current text (earliest on ties) from its original.
-    if total > max_bytes:
-        current_bytes = {i: utf8_len(texts[i]) for i in range(count) if alive[i]}
-        item_omitted = dict.fromkeys(current_bytes, 0)
-        heap = [(-b, i) for i, b in current_bytes.items()]
-        heapq.heapify(heap)
-        while total > max_bytes:
-            while heap and -heap[0][0] != current_bytes[heap[0][1]]:
-                heapq.heappop(heap)  # stale: that item was shortened since
-            if not heap:
-                raise _budget_exceeded(session_id, max_bytes, "no message is left to shorten")
-            longest, i = -heap[0][0], heap[0][1]
-            if longest == 0:
-                raise _budget_exceeded(session_id, max_bytes, "every message is already empty")
-            target = max(0, longest - (total - max_bytes))
-            new_text, omitted = truncate_head_tail(messages[i].text, target)
-            if new_text == texts[i]:
-                raise _budget_exceeded(session_id, max_bytes, "shortening changes nothing")
-            new_size = overhead[messages[i].role] + tag_safe_json_size(new_text)
-            total += new_size - sizes[i]
-            sizes[i] = new_size
-            omitted_bytes += omitted - item_omitted[i]
-            item_omitted[i] = omitted
-            texts[i] = new_text
-            current_bytes[i] = utf8_len(new_text)
-            heapq.heapreplace(heap, (-current_bytes[i], i))
-
-    conversation = [{"role": messages[i].role, "text": texts[i]} for i in range(count) if alive[i]]
-    shell["conversation"] = conversation
-    stats = RetentionStats(
-        compacted=any(m.checkpoint for m in messages),
-        original_messages=count,
-        retained_messages=len(conversation),
-        omitted_messages=omitted_messages,
-        omitted_bytes=omitted_bytes,
+    return retain_source_after(
+        session_id=session_id,
+        label=label,
+        cwd=cwd,
+        captured_through_seq=captured_through_seq,
+        messages=messages,
+        skipped_messages=0,
+        skipped_bytes=0,
+        max_bytes=max_bytes,
     )
-    return RetainedSource(shell, stats)
 
 
 class EncodedMessage(NamedTuple):
@@ -372,9 +301,10 @@ def retain_encoded(
     skipped_bytes: int = 0,
     max_bytes: int,
 ) -> RetainedEncoded:
-    """``retain_source_after`` of the messages with their texts in UTF-8, the kept texts
-    left in UTF-8: the same steps as ``retain_source`` (whose comments say why), each on
-    bytes, so that no text is ever held as a ``str`` beside the others."""
+    """Retention (SPEC §4.7) of the messages with their texts in UTF-8 (``surrogatepass``),
+    the kept texts left in UTF-8 so that no text is ever held as a ``str`` beside the
+    others (``prepare``'s path; ``retain_source`` and ``retain_source_after`` decode its
+    result). ``skipped_*`` as in ``retain_source_after``."""
     shell = _shell(session_id, label, cwd, captured_through_seq)
     count = len(messages)
     overhead = _overhead()
@@ -383,7 +313,12 @@ def retain_encoded(
     omitted_messages = 0
     omitted_bytes = 0
 
-    sizes = [0] * count
+    # 1. Drop the oldest items that are neither a checkpoint nor the newest. Dropping goes
+    # oldest first and stops as soon as the rest fits, so what survives is the fixed part
+    # (checkpoints and the newest) plus the longest run of newest droppable items that fits
+    # with it: found walking back from the newest, sizing only the items that are kept
+    # (plus one). A dropped item only needs its UTF-8 length, never its JSON size.
+    sizes = [0] * count  # JSON size of each alive item (dropped ones are never read)
     total = tag_safe_json_size(shell)
     kept = 0
     last = count - 1
@@ -397,7 +332,7 @@ def retain_encoded(
         message = messages[cursor]
         if not message.checkpoint:
             size = overhead[message.role] + tag_safe_utf8_size(message.data)
-            if total + size + kept > max_bytes:
+            if total + size + kept > max_bytes:  # kept + 1 items need kept commas
                 break
             sizes[cursor] = size
             total += size
@@ -408,8 +343,9 @@ def retain_encoded(
             alive[i] = False
             omitted_messages += 1
             omitted_bytes += len(datas[i])
-    total += max(kept - 1, 0)
+    total += max(kept - 1, 0)  # the commas between the kept items
 
+    # 2. Shorten the longest current text (earliest on ties) from its original.
     if total > max_bytes:
         current_bytes = {i: len(datas[i]) for i in range(count) if alive[i]}
         item_omitted = dict.fromkeys(current_bytes, 0)
@@ -417,7 +353,7 @@ def retain_encoded(
         heapq.heapify(heap)
         while total > max_bytes:
             while heap and -heap[0][0] != current_bytes[heap[0][1]]:
-                heapq.heappop(heap)
+                heapq.heappop(heap)  # stale: that item was shortened since
             if not heap:
                 raise _budget_exceeded(session_id, max_bytes, "no message is left to shorten")
             longest, i = -heap[0][0], heap[0][1]

@@ -34,10 +34,10 @@ from core.references import (
 )
 from core.references.projection import project_surface
 from core.references.prompt import render_reference_prompt
-from core.references.retention import retain_source
 from core.surface import fold_surface
 from stores import MemorySessionStore, SessionQuery, SqliteSessionStore
 from stores.base import SessionStore
+from tests.references.plain_retention import plain_retain_source
 
 
 class FullOnly:
@@ -195,7 +195,7 @@ async def both(store: SessionStore, budget: int) -> tuple[str, str, int]:
     # render_reference_prompt), as prepare's texts in UTF-8 must give it.
     snapshot = await SessionQuery(store).read_surface("src")
     try:
-        plain = retain_source(
+        plain = plain_retain_source(
             session_id="src",
             label=refs[0].label or "",
             cwd=snapshot.session.cwd,

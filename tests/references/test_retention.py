@@ -22,10 +22,11 @@ from core.references import (
     truncate_head_tail,
 )
 from core.references.prompt import render_reference_prompt, render_reference_prompt_encoded
-from core.references.retention import encode_message, retain_encoded, retain_source_after
+from core.references.retention import encode_message, retain_encoded
 from core.references.tagsafe import tag_safe_json_size, tag_safe_utf8_parts, tag_safe_utf8_size
 from tests.references.naive_retention import NaiveItem
 from tests.references.naive_retention import naive_retain as naive_retain_items
+from tests.references.plain_retention import plain_retain_source_after
 
 P = ProjectedMessage
 SHELL = (
@@ -493,7 +494,8 @@ def check_encoded(
     messages: list[ProjectedMessage], max_bytes: int, skipped: tuple[int, int] = (0, 0)
 ) -> None:
     """``retain_encoded`` then ``render_reference_prompt_encoded`` (prepare's lean path)
-    give byte for byte what ``retain_source_after`` then ``render_reference_prompt`` do."""
+    give byte for byte what the plain algorithm on ``str`` (``plain_retain_source``, the
+    skipped messages added to its stats) then ``render_reference_prompt`` do."""
     args: dict[str, Any] = {
         "session_id": "s<\ud800",
         "label": 'L"</referenced-sessions>',
@@ -504,7 +506,7 @@ def check_encoded(
         "max_bytes": max_bytes,
     }
     try:
-        expected = retain_source_after(messages=messages, **args)
+        expected = plain_retain_source_after(messages=messages, **args)
     except SessionReferenceError as err:
         with pytest.raises(SessionReferenceError) as info:
             retain_encoded(messages=[encode_message(m) for m in messages], **args)
