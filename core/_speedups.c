@@ -10,6 +10,9 @@
  *
  * Nothing here keeps a reference to its input; the only state is the two frozen types,
  * set once by core.jsoncodec through set_types().
+ *
+ * The "reads" block further down decodes stored JSON and the SQLite store's packs
+ * straight into frozen values and events (see there).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
