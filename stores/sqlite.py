@@ -327,6 +327,7 @@ _IN_CHUNK = 500
 
 _EVENT_COLUMNS = "seq, n, type, time, kind, data, surface_op, source_event_seqs"
 _SEQS_PER_QUERY = 500
+"""Seqs bound per ``IN (…)`` (well under SQLite's 32,766 host parameters)."""
 # ``read_events_at`` reads the whole range of rows between the first and the last seq
 # wanted when it spans at most twice as many seqs as are wanted, plus this.
 _SPAN_SLACK = 16
@@ -338,7 +339,6 @@ _SPAN_SQL = (
     "events AS f WHERE f.session = k.key AND f.seq <= ? ORDER BY f.seq DESC LIMIT 1), 0) "
     "ORDER BY e.seq"
 )
-"""Seqs bound per ``IN (…)`` (well under SQLite's 32,766 host parameters)."""
 
 _INT64_MAX = 2**63 - 1
 
