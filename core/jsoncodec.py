@@ -317,6 +317,11 @@ def _py_c_safe(value: Any) -> bool:
     return _c_safe(value, 0)
 
 
+# The frozen decoder of ``loads_exact`` in one C pass: containers built frozen, escaped
+# pairs never merged. It declines (``ValueError``) anything but plain strict JSON, which
+# then takes the path below it. (An extension built before it was added lacks it.)
+_loads_frozen: Callable[[str], Any] | None = getattr(_speedups, "loads_frozen", None)
+
 # The C version where the extension has it (an extension built before it was added
 # lacks it).
 _is_c_safe: Callable[[Any], bool] = getattr(_speedups, "c_safe", None) or _py_c_safe
@@ -394,6 +399,11 @@ def loads_exact(text: str, *, frozen: bool = True, unique_keys: bool = False) ->
     """
     if unique_keys:
         frozen = False
+    elif frozen and _loads_frozen is not None and text.__class__ is str:
+        try:
+            return _loads_frozen(text)
+        except ValueError:
+            pass  # not plain strict JSON: the path below gives its value or its error
     if not _escaped_pair(text):
         if unique_keys:
             decoder, scan = _UNIQUE_DECODER, _UNIQUE_SCAN

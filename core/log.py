@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Literal, NamedTuple
 
 from core.errors import InvalidEventError
-from core.jsoncodec import FrozenDict, dumps_js, loads_exact
+from core.jsoncodec import FrozenDict, _speedups, dumps_js, loads_exact
 
 __all__ = [
     "ASSISTANT_CHUNK",
@@ -153,6 +153,9 @@ _new_object = object.__new__
 # The slots' own setters: what the frozen dataclass's ``__init__`` reaches through six
 # ``object.__setattr__`` calls by name, at about a third of the cost.
 _EVENT_SETTERS = tuple(Event.__dict__[f.name].__set__ for f in fields(Event))
+# The C decoder of the SQLite store's packs builds Events itself (as ``build_event`` does).
+if _speedups is not None and hasattr(_speedups, "set_event_type"):
+    _speedups.set_event_type(Event)
 
 
 def build_event(

@@ -37,6 +37,7 @@ import sqlite3
 import stat
 import threading
 import zlib
+from bisect import bisect_left
 from collections.abc import Awaitable, Callable, Container, Iterable, Sequence
 from dataclasses import replace
 from itertools import accumulate, pairwise
@@ -54,7 +55,8 @@ from core.errors import (
     SessionNotFoundError,
     StoreError,
 )
-from core.jsoncodec import loads_exact
+from core.gcpause import gc_paused
+from core.jsoncodec import _speedups, loads_exact
 from core.log import (
     KNOWN_EVENT_TYPES,
     Event,
@@ -326,6 +328,17 @@ _IN_CHUNK = 500
 _EVENT_COLUMNS = "seq, n, type, time, kind, data, surface_op, source_event_seqs"
 _SEQS_PER_QUERY = 500
 """Seqs bound per ``IN (…)`` (well under SQLite's 32,766 host parameters)."""
+# ``read_events_at`` reads the whole range of rows between the first and the last seq
+# wanted when it spans at most twice as many seqs as are wanted, plus this.
+_SPAN_SLACK = 16
+# Its parameters: the session id, the two of ``_readable``, the last seq, the first.
+_SPAN_SQL = (
+    f"WITH k AS (SELECT key FROM sessions AS s WHERE id = ? AND {_readable('s')}) "
+    f"SELECT {', '.join('e.' + c for c in _EVENT_COLUMNS.split(', '))} FROM k, events AS e "
+    "WHERE e.session = k.key AND e.seq <= ? AND e.seq >= coalesce((SELECT f.seq FROM "
+    "events AS f WHERE f.session = k.key AND f.seq <= ? ORDER BY f.seq DESC LIMIT 1), 0) "
+    "ORDER BY e.seq"
+)
 
 _INT64_MAX = 2**63 - 1
 
@@ -736,7 +749,7 @@ class SqliteSessionStore:
         """
         return await self._serialised(lambda: self._transaction(body, write), write)
 
-    async def _serialised(self, transaction: Callable[[], Awaitable[T]], write: bool) -> T:
+    def _check_writable(self, write: bool) -> None:
         if write and self._read_only:
             if self._read_only_reason is not None:
                 raise DiskFullError(
@@ -744,6 +757,9 @@ class SqliteSessionStore:
                     "free some space and try again"
                 )
             raise StoreError(f"{self._path}: the database is opened read-only")
+
+    async def _serialised(self, transaction: Callable[[], Awaitable[T]], write: bool) -> T:
+        self._check_writable(write)
         await self._lock.acquire()
         try:
             task = asyncio.ensure_future(transaction())
@@ -781,27 +797,45 @@ class SqliteSessionStore:
         except sqlite3.Error as err:
             raise self._error("write failed" if write else "read failed", err) from err
 
-    async def _run_sync(self, body: Callable[[sqlite3.Connection], T], *, write: bool) -> T:
+    async def _run_sync(
+        self, body: Callable[[sqlite3.Connection], T], *, write: bool, begin: bool = True
+    ) -> T:
         """Like :meth:`_run`, but ``body`` is plain ``sqlite3`` code run with the whole
         transaction (BEGIN, body, COMMIT) in one call on the connection's worker thread:
         one hand-over between threads instead of one per statement, and the CPU work
-        (encoding, decoding) off the event loop."""
-        return await self._serialised(lambda: self._transaction_sync(body, write), write)
+        (encoding, decoding) off the event loop.
 
-    async def _transaction_sync(self, body: Callable[[sqlite3.Connection], T], write: bool) -> T:
+        It needs no task of its own (``_run`` does): that one call runs to its end
+        (commit or rollback) even if the caller is cancelled meanwhile, and whatever is
+        queued on the thread after it runs after it, so the lock may be let go as soon as
+        the caller stops waiting. (A task, a shield and their callbacks cost a few turns
+        of the event loop per call: a good part of a small read.)
+
+        ``begin=False`` is for a read whose ``body`` runs a single statement (an implicit
+        transaction of its own) or begins a transaction itself (committed after it)."""
+        self._check_writable(write)
+        async with self._lock:
+            return await self._transaction_sync(body, write, begin)
+
+    async def _transaction_sync(
+        self, body: Callable[[sqlite3.Connection], T], write: bool, begin: bool = True
+    ) -> T:
         conn = self._live()
         # aiosqlite has no public way to run a function on its thread: its ``_execute``
         # (and ``_conn``, the sqlite3 connection that thread owns) are used instead.
         raw: sqlite3.Connection = conn._conn
 
         def transaction() -> list[T]:
-            raw.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+            if begin:
+                raw.execute("BEGIN IMMEDIATE" if write else "BEGIN")
             try:
                 result = body(raw)
-                raw.execute("COMMIT")
+                if begin or raw.in_transaction:
+                    raw.execute("COMMIT")
             except BaseException:
-                with contextlib.suppress(sqlite3.Error):
-                    raw.execute("ROLLBACK")
+                if begin or raw.in_transaction:
+                    with contextlib.suppress(sqlite3.Error):
+                        raw.execute("ROLLBACK")
                 raise
             # In a box the caller empties: aiosqlite's worker keeps the last value it
             # returned until its next call, which would hold a large read's events.
@@ -1174,8 +1208,10 @@ class SqliteSessionStore:
             rows = raw.execute(
                 f"SELECT {_EVENT_COLUMNS} FROM events WHERE session = ? ORDER BY seq", (key,)
             ).fetchall()
-            # Decoded on the connection's thread: off the event loop.
-            return self._decode_events(rows)
+            # Decoded on the connection's thread: off the event loop; the events are
+            # acyclic, so the cyclic collector's passes over them would be pure overhead.
+            with gc_paused():
+                return self._decode_events(rows)
 
         return await self._run_sync(body, write=False)
 
@@ -1296,9 +1332,27 @@ class SqliteSessionStore:
         wanted_set = set(wanted)
 
         def body(raw: sqlite3.Connection) -> list[Event]:
-            key, _ = self._session(raw, sid)
-            rows: list[Any] = []
             distinct = sorted(wanted_set)
+            if distinct and distinct[-1] - distinct[0] <= 2 * len(distinct) + _SPAN_SLACK:
+                # Dense (the last events of a log, a page of them): one statement (its
+                # own transaction) reads the range of rows from the one covering the
+                # first seq wanted, keeping those that hold one; not a lookup per seq
+                # and another per covering pack.
+                span = raw.execute(
+                    _SPAN_SQL, (encode_text(sid), *self._readers, distinct[-1], distinct[0])
+                ).fetchall()
+                if not span:
+                    self._session(raw, sid)  # SessionNotFoundError when it is that
+                count = len(distinct)
+                rows: list[Any] = []
+                for row in span:
+                    at = bisect_left(distinct, row[0])
+                    if at < count and distinct[at] < row[0] + row[1]:
+                        rows.append(row)
+                return self._decode_events(rows, wanted_set)
+            raw.execute("BEGIN")
+            key, _ = self._session(raw, sid)
+            rows = []
             for start in range(0, len(distinct), _SEQS_PER_QUERY):
                 chunk = distinct[start : start + _SEQS_PER_QUERY]
                 rows += raw.execute(
@@ -1325,7 +1379,9 @@ class SqliteSessionStore:
                     rows.append(row)
             return self._decode_events(rows, wanted_set)
 
-        by_seq = {event.seq: event for event in await self._run_sync(body, write=False)}
+        by_seq = {
+            event.seq: event for event in await self._run_sync(body, write=False, begin=False)
+        }
         for seq in wanted:
             if seq not in by_seq:
                 raise missing_seq_error(sid, seq)
@@ -1708,7 +1764,29 @@ def _pack_types(blob: bytes) -> list[str]:
 def _unpack_events(
     first: int, n: int, blob: bytes, wanted: Container[int] | None = None
 ) -> list[Event]:
-    """The pack's events (only those whose seq is in ``wanted``, when given)."""
+    """The pack's events (only those whose seq is in ``wanted``, when given).
+
+    ``core._speedups.unpack_events`` decodes them in one C pass where it is built; it
+    declines (``ValueError``) any pack but the plain ones ``_pack`` writes, which then
+    take the reference path (``_py_unpack_events``: its value, or its error)."""
+    if _C_UNPACK_EVENTS is not None:
+        body = zlib.decompress(blob)
+        try:
+            return _C_UNPACK_EVENTS(first, n, body, wanted)
+        except ValueError:
+            pass
+    return _py_unpack_events(first, n, blob, wanted)
+
+
+_C_UNPACK_EVENTS: Callable[[int, int, bytes, Container[int] | None], list[Event]] | None = getattr(
+    _speedups, "unpack_events", None
+)
+
+
+def _py_unpack_events(
+    first: int, n: int, blob: bytes, wanted: Container[int] | None = None
+) -> list[Event]:
+    """``_unpack_events`` in Python: the reference of the C version."""
     types, times, lines = _unpack(blob)
     build = build_event
     if wanted is not None:

@@ -54,6 +54,7 @@ KIND_TITLE = 2
 
 _INT64_MIN = -(2**63)
 _INT64_MAX = 2**63 - 1
+_INT_ONLY = {int}
 
 
 def _is_int64(value: object) -> bool:
@@ -81,6 +82,10 @@ def check_seqs(seqs: object) -> tuple[int, ...]:
     if isinstance(seqs, (str, bytes)) or not isinstance(seqs, Sequence):
         raise TypeError("seqs must be a sequence of ints")
     out = tuple(seqs)
+    # Plain ints in range, checked by C loops (a small read's seqs are its hot path);
+    # anything else, or a bad seq, takes the loop below, which names it.
+    if not out or (set(map(type, out)) == _INT_ONLY and min(out) >= 0 and max(out) <= _INT64_MAX):
+        return out
     for seq in out:
         if not _is_int64(seq) or seq < 0:
             raise InvalidEventError(f"{seq!r} is not an event seq")

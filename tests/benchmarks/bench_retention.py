@@ -1,6 +1,6 @@
 """Workload 1: projection + retention (SPEC §4.6, §4.7).
 
-Ours (``project_surface`` + ``retain_source``, exactly what ``prepare`` runs per source)
+Ours (``project_surface`` + ``retain_source``: the steps ``prepare`` runs per source, on UTF-8)
 against the obvious implementation that re-serialises the whole source object after
 every drop/shorten step, on the same input, with byte-identical outputs asserted; then
 ours alone on large sources to show linear growth.

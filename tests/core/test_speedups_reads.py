@@ -1,0 +1,255 @@
+"""The C read path of ``core/_speedups.c`` (issue 15) against the Python path it speeds up.
+
+``loads_frozen`` must give exactly ``loads_exact``'s frozen value (types included, escaped
+surrogate pairs unmerged), and ``unpack_events`` exactly ``stores.sqlite``'s Python
+decoding of a pack, or decline (``ValueError``): the callers then take the Python path, so
+a read's value, or its error, is the same either way.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import math
+import zlib
+from collections.abc import Callable, Container
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from core import jsoncodec
+from core.jsoncodec import FrozenDict, FrozenList, dumps_js, loads_exact
+from core.log import Event
+from stores import sqlite as sqlite_store
+
+speedups: Any = importlib.import_module("core._speedups")
+
+# Every code point (lone surrogates included), and the pieces that break parsers.
+any_text = st.text(st.characters(blacklist_categories=()), max_size=12)
+hostile_text = st.lists(
+    st.sampled_from(
+        ["\ud83d", "\ude00", "😀", '"', "\\", "\x00", "\x1f", "\n", "\x7f", "é", "中", "\u2028"]
+    )
+    | any_text,
+    max_size=6,
+).map("".join)
+atoms = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.integers(min_value=-(10**40), max_value=10**40)
+    | st.sampled_from([0, -1, 2**63 - 1, -(2**63), 2**63, 10**18, 10**19, -(10**18)])
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.sampled_from([0.0, -0.0, 1e300, 5e-324, 1.5, -2.25e-7, 1e21, 123456789.125])
+    | hostile_text
+)
+json_values = st.recursive(
+    atoms,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(hostile_text, inner, max_size=4),
+    max_leaves=12,
+)
+
+# JSON text the store never writes: every spelling of the same values, escapes of every
+# kind (escaped surrogate pairs among them), and broken text.
+tokens = st.sampled_from(
+    [
+        "{", "}", "[", "]", ",", ":", '"', "\\", "\\u", "\\ud83d", "\\ude00", "\\uD83D",
+        "\\n", "\\/", "\\x", "0", "-", "1", "9", "e", "E", "+", ".", "00", "true", "false",
+        "null", "nul", "NaN", "Infinity", " ", "\t", "\r", "\n", "\x01", "é", "\ud800", "a",
+        '"a"', '"k":', "1e400", "-0", "0.5", "9" * 30,
+    ]
+)  # fmt: skip
+
+
+def texts_of(value: Any) -> list[str]:
+    """Several spellings of one JSON value (the store's, escaped, spaced)."""
+    out = [dumps_js(value)]
+    try:
+        out.append(json.dumps(value))  # ASCII: every non-ASCII character escaped
+        out.append(json.dumps(value, indent=1, ensure_ascii=False))
+        out.append(" " + json.dumps(value, separators=(" , ", " : ")) + "\r\n")
+    except (UnicodeEncodeError, ValueError):
+        pass
+    return out
+
+
+def same(a: Any, b: Any) -> bool:
+    """Equal, and of the very same types all the way down (floats by their bits)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, float):
+        return math.copysign(1, a) == math.copysign(1, b) and (a == b or (a != a and b != b))
+    if isinstance(a, Event):
+        return (
+            (a.seq, a.type, a.time, a.surface_op, a.source_event_seqs)
+            == (b.seq, b.type, b.time, b.surface_op, b.source_event_seqs)
+            and type(a.time) is type(b.time)
+            and same(a.data, b.data)
+        )
+    return bool(a == b)
+
+
+def outcome(call: Callable[[], Any]) -> tuple[str, Any]:
+    try:
+        return "value", call()
+    except Exception as err:
+        return "error", type(err)
+
+
+def same_outcome(a: tuple[str, Any], b: tuple[str, Any]) -> bool:
+    return a[0] == b[0] and (a[1] is b[1] if a[0] == "error" else same(a[1], b[1]))
+
+
+def python_loads(text: str) -> tuple[str, Any]:
+    """``loads_exact`` as it was before the C decoder (its reference)."""
+    saved = jsoncodec._loads_frozen
+    jsoncodec._loads_frozen = None
+    try:
+        return outcome(lambda: loads_exact(text))
+    finally:
+        jsoncodec._loads_frozen = saved
+
+
+def check_loads(text: str) -> None:
+    want = python_loads(text)
+    assert same_outcome(outcome(lambda: loads_exact(text)), want)
+    fast = outcome(lambda: speedups.loads_frozen(text))
+    if fast[0] == "value":
+        assert same_outcome(fast, want), (text, fast, want)
+    else:
+        assert issubclass(fast[1], ValueError)  # declined: the caller takes the Python path
+    raw = text.encode("utf-8", "surrogatepass")
+    fast_bytes = outcome(lambda: speedups.loads_frozen(raw))
+    if fast_bytes[0] == "value":  # only ever for what decodes, as the store's reads do
+        assert same_outcome(fast_bytes, python_loads(raw.decode("utf-8"))), text
+    else:
+        assert issubclass(fast_bytes[1], ValueError)
+
+
+def test_the_c_read_path_is_in_use() -> None:
+    assert jsoncodec._loads_frozen is speedups.loads_frozen
+    assert sqlite_store._C_UNPACK_EVENTS is speedups.unpack_events
+
+
+@given(json_values)
+def test_loads_frozen_is_loads_exact_on_what_the_store_writes(value: Any) -> None:
+    for text in texts_of(value):
+        check_loads(text)
+    got = speedups.loads_frozen(dumps_js(value))  # never declined: the store's own text
+    assert same(got, python_loads(dumps_js(value))[1])
+    assert all(type(x) in (FrozenDict, FrozenList) for x in containers(got))
+
+
+def containers(value: Any) -> list[Any]:
+    if isinstance(value, dict):
+        return [value, *(c for v in value.values() for c in containers(v))]
+    if isinstance(value, list):
+        return [value, *(c for v in value for c in containers(v))]
+    return []
+
+
+@given(st.lists(tokens | hostile_text, max_size=12).map("".join))
+def test_loads_frozen_agrees_on_hostile_text(text: str) -> None:
+    check_loads(text)
+
+
+def test_loads_frozen_on_the_edges() -> None:
+    for text in [
+        '"\\ud83d\\ude00"',  # an escaped pair: two lone surrogates, never merged
+        '["\\ud83d\\ude00", {"\\ud83d\\ude00": "\\uDE00\\uD83D"}]',
+        '"\\u0000\\u001f\\"\\\\\\/\\b\\f\\n\\r\\t"',
+        '"\ud800"',  # a raw lone surrogate in the str
+        "1e400", "-1e400", "-0", "-0.0", "0.1", "1E+2", "1e-7", "123456789012345678",
+        "1234567890123456789", "-9223372036854775808", "9" * 4300, "9" * 4301,
+        "[" * 300 + "]" * 300, '{"a":1,"a":2}', '{"a":[1,{"b":[]}]}', "[]", "{}",
+        "NaN", "[1,]", '{"a":1,}', "01", "1.", ".5", "-", '"\x01"', '"a', "", " ", "[1 2]",
+        "\ufeff1", "truex", "nulll",
+    ]:  # fmt: skip
+        check_loads(text)
+
+
+# ------------------------------------------------------------------------------ packs
+
+event_types = st.sampled_from(["assistant/chunk", "turn/end", "x/y"]) | hostile_text.filter(bool)
+deltas = st.integers(min_value=-(2**40), max_value=2**40) | st.sampled_from([0, 2**63, -(2**63)])
+
+
+@st.composite
+def packs(draw: st.DrawFn) -> tuple[int, int, bytes]:
+    n = draw(st.integers(min_value=1, max_value=12))
+    types = draw(st.lists(event_types, min_size=n, max_size=n))
+    if draw(st.booleans()):
+        types = [types[0]] * n
+    times = [draw(st.integers(min_value=0, max_value=2**45))]
+    for _ in range(n - 1):
+        times.append(times[-1] + draw(deltas))
+    datas = [dumps_js(draw(json_values)) for _ in range(n)]
+    first = draw(st.integers(min_value=0, max_value=2**62))
+    return first, n, sqlite_store._pack(types, times, datas)
+
+
+def wanted_of(draw: st.DrawFn, first: int, n: int) -> Container[int] | None:
+    kind = draw(st.sampled_from(["none", "set", "list", "odd"]))
+    if kind == "none":
+        return None
+    seqs = draw(st.lists(st.integers(min_value=first - 2, max_value=first + n + 2), max_size=8))
+    if kind == "set":
+        return set(seqs)
+    if kind == "list":
+        return seqs
+    # keys equal to ints that are not ints: ``in`` finds them all the same
+    return {float(s) for s in seqs} | {True}
+
+
+def check_pack(first: int, n: int, blob: bytes, wanted: Container[int] | None) -> None:
+    want = outcome(lambda: sqlite_store._py_unpack_events(first, n, blob, wanted))
+    assert same_outcome(outcome(lambda: sqlite_store._unpack_events(first, n, blob, wanted)), want)
+    fast = outcome(lambda: speedups.unpack_events(first, n, zlib.decompress(blob), wanted))
+    if fast[0] == "value":
+        assert same_outcome(fast, want), (fast, want)
+    else:
+        assert issubclass(fast[1], ValueError)
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_unpack_events_is_the_python_decoding(data: st.DataObject) -> None:
+    first, n, blob = data.draw(packs())
+    check_pack(first, n, blob, None)
+    check_pack(first, n, blob, data.draw(st.composite(lambda d: wanted_of(d, first, n))()))
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_unpack_events_agrees_on_damaged_packs(data: st.DataObject) -> None:
+    first, n, blob = data.draw(packs())
+    body = bytearray(zlib.decompress(blob))
+    for _ in range(data.draw(st.integers(min_value=1, max_value=3))):
+        at = data.draw(st.integers(min_value=0, max_value=len(body) - 1))
+        body[at] = data.draw(
+            st.sampled_from(b'\n\\"{}[],:0-e \x01\x80\xc3\xa9\xed\xa0\xf4\x90\xff')
+            | st.integers(0, 255)
+        )
+    damaged = zlib.compress(bytes(body))
+    wanted = data.draw(st.composite(lambda d: wanted_of(d, first, n))())
+    check_pack(first, n, damaged, wanted)
+    check_pack(first, n + data.draw(st.sampled_from([-1, 1])), damaged, wanted)
+
+
+def test_unpack_events_on_hand_made_headers() -> None:
+    line = b'{"a":1}'
+    for header in [
+        b'[["t"],0,[5]]', b'[["t"],false,[5]]', b'[["t"],0.0,[5]]', b'[["t"],[0],[5]]',
+        b'[["t"],[-1],[5]]', b'[["t"],[1],[5]]', b'[["t","u"],[1],[5]]', b'[["t"],0,[5.0]]',
+        b'[["t"],0,[9223372036854775808]]', b'[["\\u0074"],0,[5]]', b'[[1],0,[5]]',
+        b'[[],0,[5]]', b'[["t"],0,[5],1]', b'{"t":0}', b'[["t"],0,[]]', b'[["t"],0,[5,6]]',
+        b' [ ["t"] , 0 , [5] ] ', b'[["\xc3\xa9"],0,[5]]', b'[["\\ud83d\\ude00"],0,[5]]',
+    ]:  # fmt: skip
+        blob = zlib.compress(header + b"\n" + line)
+        for wanted in (None, {7}, {8}, [7]):
+            check_pack(7, 1, blob, wanted)
