@@ -57,6 +57,7 @@ from core.errors import (
 from core.jsoncodec import loads_exact
 from core.log import (
     KNOWN_EVENT_TYPES,
+    SESSION_TITLE,
     Event,
     NewEvent,
     Replace,
@@ -66,6 +67,7 @@ from core.log import (
     SurfaceRow,
     ValidatedEvent,
     build_event,
+    build_events,
     is_known_event_type,
     now_ms,
 )
@@ -1715,10 +1717,6 @@ def _unpack_events(
     ]
 
 
-def _packable(v: ValidatedEvent, kind: int) -> bool:
-    return kind == KIND_LOG and v.surface_op is None and len(v.data_json) <= _PACK_EVENT_MAX
-
-
 def _insert_events(
     raw: sqlite3.Connection,
     key: int,
@@ -1735,18 +1733,26 @@ def _insert_events(
     ending right before ``first``), which is rewritten in place.
     """
     check_batch(folder, first, batch)
-    kinds = [event_kind(v.type, v.data, v.surface_op is not None) for v in batch]
+    events = build_events(first, list(batch))
+    title = SESSION_TITLE
+    kinds = [
+        KIND_LOG
+        if v.surface_op is None and v.type != title
+        else event_kind(v.type, v.data, v.surface_op is not None)
+        for v in batch
+    ]
     # The projection code of each surface event, by its index in the batch.
-    codes = {
-        i: projection_code(build_event(first + i, v.type, v.time, v.data, v.surface_op, None))
-        for i, v in enumerate(batch)
-        if v.surface_op is not None
-    }
+    codes = {i: projection_code(events[i]) for i, v in enumerate(batch) if v.surface_op is not None}
+    pack_max = _PACK_EVENT_MAX
+    packable = [
+        kind == KIND_LOG and len(v.data_json) <= pack_max
+        for kind, v in zip(kinds, batch, strict=True)
+    ]
     rows: list[tuple[Any, ...]] = []
     i, count = 0, len(batch)
     while i < count:
         v = batch[i]
-        if not _packable(v, kinds[i]):
+        if not packable[i]:
             rows.append(
                 (
                     key,
@@ -1764,7 +1770,7 @@ def _insert_events(
             i += 1
             continue
         end = i + 1
-        while end < count and _packable(batch[end], kinds[end]):
+        while end < count and packable[end]:
             end += 1
         if i == 0 and open_pack is not None:
             i = _extend_pack(raw, key, first, open_pack, batch, end)
@@ -1811,11 +1817,6 @@ def _insert_events(
             i = stop
     raw.executemany(_INSERT_EVENT_SQL, rows)
     _track_surface(raw, key, first, batch, codes)
-    build = build_event
-    events = [
-        build(first + i, v.type, v.time, v.data, v.surface_op, v.source_event_seqs)
-        for i, v in enumerate(batch)
-    ]
     _index_events(raw, key, events, folder)
     return events
 

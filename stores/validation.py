@@ -11,9 +11,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from core.errors import InvalidEventError
-from core.jsoncodec import FrozenDict, loads_exact
+from core.jsoncodec import SPEEDUPS, FrozenDict, encode_frozen, loads_exact
 from core.log import (
     SESSION_TITLE,
+    SURFACE_EVENT_TYPES,
     NewEvent,
     Replace,
     SessionHeader,
@@ -25,7 +26,7 @@ from core.log import (
 )
 from core.query import SessionTitle
 from core.surface import SurfaceFolder
-from core.timestamps import check_epoch_ms
+from core.timestamps import FUTURE_SLACK_MS, MAX_EPOCH_MS, check_epoch_ms
 
 __all__ = [
     "KIND_LOG",
@@ -135,6 +136,14 @@ def validate_batch(events: Sequence[NewEvent]) -> list[ValidatedEvent]:
     """Shape-check every event of a batch (nothing here depends on the log)."""
     if isinstance(events, (str, bytes, Mapping)) or not isinstance(events, Sequence):
         raise InvalidEventError("append_batch takes a sequence of NewEvent")
+    fast = _validate_common(events)
+    if fast is not None:
+        return fast
+    return _validate_plain(events)
+
+
+def _validate_plain(events: Sequence[NewEvent]) -> list[ValidatedEvent]:
+    """``validate_batch`` for every batch (the reference its fast path is tested against)."""
     checked: list[tuple[str, str, SurfaceOp | None, tuple[int, ...] | None, int]] = []
     for index, event in enumerate(events):
         if not isinstance(event, NewEvent):
@@ -158,6 +167,49 @@ def validate_batch(events: Sequence[NewEvent]) -> list[ValidatedEvent]:
         )
         for (type_, text, op, seqs, t), data in zip(checked, datas, strict=True)
     ]
+
+
+_new_tuple = tuple.__new__
+
+
+def _validate_common(events: Sequence[NewEvent]) -> list[ValidatedEvent] | None:
+    """``validate_batch``'s result when every event has one of the common shapes (a
+    ``NewEvent`` whose data ``encode_frozen`` takes, a log-only event or an appended
+    surface one, no source seqs, a time in range or none), else ``None``: then the plain
+    path validates the batch and raises its exact errors. Checked against the plain path
+    by property tests (tests/stores/test_validation_fast.py)."""
+    if not SPEEDUPS:
+        return None
+    limit = min(MAX_EPOCH_MS, now_ms() + FUTURE_SLACK_MS)
+    out: list[ValidatedEvent] = []
+    append = out.append
+    surface_types = SURFACE_EVENT_TYPES
+    for event in events:
+        if event.__class__ is not NewEvent or event.source_event_seqs is not None:
+            return None
+        type_: object = event.type
+        op: object = event.surface_op
+        time: object = event.time
+        if type_.__class__ is not str or not type_:
+            return None
+        if type_ in surface_types:
+            if op.__class__ is not str or op != "append":
+                return None
+        elif op is not None:
+            return None
+        if time is None:
+            time = now_ms()
+        elif time.__class__ is not int or not 0 <= time <= limit:
+            return None
+        data = event.data
+        if data.__class__ is not dict and data.__class__ is not FrozenDict:
+            return None
+        pair = encode_frozen(data)
+        if pair is None:
+            return None
+        text, frozen = pair
+        append(_new_tuple(ValidatedEvent, (type_, frozen, text, op, None, time)))
+    return out
 
 
 def validate_event(
