@@ -7,11 +7,12 @@ Keeping them in one place is what makes ``MemorySessionStore`` and
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from core.errors import InvalidEventError
 from core.jsoncodec import SPEEDUPS, FrozenDict, encode_frozen, loads_exact
+from core.jsoncodec import _speedups as _speedups
 from core.log import (
     SESSION_TITLE,
     SURFACE_EVENT_TYPES,
@@ -170,6 +171,7 @@ def _validate_plain(events: Sequence[NewEvent]) -> list[ValidatedEvent]:
 
 
 _new_tuple = tuple.__new__
+_c_validate_common: Callable[..., Any] | None = getattr(_speedups, "validate_common", None)
 
 
 def _validate_common(events: Sequence[NewEvent]) -> list[ValidatedEvent] | None:
@@ -181,6 +183,18 @@ def _validate_common(events: Sequence[NewEvent]) -> list[ValidatedEvent] | None:
     if not SPEEDUPS:
         return None
     limit = min(MAX_EPOCH_MS, now_ms() + FUTURE_SLACK_MS)
+    if _c_validate_common is not None:
+        return _c_validate_common(  # type: ignore[no-any-return]
+            events, NewEvent, ValidatedEvent, SURFACE_EVENT_TYPES, limit, now_ms
+        )
+    return _py_validate_common(events, limit)
+
+
+def _py_validate_common(events: Sequence[NewEvent], limit: int) -> list[ValidatedEvent] | None:
+    """``_validate_common``'s loop (``core._speedups.validate_common`` in C) with ``limit``
+    the latest event time accepted."""
+    if type(events) is not list and type(events) is not tuple:
+        return None
     out: list[ValidatedEvent] = []
     append = out.append
     surface_types = SURFACE_EVENT_TYPES

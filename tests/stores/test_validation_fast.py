@@ -6,6 +6,7 @@ batch, and for a batch the fast path does not take, exactly the plain path's out
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -87,6 +88,17 @@ batches = st.lists(new_events | st.sampled_from([None, "event"]), max_size=6)
 _CLOCK = re.compile(r"\(the clock says \d+\)")
 
 
+class _Seq(Sequence[Any]):
+    def __init__(self, items: list[Any]) -> None:
+        self.items = items
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, index: Any) -> Any:
+        return self.items[index]
+
+
 def _outcome(run: Any, events: list[Any]) -> tuple[str, Any]:
     try:
         return "ok", run(events)
@@ -129,6 +141,9 @@ def test_the_fast_path_gives_exactly_the_plain_paths_outcome(
 ) -> None:
     before = now_ms()
     fast = validation._validate_common(events)
+    fast_py = validation._py_validate_common(events, min(MAX_EPOCH_MS, before + FUTURE_SLACK_MS))
+    assert validation._c_validate_common is not None  # the C loop is the one in use
+    assert (fast is None) is (fast_py is None)
     got = _outcome(validation.validate_batch, events)
     want = _plain(events)
     after = now_ms()
@@ -140,6 +155,10 @@ def test_the_fast_path_gives_exactly_the_plain_paths_outcome(
         assert fast is None  # the fast path never decides an error
     if fast is not None:
         _agree(fast, want[1], events, before, after)
+        _agree(fast_py, want[1], events, before, after)
+    # Any other sequence takes the plain path, and the same batch as a tuple the same way.
+    assert validation._validate_common(_Seq(events)) is None
+    assert (validation._validate_common(tuple(events)) is None) is (fast is None)
 
 
 @settings(max_examples=100)
