@@ -54,7 +54,7 @@ from core.errors import (
     SessionNotFoundError,
     StoreError,
 )
-from core.jsoncodec import loads_exact
+from core.jsoncodec import _encode_js, loads_exact
 from core.log import (
     KNOWN_EVENT_TYPES,
     SESSION_TITLE,
@@ -1664,8 +1664,21 @@ def _pack_text(types: Sequence[str], times: Sequence[int], lines: str) -> bytes:
         position = {t: i for i, t in enumerate(table)}
         index = [position[t] for t in types]
     deltas = [times[0], *(b - a for a, b in pairwise(times))]
-    header = json.dumps([table, index, deltas], separators=(",", ":"))
-    return zlib.compress((header + "\n" + lines).encode("utf-8"), _ZLIB_LEVEL)
+    return zlib.compress(
+        (_pack_header(table, index, deltas) + "\n" + lines).encode("utf-8"), _ZLIB_LEVEL
+    )
+
+
+def _pack_header(table: list[str], index: int | list[int], deltas: list[int]) -> str:
+    """``json.dumps([table, index, deltas], separators=(",", ":"))``: written by the C
+    encoder of ``dumps_js`` when every type is printable ASCII (then the two agree: both
+    escape only the quote and the backslash), which skips a per-int ``repr`` of the times."""
+    header = [table, index, deltas]
+    if all(t.isascii() and t.isprintable() for t in table):
+        text = _encode_js(header, False) if _encode_js is not None else None
+        if text is not None:
+            return text  # type: ignore[no-any-return]
+    return json.dumps(header, separators=(",", ":"))
 
 
 def _unpack(blob: bytes) -> tuple[list[str], list[int], str]:

@@ -1,10 +1,11 @@
-"""``validate_batch``'s fast path for the common event shapes against its plain path: the
+"""The append path's fast paths against their plain versions. ``validate_batch``'s fast path for the common event shapes against its plain path: the
 same validated events (types, data detached and frozen, JSON text, ops, times) for every
 batch, and for a batch the fast path does not take, exactly the plain path's outcome
 (its result, or its error and message)."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -19,6 +20,7 @@ from core.jsoncodec import FrozenDict
 from core.log import ASSISTANT_CHUNK, USER_MESSAGE, NewEvent, Replace, now_ms
 from core.timestamps import FUTURE_SLACK_MS, MAX_EPOCH_MS
 from stores import validation
+from stores.sqlite import _pack_header
 from tests.core.test_speedups import _same, encodable, json_like
 
 
@@ -195,3 +197,24 @@ def test_the_fast_path_is_off_without_the_extension(monkeypatch: pytest.MonkeyPa
     events = [NewEvent("turn/end", {"turn": 1}, time=5)]
     assert validation._validate_common(events) is None
     assert validation.validate_batch(events)[0].data_json == '{"turn":1}'
+
+
+@settings(max_examples=200)
+@given(
+    st.lists(
+        st.text(st.characters(blacklist_categories=()), max_size=4)
+        | st.sampled_from(["a", "x/y", "\x7f", "a\x00", "\t", "é", '"q"', "b\\s", "\ud800", "中"]),
+        min_size=1,
+        max_size=3,
+        unique=True,
+    ),
+    st.integers(0, 2),
+    st.lists(st.integers(-(2**70), 2**70) | st.integers(-5, 5), min_size=1, max_size=6),
+)
+def test_a_packs_header_is_json_dumps_of_it(table: list[str], mode: int, deltas: list[int]) -> None:
+    """The header line of a pack (stores.sqlite._pack_header's fast encoding) is exactly
+    what json.dumps wrote before, for every type name and time."""
+    index: int | list[int] = 0 if mode == 0 else [i % len(table) for i in range(len(deltas))]
+    want = json.dumps([table, index, deltas], separators=(",", ":"))
+    assert _pack_header(table, index, deltas) == want
+    assert _pack_header([_Str(t) for t in table], index, deltas) == want
