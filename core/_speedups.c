@@ -611,7 +611,10 @@ enc_copy(PyObject *v)
 {
     PyTypeObject *t = Py_TYPE(v);
     if (t == &PyDict_Type || (PyObject *)t == frozen_dict_type) {
-        PyObject *plain = PyDict_New();
+        /* Filled in place when FrozenDict constructs as dict does (its own __setitem__,
+         * which refuses, is not what PyDict_SetItem calls). */
+        PyTypeObject *ft = (PyTypeObject *)frozen_dict_type;
+        PyObject *plain = dict_direct ? ft->tp_new(ft, empty_tuple, NULL) : PyDict_New();
         if (plain == NULL) {
             return NULL;
         }
@@ -625,6 +628,9 @@ enc_copy(PyObject *v)
                 return NULL;
             }
             Py_DECREF(copy);
+        }
+        if (dict_direct) {
+            return plain;
         }
         PyObject *frozen = new_frozen_dict(plain);
         Py_DECREF(plain);
