@@ -200,9 +200,15 @@ def test_frozen_types_with_their_own_constructors_are_called_as_such() -> None:
     speedups.set_types(LoggingDict, LoggingList)
     try:
         value = speedups.freeze_object({"a": [1, [2]], "b": {"c": 3}})
+        assert made == ["list", "list", "dict"]
+        made.clear()
+        text, copy = speedups.encode_frozen({"a": [1, (2,)], "b": {"c": 3}}, True)
     finally:
         speedups.set_types(FrozenDict, FrozenList)
-    assert made == ["list", "list", "dict"]
+    assert made == ["list", "list", "dict", "dict"]  # innermost first
+    assert text == '{"a":[1,[2]],"b":{"c":3}}' and copy == {"a": [1, [2]], "b": {"c": 3}}
+    assert type(copy) is LoggingDict and type(copy["b"]) is LoggingDict
+    assert type(copy["a"]) is LoggingList and type(copy["a"][1]) is LoggingList
     assert type(value) is LoggingDict and type(value["a"][1]) is LoggingList
     assert value == {"a": [1, [2]], "b": {"c": 3}}
     assert type(speedups.freeze_object({"x": []})["x"]) is FrozenList
