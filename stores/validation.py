@@ -6,10 +6,12 @@ Keeping them in one place is what makes ``MemorySessionStore`` and
 
 from __future__ import annotations
 
+import time as _time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+import core.log as _log
 from core.errors import InvalidEventError
 from core.jsoncodec import SPEEDUPS, FrozenDict, encode_frozen, loads_exact
 from core.jsoncodec import _speedups as _speedups
@@ -182,17 +184,22 @@ def _validate_common(events: Sequence[NewEvent]) -> list[ValidatedEvent] | None:
     by property tests (tests/stores/test_validation_fast.py)."""
     if not SPEEDUPS:
         return None
-    limit = min(MAX_EPOCH_MS, now_ms() + FUTURE_SLACK_MS)
+    # The latest time accepted, by the clock check_epoch_ms reads; the store's clock for
+    # events without a time is core.log.now_ms as check_new_event finds it (tests fix it).
+    limit = min(MAX_EPOCH_MS, _time.time_ns() // 1_000_000 + FUTURE_SLACK_MS)
+    clock = _log.now_ms
     if _c_validate_common is not None:
         return _c_validate_common(  # type: ignore[no-any-return]
-            events, NewEvent, ValidatedEvent, SURFACE_EVENT_TYPES, limit, now_ms
+            events, NewEvent, ValidatedEvent, SURFACE_EVENT_TYPES, limit, clock
         )
-    return _py_validate_common(events, limit)
+    return _py_validate_common(events, limit, clock)
 
 
-def _py_validate_common(events: Sequence[NewEvent], limit: int) -> list[ValidatedEvent] | None:
+def _py_validate_common(
+    events: Sequence[NewEvent], limit: int, clock: Callable[[], int]
+) -> list[ValidatedEvent] | None:
     """``_validate_common``'s loop (``core._speedups.validate_common`` in C) with ``limit``
-    the latest event time accepted."""
+    the latest event time accepted and ``clock`` the store's clock."""
     if type(events) is not list and type(events) is not tuple:
         return None
     out: list[ValidatedEvent] = []
@@ -212,7 +219,7 @@ def _py_validate_common(events: Sequence[NewEvent], limit: int) -> list[Validate
         elif op is not None:
             return None
         if time is None:
-            time = now_ms()
+            time = clock()
         elif time.__class__ is not int or not 0 <= time <= limit:
             return None
         data = event.data

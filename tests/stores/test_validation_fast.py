@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core import jsoncodec
+from core import jsoncodec, log
 from core.errors import InvalidEventError
 from core.jsoncodec import FrozenDict
 from core.log import ASSISTANT_CHUNK, USER_MESSAGE, NewEvent, Replace, now_ms
@@ -143,7 +143,9 @@ def test_the_fast_path_gives_exactly_the_plain_paths_outcome(
 ) -> None:
     before = now_ms()
     fast = validation._validate_common(events)
-    fast_py = validation._py_validate_common(events, min(MAX_EPOCH_MS, before + FUTURE_SLACK_MS))
+    fast_py = validation._py_validate_common(
+        events, min(MAX_EPOCH_MS, before + FUTURE_SLACK_MS), now_ms
+    )
     assert validation._c_validate_common is not None  # the C loop is the one in use
     assert (fast is None) is (fast_py is None)
     got = _outcome(validation.validate_batch, events)
@@ -218,3 +220,23 @@ def test_a_packs_header_is_json_dumps_of_it(table: list[str], mode: int, deltas:
     want = json.dumps([table, index, deltas], separators=(",", ":"))
     assert _pack_header(table, index, deltas) == want
     assert _pack_header([_Str(t) for t in table], index, deltas) == want
+
+
+def test_the_fast_path_reads_the_clock_the_plain_path_reads(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Events without a time get core.log.now_ms as the plain path finds it (the UI tests
+    fix that clock), while given times are checked against the real one as before."""
+    ticks = iter(range(1_000, 2_000))
+    monkeypatch.setattr(log, "now_ms", lambda: next(ticks))
+    events = [
+        NewEvent(ASSISTANT_CHUNK, {"i": 0}),
+        NewEvent(ASSISTANT_CHUNK, {"i": 1}, time=now_ms()),
+        NewEvent(ASSISTANT_CHUNK, {"i": 2}),
+    ]
+    fast = validation._validate_common(events)
+    assert fast is not None and [fast[0].time, fast[2].time] == [1_000, 1_001]
+    assert [v.time for v in validation._validate_plain(events)][::2] == [1_002, 1_003]
+    py = validation._py_validate_common(events, MAX_EPOCH_MS, log.now_ms)
+    assert py is not None and [py[0].time, py[2].time] == [1_004, 1_005]
+    assert [v.time for v in validation.validate_batch(events)][::2] == [1_006, 1_007]
