@@ -1,6 +1,7 @@
 """The one thing ``pyproject.toml`` cannot say stably: the optional C extension.
 
-``core/_speedups.c`` holds C versions of three hot loops of ``core.jsoncodec``. It is
+``core/_speedups.c`` holds C versions of the hot loops of ``core.jsoncodec`` and of
+validating and building appended events. It is
 optional: where it cannot be compiled, dsh installs anyway and runs the pure-Python
 versions, which the tests check it against.
 """

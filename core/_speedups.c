@@ -8,6 +8,9 @@
  *   freeze_object(dict)  -> FrozenDict, the JSON decoder's object_hook
  *   c_safe(value)        -> bool  _c_safe(value, 0): may the C encoder write it
  *   join_utf8(parts)     -> str   b"".join(parts).decode("utf-8"), allocated once
+ *   encode_frozen(value, freeze)     dumps_js(value) (and loads_exact of it) or None
+ *   build_events(Event, setters, first, batch)  core.log.build_event for a whole batch
+ *   validate_common(events, ...)     stores.validation._validate_common's loop
  *
  * Nothing here keeps a reference to its input; the only state is the two frozen types,
  * set once by core.jsoncodec through set_types().
@@ -731,6 +734,559 @@ scan_array(Scan *s)
             goto fail;
         }
         int failed = PyList_Append(list, item);
+/* ------------------------------------------------------------- encode_frozen */
+
+/* Exactly core.jsoncodec.dumps_js for the values its C path takes (c_safe ones), and
+ * optionally the detached frozen copy loads_exact of that text gives, without the text
+ * being parsed. Values it does not take (anything c_safe refuses, ints beyond 64 bits)
+ * make it return None: the caller then takes the plain path. Like c_safe_at, it runs no
+ * Python code, so the borrowed items it walks stay valid. */
+
+#define ENC_UNSUPPORTED 1
+
+static Py_ssize_t
+int_digits(unsigned long long u)
+{
+    Py_ssize_t n = 1;
+    while (u >= 10) {
+        u /= 10;
+        n++;
+    }
+    return n;
+}
+
+/* The magnitude and sign of an exact int, or ENC_UNSUPPORTED beyond 64 bits. */
+static int
+int_parts(PyObject *v, unsigned long long *mag, int *neg)
+{
+    int overflow = 0;
+    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (overflow) {
+        return ENC_UNSUPPORTED;
+    }
+    if (x == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    *neg = x < 0;
+    *mag = x < 0 ? (unsigned long long)0 - (unsigned long long)x : (unsigned long long)x;
+    return 0;
+}
+
+/* Characters JSON.stringify writes for ch inside a string, and whether it is written
+ * raw (then it counts for the string's widest character). */
+static inline Py_ssize_t
+char_width(Py_UCS4 ch, int *raw)
+{
+    *raw = 0;
+    if (ch == '"' || ch == '\\' || ch == '\b' || ch == '\f' || ch == '\n' || ch == '\r' ||
+        ch == '\t') {
+        return 2;
+    }
+    if (ch < 0x20 || (ch >= 0xD800 && ch <= 0xDFFF)) {
+        return 6;
+    }
+    *raw = 1;
+    return 1;
+}
+
+/* Pass 1: the encoded length and widest character of v (0), ENC_UNSUPPORTED, or -1. */
+static int
+enc_measure(PyObject *v, int depth, Py_ssize_t *len, Py_UCS4 *maxchar)
+{
+    PyTypeObject *t = Py_TYPE(v);
+    if (t == &PyUnicode_Type) {
+        if (ready(v) < 0) {
+            return -1;
+        }
+        Py_ssize_t n = PyUnicode_GET_LENGTH(v);
+        int kind = PyUnicode_KIND(v);
+        const void *data = PyUnicode_DATA(v);
+        Py_ssize_t total = 2;
+        int raw;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            Py_UCS4 ch = PyUnicode_READ(kind, data, i);
+            total += char_width(ch, &raw);
+            if (raw && ch > *maxchar) {
+                *maxchar = ch;
+            }
+        }
+        *len += total;
+        return 0;
+    }
+    if (v == Py_None) {
+        *len += 4;
+        return 0;
+    }
+    if (t == &PyBool_Type) {
+        *len += v == Py_True ? 4 : 5;
+        return 0;
+    }
+    if (t == &PyLong_Type) {
+        unsigned long long mag;
+        int neg;
+        int r = int_parts(v, &mag, &neg);
+        if (r != 0) {
+            return r;
+        }
+        *len += neg + int_digits(mag);
+        return 0;
+    }
+    if (depth >= C_SAFE_DEPTH) {
+        return ENC_UNSUPPORTED;
+    }
+    if (t == &PyDict_Type || (PyObject *)t == frozen_dict_type) {
+        Py_ssize_t pos = 0, count = 0;
+        PyObject *key, *item;
+        *len += 2;
+        while (PyDict_Next(v, &pos, &key, &item)) {
+            if (Py_TYPE(key) != &PyUnicode_Type) {
+                return ENC_UNSUPPORTED;
+            }
+            int r = enc_measure(key, depth + 1, len, maxchar);
+            if (r == 0) {
+                r = enc_measure(item, depth + 1, len, maxchar);
+            }
+            if (r != 0) {
+                return r;
+            }
+            count++;
+        }
+        *len += count ? 2 * count - 1 : 0; /* the colons and commas */
+        return 0;
+    }
+    if (t == &PyList_Type || (PyObject *)t == frozen_list_type || t == &PyTuple_Type) {
+        Py_ssize_t n = t == &PyTuple_Type ? PyTuple_GET_SIZE(v) : PyList_GET_SIZE(v);
+        *len += 2 + (n ? n - 1 : 0);
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *item = t == &PyTuple_Type ? PyTuple_GET_ITEM(v, i) : PyList_GET_ITEM(v, i);
+            int r = enc_measure(item, depth + 1, len, maxchar);
+            if (r != 0) {
+                return r;
+            }
+        }
+        return 0;
+    }
+    return ENC_UNSUPPORTED;
+}
+
+typedef struct {
+    int kind;
+    void *data;
+    Py_ssize_t pos;
+} enc_out;
+
+static inline void
+put(enc_out *out, Py_UCS4 ch)
+{
+    PyUnicode_WRITE(out->kind, out->data, out->pos, ch);
+    out->pos++;
+}
+
+static void
+put_ascii(enc_out *out, const char *s)
+{
+    while (*s) {
+        put(out, (Py_UCS4)(unsigned char)*s++);
+    }
+}
+
+static const char hexdigits[] = "0123456789abcdef";
+
+static void
+put_str(enc_out *out, PyObject *s)
+{
+    Py_ssize_t n = PyUnicode_GET_LENGTH(s);
+    int kind = PyUnicode_KIND(s);
+    const void *data = PyUnicode_DATA(s);
+    put(out, '"');
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_UCS4 ch = PyUnicode_READ(kind, data, i);
+        int raw;
+        Py_ssize_t width = char_width(ch, &raw);
+        if (raw) {
+            put(out, ch);
+            continue;
+        }
+        put(out, '\\');
+        if (width == 6) {
+            put(out, 'u');
+            put(out, hexdigits[(ch >> 12) & 0xF]);
+            put(out, hexdigits[(ch >> 8) & 0xF]);
+            put(out, hexdigits[(ch >> 4) & 0xF]);
+            put(out, hexdigits[ch & 0xF]);
+            continue;
+        }
+        switch (ch) {
+        case '\b':
+            put(out, 'b');
+            break;
+        case '\f':
+            put(out, 'f');
+            break;
+        case '\n':
+            put(out, 'n');
+            break;
+        case '\r':
+            put(out, 'r');
+            break;
+        case '\t':
+            put(out, 't');
+            break;
+        default: /* '"' and '\\' */
+            put(out, ch);
+            break;
+        }
+    }
+    put(out, '"');
+}
+
+/* Pass 2: write v (which pass 1 measured, so nothing here can fail). */
+static void
+enc_write(PyObject *v, enc_out *out)
+{
+    PyTypeObject *t = Py_TYPE(v);
+    if (t == &PyUnicode_Type) {
+        put_str(out, v);
+    }
+    else if (v == Py_None) {
+        put_ascii(out, "null");
+    }
+    else if (t == &PyBool_Type) {
+        put_ascii(out, v == Py_True ? "true" : "false");
+    }
+    else if (t == &PyLong_Type) {
+        unsigned long long mag = 0;
+        int neg = 0;
+        (void)int_parts(v, &mag, &neg);
+        char digits[24];
+        int k = 0;
+        do {
+            digits[k++] = (char)('0' + mag % 10);
+            mag /= 10;
+        } while (mag);
+        if (neg) {
+            put(out, '-');
+        }
+        while (k) {
+            put(out, (Py_UCS4)digits[--k]);
+        }
+    }
+    else if (t == &PyDict_Type || (PyObject *)t == frozen_dict_type) {
+        Py_ssize_t pos = 0;
+        PyObject *key, *item;
+        int first = 1;
+        put(out, '{');
+        while (PyDict_Next(v, &pos, &key, &item)) {
+            if (!first) {
+                put(out, ',');
+            }
+            first = 0;
+            put_str(out, key);
+            put(out, ':');
+            enc_write(item, out);
+        }
+        put(out, '}');
+    }
+    else {
+        Py_ssize_t n = t == &PyTuple_Type ? PyTuple_GET_SIZE(v) : PyList_GET_SIZE(v);
+        put(out, '[');
+        for (Py_ssize_t i = 0; i < n; i++) {
+            if (i) {
+                put(out, ',');
+            }
+            enc_write(t == &PyTuple_Type ? PyTuple_GET_ITEM(v, i) : PyList_GET_ITEM(v, i), out);
+        }
+        put(out, ']');
+    }
+}
+
+/* Pass 3: the detached frozen copy of v (which pass 1 accepted): every dict a
+ * FrozenDict, every list or tuple a FrozenList, atoms shared (they are immutable). */
+static PyObject *
+enc_copy(PyObject *v)
+{
+    PyTypeObject *t = Py_TYPE(v);
+    if (t == &PyDict_Type || (PyObject *)t == frozen_dict_type) {
+        /* Filled in place when FrozenDict constructs as dict does (its own __setitem__,
+         * which refuses, is not what PyDict_SetItem calls). */
+        PyTypeObject *ft = (PyTypeObject *)frozen_dict_type;
+        PyObject *plain = dict_direct ? ft->tp_new(ft, empty_tuple, NULL) : PyDict_New();
+        if (plain == NULL) {
+            return NULL;
+        }
+        Py_ssize_t pos = 0;
+        PyObject *key, *item;
+        while (PyDict_Next(v, &pos, &key, &item)) {
+            PyObject *copy = enc_copy(item);
+            if (copy == NULL || PyDict_SetItem(plain, key, copy) < 0) {
+                Py_XDECREF(copy);
+                Py_DECREF(plain);
+                return NULL;
+            }
+            Py_DECREF(copy);
+        }
+        if (dict_direct) {
+            return plain;
+        }
+        PyObject *frozen = new_frozen_dict(plain);
+        Py_DECREF(plain);
+        return frozen;
+    }
+    if (t == &PyList_Type || (PyObject *)t == frozen_list_type || t == &PyTuple_Type) {
+        Py_ssize_t n = t == &PyTuple_Type ? PyTuple_GET_SIZE(v) : PyList_GET_SIZE(v);
+        PyObject *plain = PyList_New(n);
+        if (plain == NULL) {
+            return NULL;
+        }
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *copy =
+                enc_copy(t == &PyTuple_Type ? PyTuple_GET_ITEM(v, i) : PyList_GET_ITEM(v, i));
+            if (copy == NULL) {
+                Py_DECREF(plain);
+                return NULL;
+            }
+            PyList_SET_ITEM(plain, i, copy);
+        }
+        PyObject *frozen = new_frozen_list(plain);
+        Py_DECREF(plain);
+        return frozen;
+    }
+    Py_INCREF(v);
+    return v;
+}
+
+static PyObject *
+encode_frozen(PyObject *module, PyObject *args)
+{
+    (void)module;
+    PyObject *value;
+    int freeze;
+    if (check_types() < 0 || !PyArg_ParseTuple(args, "Op:encode_frozen", &value, &freeze)) {
+        return NULL;
+    }
+    Py_ssize_t len = 0;
+    Py_UCS4 maxchar = 0x7F;
+    int r = enc_measure(value, 0, &len, &maxchar);
+    if (r < 0) {
+        return NULL;
+    }
+    if (r == ENC_UNSUPPORTED) {
+        Py_RETURN_NONE;
+    }
+    PyObject *text = PyUnicode_New(len, maxchar);
+    if (text == NULL) {
+        return NULL;
+    }
+    enc_out out = {PyUnicode_KIND(text), PyUnicode_DATA(text), 0};
+    enc_write(value, &out);
+    assert(out.pos == len);
+    if (!freeze) {
+        return text;
+    }
+    PyObject *copy = enc_copy(value);
+    if (copy == NULL) {
+        Py_DECREF(text);
+        return NULL;
+    }
+    PyObject *pair = PyTuple_Pack(2, text, copy);
+    Py_DECREF(text);
+    Py_DECREF(copy);
+    return pair;
+}
+
+/* -------------------------------------------------------------- build_events */
+
+/* core.log.build_events(first, batch): [Event(first + i, v.type, v.time, v.data,
+ * v.surface_op, v.source_event_seqs) for i, v in enumerate(batch)], each built as
+ * core.log.build_event does (object.__new__, then the six slots set through their own
+ * descriptors), without a Python frame per event. ``setters`` is the Event slots'
+ * descriptors in the order seq, type, time, data, surface_op, source_event_seqs. */
+static PyObject *
+build_events(PyObject *module, PyObject *args)
+{
+    (void)module;
+    PyObject *cls, *setters, *batch;
+    Py_ssize_t first;
+    if (!PyArg_ParseTuple(args, "O!O!nO!:build_events", &PyType_Type, &cls, &PyTuple_Type,
+                          &setters, &first, &PyList_Type, &batch)) {
+        return NULL;
+    }
+    if (PyTuple_GET_SIZE(setters) != 6) {
+        PyErr_SetString(PyExc_TypeError, "build_events() needs the six slot descriptors");
+        return NULL;
+    }
+    for (Py_ssize_t k = 0; k < 6; k++) {
+        if (Py_TYPE(PyTuple_GET_ITEM(setters, k))->tp_descr_set == NULL) {
+            PyErr_SetString(PyExc_TypeError, "build_events() needs data descriptors");
+            return NULL;
+        }
+    }
+    Py_ssize_t n = PyList_GET_SIZE(batch);
+    PyObject *out = PyList_New(n);
+    if (out == NULL) {
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *v = PyList_GET_ITEM(batch, i);
+        if (!PyTuple_Check(v) || PyTuple_GET_SIZE(v) != 6) {
+            PyErr_SetString(PyExc_TypeError, "build_events() needs ValidatedEvent items");
+            goto fail;
+        }
+        PyObject *event = PyBaseObject_Type.tp_new((PyTypeObject *)cls, empty_tuple, NULL);
+        if (event == NULL) {
+            goto fail;
+        }
+        PyList_SET_ITEM(out, i, event);
+        PyObject *seq = PyLong_FromSsize_t(first + i);
+        if (seq == NULL) {
+            goto fail;
+        }
+        /* ValidatedEvent: type, data, data_json, surface_op, source_event_seqs, time */
+        PyObject *values[6] = {seq,
+                               PyTuple_GET_ITEM(v, 0),
+                               PyTuple_GET_ITEM(v, 5),
+                               PyTuple_GET_ITEM(v, 1),
+                               PyTuple_GET_ITEM(v, 3),
+                               PyTuple_GET_ITEM(v, 4)};
+        for (Py_ssize_t k = 0; k < 6; k++) {
+            PyObject *descr = PyTuple_GET_ITEM(setters, k);
+            if (Py_TYPE(descr)->tp_descr_set(descr, event, values[k]) < 0) {
+                Py_DECREF(seq);
+                goto fail;
+            }
+        }
+        Py_DECREF(seq);
+    }
+    return out;
+fail:
+    Py_DECREF(out);
+    return NULL;
+}
+
+/* ----------------------------------------------------------- validate_common */
+
+/* stores.validation._validate_common's loop (its Python version is the reference):
+ * validate_common(events, NewEvent, ValidatedEvent, surface_types, limit, now_ms) ->
+ * a list of ValidatedEvent, or None when an event is not of a common shape (an exact
+ * NewEvent; a non-empty exact str type; an exact "append" op on a surface type, none
+ * on any other; no source seqs; an exact int time in 0..limit, or None: now_ms() is
+ * then called; data an exact dict or FrozenDict that encode_frozen takes). ``events``
+ * is a list or a tuple. Reading the NewEvent slots runs no Python code. */
+static PyObject *attr_type, *attr_data, *attr_surface_op, *attr_source_event_seqs,
+    *attr_time, *str_append;
+
+static PyObject *
+validate_common(PyObject *module, PyObject *args)
+{
+    (void)module;
+    PyObject *events, *new_event, *validated, *surface_types, *now_ms;
+    long long limit;
+    if (check_types() < 0 ||
+        !PyArg_ParseTuple(args, "OO!O!O!LO:validate_common", &events, &PyType_Type, &new_event,
+                          &PyType_Type, &validated, &PyFrozenSet_Type, &surface_types, &limit,
+                          &now_ms)) {
+        return NULL;
+    }
+    if (!PyType_IsSubtype((PyTypeObject *)validated, &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "validate_common() needs a tuple type");
+        return NULL;
+    }
+    if (!PyList_CheckExact(events) && !PyTuple_CheckExact(events)) {
+        Py_RETURN_NONE;
+    }
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(events);
+    PyObject *out = PyList_New(0);
+    if (out == NULL) {
+        return NULL;
+    }
+    PyObject *type = NULL, *op = NULL, *seqs = NULL, *time = NULL, *data = NULL;
+    for (Py_ssize_t i = 0; i < n && i < PySequence_Fast_GET_SIZE(events); i++) {
+        PyObject *event = PySequence_Fast_GET_ITEM(events, i);
+        if ((PyObject *)Py_TYPE(event) != new_event) {
+            goto unsupported;
+        }
+        Py_INCREF(event);
+        seqs = PyObject_GetAttr(event, attr_source_event_seqs);
+        type = PyObject_GetAttr(event, attr_type);
+        op = PyObject_GetAttr(event, attr_surface_op);
+        time = PyObject_GetAttr(event, attr_time);
+        data = PyObject_GetAttr(event, attr_data);
+        Py_DECREF(event);
+        if (seqs == NULL || type == NULL || op == NULL || time == NULL || data == NULL) {
+            goto fail;
+        }
+        if (seqs != Py_None || !PyUnicode_CheckExact(type) || PyUnicode_GET_LENGTH(type) == 0) {
+            goto unsupported;
+        }
+        int surface = PySet_Contains(surface_types, type); /* exact str: runs no code */
+        if (surface < 0) {
+            goto fail;
+        }
+        if (surface) {
+            if (!PyUnicode_CheckExact(op) || PyUnicode_Compare(op, str_append) != 0) {
+                goto unsupported; /* exact strs compare without raising */
+            }
+        }
+        else if (op != Py_None) {
+            goto unsupported;
+        }
+        if (time == Py_None) {
+            Py_DECREF(time);
+            time = PyObject_CallNoArgs(now_ms);
+            if (time == NULL) {
+                goto fail;
+            }
+        }
+        else {
+            if (!PyLong_CheckExact(time)) {
+                goto unsupported;
+            }
+            int overflow = 0;
+            long long t = PyLong_AsLongLongAndOverflow(time, &overflow);
+            if (overflow || t < 0 || t > limit) {
+                goto unsupported;
+            }
+        }
+        if (Py_TYPE(data) != &PyDict_Type && (PyObject *)Py_TYPE(data) != frozen_dict_type) {
+            goto unsupported;
+        }
+        Py_ssize_t len = 0;
+        Py_UCS4 maxchar = 0x7F;
+        int r = enc_measure(data, 0, &len, &maxchar);
+        if (r < 0) {
+            goto fail;
+        }
+        if (r == ENC_UNSUPPORTED) {
+            goto unsupported;
+        }
+        PyObject *text = PyUnicode_New(len, maxchar);
+        if (text == NULL) {
+            goto fail;
+        }
+        enc_out w = {PyUnicode_KIND(text), PyUnicode_DATA(text), 0};
+        enc_write(data, &w);
+        PyObject *copy = enc_copy(data);
+        if (copy == NULL) {
+            Py_DECREF(text);
+            goto fail;
+        }
+        Py_DECREF(data);
+        data = NULL;
+        /* ValidatedEvent(type, data, data_json, surface_op, source_event_seqs, time) */
+        PyObject *item = ((PyTypeObject *)validated)->tp_alloc((PyTypeObject *)validated, 6);
+        if (item == NULL) {
+            Py_DECREF(text);
+            Py_DECREF(copy);
+            goto fail;
+        }
+        PyTuple_SET_ITEM(item, 0, type);
+        PyTuple_SET_ITEM(item, 1, copy);
+        PyTuple_SET_ITEM(item, 2, text);
+        PyTuple_SET_ITEM(item, 3, op);
+        PyTuple_SET_ITEM(item, 4, seqs);
+        PyTuple_SET_ITEM(item, 5, time);
+        type = op = seqs = time = NULL;
+        int failed = PyList_Append(out, item);
         Py_DECREF(item);
         if (failed) {
             goto fail;
@@ -1177,6 +1733,26 @@ done:
 }
 /* ================================================================== end of reads */
 
+    }
+    return out;
+unsupported:
+    Py_XDECREF(type);
+    Py_XDECREF(op);
+    Py_XDECREF(seqs);
+    Py_XDECREF(time);
+    Py_XDECREF(data);
+    Py_DECREF(out);
+    Py_RETURN_NONE;
+fail:
+    Py_XDECREF(type);
+    Py_XDECREF(op);
+    Py_XDECREF(seqs);
+    Py_XDECREF(time);
+    Py_XDECREF(data);
+    Py_DECREF(out);
+    return NULL;
+}
+
 /* ------------------------------------------------------------------ set_types */
 
 static int
@@ -1316,6 +1892,14 @@ static PyMethodDef methods[] = {
     {"unpack_events", unpack_events, METH_VARARGS,
      "A pack's events (stores.sqlite._unpack_events) from its inflated bytes."},
     /* end of reads */
+    {"encode_frozen", encode_frozen, METH_VARARGS,
+     "dumps_js(value) of a c_safe value within 64-bit ints (else None); with freeze, the "
+     "pair of it and loads_exact of it."},
+    {"build_events", build_events, METH_VARARGS,
+     "core.log.build_event for each ValidatedEvent of a batch, seqs from first."},
+    {"validate_common", validate_common, METH_VARARGS,
+     "stores.validation._validate_common's loop over a batch (a list of ValidatedEvent "
+     "or None)."},
     {"set_types", set_types, METH_VARARGS, "Register the FrozenDict and FrozenList types."},
     {NULL, NULL, 0, NULL},
 };
@@ -1337,6 +1921,16 @@ PyInit__speedups(void)
 {
     empty_tuple = PyTuple_New(0);
     if (empty_tuple == NULL) {
+        return NULL;
+    }
+    attr_type = PyUnicode_InternFromString("type");
+    attr_data = PyUnicode_InternFromString("data");
+    attr_surface_op = PyUnicode_InternFromString("surface_op");
+    attr_source_event_seqs = PyUnicode_InternFromString("source_event_seqs");
+    attr_time = PyUnicode_InternFromString("time");
+    str_append = PyUnicode_InternFromString("append");
+    if (attr_type == NULL || attr_data == NULL || attr_surface_op == NULL ||
+        attr_source_event_seqs == NULL || attr_time == NULL || str_append == NULL) {
         return NULL;
     }
     return PyModule_Create(&module_def);

@@ -26,6 +26,7 @@ __all__ = [
     "FrozenList",
     "JSONDecodeError",
     "dumps_js",
+    "encode_frozen",
     "freeze_json",
     "loads_exact",
     "thaw_json",
@@ -243,6 +244,10 @@ def dumps_js(value: Any) -> str:
     almost always holds) go through the C encoder, whose output is then identical; floats,
     other mappings and subclasses take the exact pure-Python encoder.
     """
+    if _encode_js is not None:
+        text = _encode_js(value, False)
+        if text is not None:
+            return text  # type: ignore[no-any-return]
     if _is_c_safe(value):
         out: str = _C_ENCODE(value)
         return out if out.isascii() else _SURROGATE.sub(_escape_surrogate, out)
@@ -325,6 +330,22 @@ _loads_frozen: Callable[[str], Any] | None = getattr(_speedups, "loads_frozen", 
 # The C version where the extension has it (an extension built before it was added
 # lacks it).
 _is_c_safe: Callable[[Any], bool] = getattr(_speedups, "c_safe", None) or _py_c_safe
+
+# ``core._speedups.encode_frozen(value, freeze)``: for a c_safe value whose ints fit in 64
+# bits, ``dumps_js(value)`` written in one C pass (with ``freeze``: the pair of it and
+# ``loads_exact`` of it, the detached frozen copy built without parsing); ``None`` for
+# anything else. ``None`` where the extension is not in use.
+_encode_js: Callable[[Any, bool], Any] | None = getattr(_speedups, "encode_frozen", None)
+
+
+def encode_frozen(value: Any) -> tuple[str, Any] | None:
+    """``(dumps_js(value), loads_exact(dumps_js(value)))`` for the values the C encoder
+    takes whole (what the log almost always holds: dicts, lists, str, 64-bit int, bool,
+    None); ``None`` for any other value, or without the C extension: the caller then
+    takes its plain path (which raises what it raises)."""
+    if _encode_js is None:
+        return None
+    return _encode_js(value, True)  # type: ignore[no-any-return]
 
 
 def _dumps_js_exact(value: Any) -> str:

@@ -56,9 +56,10 @@ from core.errors import (
     StoreError,
 )
 from core.gcpause import gc_paused
-from core.jsoncodec import _speedups, loads_exact
+from core.jsoncodec import _encode_js, _speedups, loads_exact
 from core.log import (
     KNOWN_EVENT_TYPES,
+    SESSION_TITLE,
     Event,
     NewEvent,
     Replace,
@@ -68,6 +69,7 @@ from core.log import (
     SurfaceRow,
     ValidatedEvent,
     build_event,
+    build_events,
     is_known_event_type,
     now_ms,
 )
@@ -1733,8 +1735,21 @@ def _pack_text(types: Sequence[str], times: Sequence[int], lines: str) -> bytes:
         position = {t: i for i, t in enumerate(table)}
         index = [position[t] for t in types]
     deltas = [times[0], *(b - a for a, b in pairwise(times))]
-    header = json.dumps([table, index, deltas], separators=(",", ":"))
-    return zlib.compress((header + "\n" + lines).encode("utf-8"), _ZLIB_LEVEL)
+    return zlib.compress(
+        (_pack_header(table, index, deltas) + "\n" + lines).encode("utf-8"), _ZLIB_LEVEL
+    )
+
+
+def _pack_header(table: list[str], index: int | list[int], deltas: list[int]) -> str:
+    """``json.dumps([table, index, deltas], separators=(",", ":"))``: written by the C
+    encoder of ``dumps_js`` when every type is printable ASCII (then the two agree: both
+    escape only the quote and the backslash), which skips a per-int ``repr`` of the times."""
+    header = [table, index, deltas]
+    if all(t.isascii() and t.isprintable() for t in table):
+        text = _encode_js(header, False) if _encode_js is not None else None
+        if text is not None:
+            return text  # type: ignore[no-any-return]
+    return json.dumps(header, separators=(",", ":"))
 
 
 def _unpack(blob: bytes) -> tuple[list[str], list[int], str]:
@@ -1853,10 +1868,6 @@ def _bodies_at(
     return out
 
 
-def _packable(v: ValidatedEvent, kind: int) -> bool:
-    return kind == KIND_LOG and v.surface_op is None and len(v.data_json) <= _PACK_EVENT_MAX
-
-
 def _insert_events(
     raw: sqlite3.Connection,
     key: int,
@@ -1873,18 +1884,26 @@ def _insert_events(
     ending right before ``first``), which is rewritten in place.
     """
     check_batch(folder, first, batch)
-    kinds = [event_kind(v.type, v.data, v.surface_op is not None) for v in batch]
+    events = build_events(first, list(batch))
+    title = SESSION_TITLE
+    kinds = [
+        KIND_LOG
+        if v.surface_op is None and v.type != title
+        else event_kind(v.type, v.data, v.surface_op is not None)
+        for v in batch
+    ]
     # The projection code of each surface event, by its index in the batch.
-    codes = {
-        i: projection_code(build_event(first + i, v.type, v.time, v.data, v.surface_op, None))
-        for i, v in enumerate(batch)
-        if v.surface_op is not None
-    }
+    codes = {i: projection_code(events[i]) for i, v in enumerate(batch) if v.surface_op is not None}
+    pack_max = _PACK_EVENT_MAX
+    packable = [
+        kind == KIND_LOG and len(v.data_json) <= pack_max
+        for kind, v in zip(kinds, batch, strict=True)
+    ]
     rows: list[tuple[Any, ...]] = []
     i, count = 0, len(batch)
     while i < count:
         v = batch[i]
-        if not _packable(v, kinds[i]):
+        if not packable[i]:
             rows.append(
                 (
                     key,
@@ -1902,7 +1921,7 @@ def _insert_events(
             i += 1
             continue
         end = i + 1
-        while end < count and _packable(batch[end], kinds[end]):
+        while end < count and packable[end]:
             end += 1
         if i == 0 and open_pack is not None:
             i = _extend_pack(raw, key, first, open_pack, batch, end)
@@ -1949,11 +1968,6 @@ def _insert_events(
             i = stop
     raw.executemany(_INSERT_EVENT_SQL, rows)
     _track_surface(raw, key, first, batch, codes)
-    build = build_event
-    events = [
-        build(first + i, v.type, v.time, v.data, v.surface_op, v.source_event_seqs)
-        for i, v in enumerate(batch)
-    ]
     _index_events(raw, key, events, folder)
     return events
 

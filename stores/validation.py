@@ -6,14 +6,18 @@ Keeping them in one place is what makes ``MemorySessionStore`` and
 
 from __future__ import annotations
 
+import time as _time
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+import core.log as _log
 from core.errors import InvalidEventError
-from core.jsoncodec import FrozenDict, loads_exact
+from core.jsoncodec import SPEEDUPS, FrozenDict, encode_frozen, loads_exact
+from core.jsoncodec import _speedups as _speedups
 from core.log import (
     SESSION_TITLE,
+    SURFACE_EVENT_TYPES,
     NewEvent,
     Replace,
     SessionHeader,
@@ -25,7 +29,7 @@ from core.log import (
 )
 from core.query import SessionTitle
 from core.surface import SurfaceFolder
-from core.timestamps import check_epoch_ms
+from core.timestamps import FUTURE_SLACK_MS, MAX_EPOCH_MS, check_epoch_ms
 
 __all__ = [
     "KIND_LOG",
@@ -140,6 +144,14 @@ def validate_batch(events: Sequence[NewEvent]) -> list[ValidatedEvent]:
     """Shape-check every event of a batch (nothing here depends on the log)."""
     if isinstance(events, (str, bytes, Mapping)) or not isinstance(events, Sequence):
         raise InvalidEventError("append_batch takes a sequence of NewEvent")
+    fast = _validate_common(events)
+    if fast is not None:
+        return fast
+    return _validate_plain(events)
+
+
+def _validate_plain(events: Sequence[NewEvent]) -> list[ValidatedEvent]:
+    """``validate_batch`` for every batch (the reference its fast path is tested against)."""
     checked: list[tuple[str, str, SurfaceOp | None, tuple[int, ...] | None, int]] = []
     for index, event in enumerate(events):
         if not isinstance(event, NewEvent):
@@ -163,6 +175,67 @@ def validate_batch(events: Sequence[NewEvent]) -> list[ValidatedEvent]:
         )
         for (type_, text, op, seqs, t), data in zip(checked, datas, strict=True)
     ]
+
+
+_new_tuple = tuple.__new__
+_c_validate_common: Callable[..., Any] | None = getattr(_speedups, "validate_common", None)
+
+
+def _validate_common(events: Sequence[NewEvent]) -> list[ValidatedEvent] | None:
+    """``validate_batch``'s result when every event has one of the common shapes (a
+    ``NewEvent`` whose data ``encode_frozen`` takes, a log-only event or an appended
+    surface one, no source seqs, a time in range or none), else ``None``: then the plain
+    path validates the batch and raises its exact errors. Checked against the plain path
+    by property tests (tests/stores/test_validation_fast.py)."""
+    if not SPEEDUPS:
+        return None
+    # The latest time accepted, by the clock check_epoch_ms reads; the store's clock for
+    # events without a time is core.log.now_ms as check_new_event finds it (tests fix it).
+    limit = min(MAX_EPOCH_MS, _time.time_ns() // 1_000_000 + FUTURE_SLACK_MS)
+    clock = _log.now_ms
+    if _c_validate_common is not None:
+        return _c_validate_common(  # type: ignore[no-any-return]
+            events, NewEvent, ValidatedEvent, SURFACE_EVENT_TYPES, limit, clock
+        )
+    return _py_validate_common(events, limit, clock)
+
+
+def _py_validate_common(
+    events: Sequence[NewEvent], limit: int, clock: Callable[[], int]
+) -> list[ValidatedEvent] | None:
+    """``_validate_common``'s loop (``core._speedups.validate_common`` in C) with ``limit``
+    the latest event time accepted and ``clock`` the store's clock."""
+    if type(events) is not list and type(events) is not tuple:
+        return None
+    out: list[ValidatedEvent] = []
+    append = out.append
+    surface_types = SURFACE_EVENT_TYPES
+    for event in events:
+        if event.__class__ is not NewEvent or event.source_event_seqs is not None:
+            return None
+        type_: object = event.type
+        op: object = event.surface_op
+        time: object = event.time
+        if type_.__class__ is not str or not type_:
+            return None
+        if type_ in surface_types:
+            if op.__class__ is not str or op != "append":
+                return None
+        elif op is not None:
+            return None
+        if time is None:
+            time = clock()
+        elif time.__class__ is not int or not 0 <= time <= limit:
+            return None
+        data = event.data
+        if data.__class__ is not dict and data.__class__ is not FrozenDict:
+            return None
+        pair = encode_frozen(data)
+        if pair is None:
+            return None
+        text, frozen = pair
+        append(_new_tuple(ValidatedEvent, (type_, frozen, text, op, None, time)))
+    return out
 
 
 def validate_event(

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from core import jsoncodec
+from core import jsoncodec, log
 from core.jsoncodec import (
     _ESCAPED_PAIR,
     FrozenDict,
@@ -27,6 +27,7 @@ from core.jsoncodec import (
     _py_escaped_pair,
     _py_utf8_len,
 )
+from core.log import Event, Replace, ValidatedEvent, _py_build_events, build_events
 from tests.children import ROOT
 
 speedups: Any = importlib.import_module("core._speedups")
@@ -199,9 +200,15 @@ def test_frozen_types_with_their_own_constructors_are_called_as_such() -> None:
     speedups.set_types(LoggingDict, LoggingList)
     try:
         value = speedups.freeze_object({"a": [1, [2]], "b": {"c": 3}})
+        assert made == ["list", "list", "dict"]
+        made.clear()
+        text, copy = speedups.encode_frozen({"a": [1, (2,)], "b": {"c": 3}}, True)
     finally:
         speedups.set_types(FrozenDict, FrozenList)
-    assert made == ["list", "list", "dict"]
+    assert made == ["list", "list", "dict", "dict"]  # innermost first
+    assert text == '{"a":[1,[2]],"b":{"c":3}}' and copy == {"a": [1, [2]], "b": {"c": 3}}
+    assert type(copy) is LoggingDict and type(copy["b"]) is LoggingDict
+    assert type(copy["a"]) is LoggingList and type(copy["a"][1]) is LoggingList
     assert type(value) is LoggingDict and type(value["a"][1]) is LoggingList
     assert value == {"a": [1, [2]], "b": {"c": 3}}
     assert type(speedups.freeze_object({"x": []})["x"]) is FrozenList
@@ -353,3 +360,141 @@ def test_join_utf8_refuses_what_is_not_utf8(parts: list[bytes]) -> None:
 def test_join_utf8_needs_a_list_of_bytes(parts: Any) -> None:
     with pytest.raises(TypeError):
         speedups.join_utf8(parts)
+
+
+# ------------------------------------------------------------------------ encode_frozen
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal, with the same types all the way down (``True == 1`` and ``[] == ()`` aside)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    return bool(a == b)
+
+
+# Hostile strings: every code point (lone surrogates, control characters, quotes,
+# backslashes, non-ASCII of every width), and text made of JSON's escapes.
+hostile_text = any_text | st.lists(
+    st.sampled_from(['"', "\\", "\b", "\f", "\n", "\r", "\t", "\x00", "\x1f", "\x7f", "/"])
+    | wide
+    | st.sampled_from(["\ud83d\ude00", "\\ud83d\\ude00", "\u2028", "a"])
+).map("".join)
+encodable_atoms = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.integers(-(2**63), 2**63 - 1),
+    st.sampled_from([0, -1, 2**63 - 1, -(2**63), 2**63, -(2**63) - 1, 10**30]),
+    hostile_text,
+)
+encodable = st.recursive(
+    encodable_atoms,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4),
+        st.lists(inner, max_size=4).map(tuple),
+        st.lists(inner, max_size=4).map(FrozenList),
+        st.dictionaries(hostile_text, inner, max_size=4),
+        st.dictionaries(st.text(max_size=3), inner, max_size=4).map(FrozenDict),
+    ),
+    max_leaves=20,
+)
+
+
+def _fits(value: Any) -> bool:
+    """Whether every int of ``value`` fits in 64 bits (what ``encode_frozen`` takes)."""
+    if type(value) is int:
+        return -(2**63) <= value < 2**63
+    if isinstance(value, dict):
+        return all(_fits(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return all(_fits(v) for v in value)
+    return True
+
+
+@given(encodable | json_like)
+def test_encode_frozen_agrees_with_the_plain_encoder_and_decoder(value: Any) -> None:
+    """Text exactly ``dumps_js``'s pure-Python reference, copy exactly ``loads_exact`` of
+    it (frozen, detached); ``None`` exactly for what c_safe refuses or a wider int."""
+    got = speedups.encode_frozen(value, True)
+    text_only = speedups.encode_frozen(value, False)
+    if not jsoncodec._py_c_safe(value) or not _fits(value):
+        assert got is None and text_only is None
+        return
+    text, copy = got
+    assert text == text_only == jsoncodec._dumps_js_exact(value)
+    assert jsoncodec.dumps_js(value) == text
+    assert _same(copy, jsoncodec.loads_exact(text))
+    if isinstance(value, (dict, list, tuple)):
+        assert copy is not value
+
+
+def test_encode_frozen_copies_deeply_and_freezes() -> None:
+    inner = {"b": [1, {"c": "x"}]}
+    value = {"a": inner, "t": (1, 2)}
+    text, copy = speedups.encode_frozen(value, True)
+    assert text == '{"a":{"b":[1,{"c":"x"}]},"t":[1,2]}'
+    inner["b"].append(3)  # the caller's value changes afterwards
+    assert copy == {"a": {"b": [1, {"c": "x"}]}, "t": [1, 2]}
+    assert type(copy["a"]["b"]) is FrozenList and type(copy["t"]) is FrozenList
+    with pytest.raises(TypeError, match="immutable"):
+        copy["a"]["b"][1]["c"] = "y"
+
+
+def test_encode_frozen_stops_at_c_safes_depth() -> None:
+    for depth in (63, 64, 65):
+        value: Any = 1
+        for _ in range(depth):
+            value = {"k": value}
+        got = speedups.encode_frozen(value, False)
+        assert (got is None) is (not jsoncodec._py_c_safe(value)), depth
+        if got is not None:
+            assert got == jsoncodec._dumps_js_exact(value)
+    cycle: list[Any] = []
+    cycle.append(cycle)
+    assert speedups.encode_frozen(cycle, True) is None
+
+
+# ------------------------------------------------------------------------- build_events
+
+
+@given(
+    st.integers(0, 2**62),
+    st.lists(
+        st.tuples(
+            st.text(max_size=3),
+            st.dictionaries(st.text(max_size=2), encodable, max_size=2),
+            st.sampled_from([None, "append", Replace(1, 2)]),
+            st.sampled_from([None, (), (0, 3)]),
+            st.integers(0, 2**40),
+        ),
+        max_size=5,
+    ),
+)
+def test_build_events_agrees(first: int, items: list[Any]) -> None:
+    batch = [
+        ValidatedEvent(type_, data, "", op, seqs, time) for type_, data, op, seqs, time in items
+    ]
+    got = build_events(first, batch)
+    want = _py_build_events(first, batch)
+    assert got == want
+    assert [
+        Event(first + i, *fields)
+        for i, fields in enumerate(
+            (v.type, v.time, v.data, v.surface_op, v.source_event_seqs) for v in batch
+        )
+    ] == got
+    for g, w in zip(got, want, strict=True):
+        assert type(g) is Event
+        assert all(getattr(g, f) is getattr(w, f) for f in ("type", "data", "surface_op", "time"))
+
+
+def test_build_events_is_the_c_version_and_checks_its_arguments() -> None:
+    assert log._c_build_events is speedups.build_events
+    with pytest.raises(TypeError, match="ValidatedEvent"):
+        build_events(0, [("not", "six")])  # type: ignore[list-item]
+    with pytest.raises(TypeError, match="six slot"):
+        speedups.build_events(Event, (), 0, [])
