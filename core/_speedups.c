@@ -1,5 +1,5 @@
-/* core._speedups: the three per-character or per-object loops of reading a large
- * session, in C. Each function is an exact drop-in for a pure-Python one in
+/* core._speedups: the hot per-character and per-object loops of reading, appending and
+ * preparing a large session, in C. Each function is an exact drop-in for a pure-Python one in
  * core/jsoncodec.py (which stays the reference, is used when this module is not built,
  * and is checked against it by property tests):
  *
@@ -7,13 +7,14 @@
  *   escaped_pair(text)   -> bool  _ESCAPED_PAIR.search(text) is not None
  *   freeze_object(dict)  -> FrozenDict, the JSON decoder's object_hook
  *   c_safe(value)        -> bool  _c_safe(value, 0): may the C encoder write it
- *   join_utf8(parts)     -> str   b"".join(parts).decode("utf-8"), allocated once
  *   encode_frozen(value, freeze)     dumps_js(value) (and loads_exact of it) or None
  *   build_events(Event, setters, first, batch)  core.log.build_event for a whole batch
  *   validate_common(events, ...)     stores.validation._validate_common's loop
+ *   join_utf8(parts)     -> str   b"".join(parts).decode("utf-8"), allocated once
  *
- * Nothing here keeps a reference to its input; the only state is the two frozen types,
- * set once by core.jsoncodec through set_types().
+ * Nothing here keeps a reference to its input; the only state is what is registered once
+ * (the two frozen types through set_types(), core.log.Event through set_event_type()),
+ * interned attribute names and the reads block's cache of short object keys.
  *
  * The "reads" block further down decodes stored JSON and the SQLite store's packs
  * straight into frozen values and events (see there).
@@ -734,6 +735,452 @@ scan_array(Scan *s)
             goto fail;
         }
         int failed = PyList_Append(list, item);
+        Py_DECREF(item);
+        if (failed) {
+            goto fail;
+        }
+        skip_ws(s);
+        if (s->p < s->end && *s->p == ',') {
+            s->p++;
+            skip_ws(s);
+            continue;
+        }
+        if (s->p < s->end && *s->p == ']') {
+            s->p++;
+            return list;
+        }
+        decline("malformed JSON");
+        goto fail;
+    }
+fail:
+    Py_DECREF(list);
+    return NULL;
+}
+
+static PyObject *
+scan_literal(Scan *s, const char *word, size_t len, PyObject *value)
+{
+    if ((size_t)(s->end - s->p) >= len && memcmp(s->p, word, len) == 0) {
+        s->p += len;
+        return Py_NewRef(value);
+    }
+    return decline("not a JSON value");
+}
+
+static PyObject *
+scan_value(Scan *s)
+{
+    if (s->p >= s->end) {
+        return decline("a missing JSON value");
+    }
+    switch (*s->p) {
+    case '"':
+        s->p++;
+        return scan_string(s, 0);
+    case '{':
+    case '[': {
+        if (++s->depth > JSON_MAX_DEPTH) {
+            return decline("JSON nested too deeply");
+        }
+        PyObject *value = *s->p == '{' ? scan_object(s) : scan_array(s);
+        s->depth--;
+        return value;
+    }
+    case 't':
+        return scan_literal(s, "true", 4, Py_True);
+    case 'f':
+        return scan_literal(s, "false", 5, Py_False);
+    case 'n':
+        return scan_literal(s, "null", 4, Py_None);
+    default:
+        return scan_number(s);
+    }
+}
+
+/* Exactly one JSON value in [p, end), whitespace around it allowed. */
+static PyObject *
+scan_whole(const unsigned char *p, const unsigned char *end)
+{
+    Scan s = {p, end, 0};
+    skip_ws(&s);
+    PyObject *value = scan_value(&s);
+    if (value == NULL) {
+        return NULL;
+    }
+    skip_ws(&s);
+    if (s.p != s.end) {
+        Py_DECREF(value);
+        return decline("extra data after a JSON value");
+    }
+    return value;
+}
+
+static PyObject *
+loads_frozen(PyObject *module, PyObject *arg)
+{
+    (void)module;
+    if (check_types() < 0) {
+        return NULL;
+    }
+    if (PyBytes_Check(arg)) {
+        const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(arg);
+        return scan_whole(p, p + PyBytes_GET_SIZE(arg));
+    }
+    if (expect(PyUnicode_Check(arg), arg, "loads_frozen", "str or bytes") < 0 ||
+        ready(arg) < 0) {
+        return NULL;
+    }
+    if (PyUnicode_IS_ASCII(arg)) {
+        const unsigned char *p = PyUnicode_1BYTE_DATA(arg);
+        return scan_whole(p, p + PyUnicode_GET_LENGTH(arg));
+    }
+    /* A str with lone surrogates cannot be encoded: UnicodeEncodeError, a ValueError. */
+    PyObject *bytes = PyUnicode_AsUTF8String(arg);
+    if (bytes == NULL) {
+        return NULL;
+    }
+    const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(bytes);
+    PyObject *value = scan_whole(p, p + PyBytes_GET_SIZE(bytes));
+    Py_DECREF(bytes);
+    return value;
+}
+
+/* Whether p[0..n) is what Python's strict UTF-8 decoder accepts (well-formed UTF-8: no
+ * overlong forms, no surrogates, nothing past U+10FFFF). */
+static int
+utf8_valid(const unsigned char *p, Py_ssize_t n)
+{
+    Py_ssize_t i = 0;
+    while (i < n) {
+        if (i + 8 <= n) {
+            uint64_t word;
+            memcpy(&word, p + i, 8);
+            if (!(word & 0x8080808080808080ULL)) {
+                i += 8;
+                continue;
+            }
+        }
+        unsigned char c = p[i];
+        if (c < 0x80) {
+            i++;
+        }
+        else if (c >= 0xC2 && c <= 0xDF) {
+            if (i + 1 >= n || (p[i + 1] & 0xC0) != 0x80) {
+                return 0;
+            }
+            i += 2;
+        }
+        else if (c >= 0xE0 && c <= 0xEF) {
+            if (i + 2 >= n || (p[i + 1] & 0xC0) != 0x80 || (p[i + 2] & 0xC0) != 0x80 ||
+                (c == 0xE0 && p[i + 1] < 0xA0) || (c == 0xED && p[i + 1] > 0x9F)) {
+                return 0;
+            }
+            i += 3;
+        }
+        else if (c >= 0xF0 && c <= 0xF4) {
+            if (i + 3 >= n || (p[i + 1] & 0xC0) != 0x80 || (p[i + 2] & 0xC0) != 0x80 ||
+                (p[i + 3] & 0xC0) != 0x80 || (c == 0xF0 && p[i + 1] < 0x90) ||
+                (c == 0xF4 && p[i + 1] > 0x8F)) {
+                return 0;
+            }
+            i += 4;
+        }
+        else {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* core.log.Event: a slots class built as build_event does (object.__new__, then each
+ * slot set), here by writing its six slots directly. */
+#define EVENT_FIELDS 6
+static PyTypeObject *event_type = NULL;
+static Py_ssize_t event_offsets[EVENT_FIELDS];
+
+static PyObject *
+set_event_type(PyObject *module, PyObject *cls)
+{
+    (void)module;
+    static const char *names[EVENT_FIELDS] = {"seq",  "type",       "time",
+                                              "data", "surface_op", "source_event_seqs"};
+    if (expect(PyType_Check(cls), cls, "set_event_type", "class") < 0) {
+        return NULL;
+    }
+    PyTypeObject *type = (PyTypeObject *)cls;
+    if (type->tp_new != PyBaseObject_Type.tp_new || type->tp_alloc == NULL) {
+        PyErr_SetString(PyExc_TypeError, "set_event_type() needs a class built by object.__new__");
+        return NULL;
+    }
+    Py_ssize_t offsets[EVENT_FIELDS];
+    for (int i = 0; i < EVENT_FIELDS; i++) {
+        PyObject *descr =
+            type->tp_dict == NULL ? NULL : PyDict_GetItemString(type->tp_dict, names[i]);
+        if (descr == NULL || !Py_IS_TYPE(descr, &PyMemberDescr_Type)) {
+            PyErr_Format(PyExc_TypeError, "set_event_type(): %s is not a slot", names[i]);
+            return NULL;
+        }
+        PyMemberDef *member = ((PyMemberDescrObject *)descr)->d_member;
+        if (member->type != T_OBJECT_EX || (member->flags & READONLY) ||
+            member->offset < (Py_ssize_t)sizeof(PyObject) ||
+            member->offset + (Py_ssize_t)sizeof(PyObject *) > type->tp_basicsize) {
+            PyErr_Format(PyExc_TypeError, "set_event_type(): %s is not an object slot",
+                         names[i]);
+            return NULL;
+        }
+        offsets[i] = member->offset;
+    }
+    memcpy(event_offsets, offsets, sizeof(offsets));
+    Py_INCREF(cls);
+    Py_XSETREF(event_type, type);
+    Py_RETURN_NONE;
+}
+
+/* build_event(seq, type, time, data, None, None); steals nothing. */
+static PyObject *
+new_event(PyObject *seq, PyObject *type, PyObject *time, PyObject *data)
+{
+    PyObject *event = event_type->tp_alloc(event_type, 0);
+    if (event == NULL) {
+        return NULL;
+    }
+    PyObject *values[EVENT_FIELDS] = {seq, type, time, data, Py_None, Py_None};
+    for (int i = 0; i < EVENT_FIELDS; i++) {
+        *(PyObject **)((char *)event + event_offsets[i]) = Py_NewRef(values[i]);
+    }
+    return event;
+}
+
+/* The pack's header line [types, index, deltas] (see stores.sqlite._pack) checked and
+ * turned into each event's type (borrowed from ``*header``) and time. */
+static int
+read_header(const unsigned char *p, const unsigned char *end, Py_ssize_t n,
+            PyObject **header, PyObject ***types, long long **times)
+{
+    if (memchr(p, '\\', (size_t)(end - p)) != NULL) {
+        /* json.loads merges escaped surrogate pairs in the header: left to it */
+        decline("an escape in a pack's header");
+        return -1;
+    }
+    PyObject *h = scan_whole(p, end);
+    if (h == NULL) {
+        return -1;
+    }
+    *header = h;
+    if (!PyList_Check(h) || PyList_GET_SIZE(h) != 3) {
+        goto bad;
+    }
+    PyObject *table = PyList_GET_ITEM(h, 0), *index = PyList_GET_ITEM(h, 1),
+             *deltas = PyList_GET_ITEM(h, 2);
+    if (!PyList_Check(table) || PyList_GET_SIZE(table) < 1 || !PyList_Check(deltas) ||
+        PyList_GET_SIZE(deltas) != n) {
+        goto bad;
+    }
+    Py_ssize_t kinds = PyList_GET_SIZE(table);
+    for (Py_ssize_t i = 0; i < kinds; i++) {
+        if (!PyUnicode_CheckExact(PyList_GET_ITEM(table, i))) {
+            goto bad;
+        }
+    }
+    int one = PyLong_CheckExact(index);
+    if (one) {
+        int overflow;
+        if (PyLong_AsLongLongAndOverflow(index, &overflow) != 0 || overflow) {
+            goto bad;
+        }
+    }
+    else if (!PyList_Check(index) || PyList_GET_SIZE(index) != n) {
+        goto bad;
+    }
+    *types = PyMem_New(PyObject *, (size_t)n);
+    *times = PyMem_New(long long, (size_t)n);
+    if (*types == NULL || *times == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    long long time = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *delta = PyList_GET_ITEM(deltas, i);
+        int overflow;
+        long long d = PyLong_CheckExact(delta) ? PyLong_AsLongLongAndOverflow(delta, &overflow)
+                                               : (overflow = 1, 0);
+        if (overflow || (d == -1 && PyErr_Occurred()) || (d > 0 && time > LLONG_MAX - d) ||
+            (d < 0 && time < LLONG_MIN - d)) {
+            PyErr_Clear();
+            goto bad;
+        }
+        time += d;
+        (*times)[i] = time;
+        long long k = 0;
+        if (!one) {
+            PyObject *at = PyList_GET_ITEM(index, i);
+            k = PyLong_CheckExact(at) ? PyLong_AsLongLongAndOverflow(at, &overflow)
+                                      : (overflow = 1, -1);
+            if (overflow || k < 0 || k >= kinds) {
+                PyErr_Clear();
+                goto bad;
+            }
+        }
+        (*types)[i] = PyList_GET_ITEM(table, k);
+    }
+    return 0;
+bad:
+    decline("an unexpected pack header");
+    return -1;
+}
+
+/* Which of the pack's n events (seqs first..first+n-1) are in ``wanted``. */
+static int
+mark_wanted(PyObject *wanted, long long first, Py_ssize_t n, char *mask)
+{
+    if (PyAnySet_Check(wanted) && PySet_GET_SIZE(wanted) < n) {
+        /* only exact ints: another key equal to an int (True, 3.0) takes the loop below */
+        PyObject *iter = PyObject_GetIter(wanted), *item;
+        int exact = 1;
+        if (iter == NULL) {
+            return -1;
+        }
+        while (exact && (item = PyIter_Next(iter)) != NULL) {
+            if (!PyLong_CheckExact(item)) {
+                exact = 0;
+            }
+            else {
+                int overflow;
+                long long seq = PyLong_AsLongLongAndOverflow(item, &overflow);
+                if (!overflow && seq >= first && seq - first < n) {
+                    mask[seq - first] = 1;
+                }
+            }
+            Py_DECREF(item);
+        }
+        Py_DECREF(iter);
+        if (PyErr_Occurred()) {
+            return -1;
+        }
+        if (exact) {
+            return 0;
+        }
+        memset(mask, 0, (size_t)n);
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *seq = PyLong_FromLongLong(first + i);
+        if (seq == NULL) {
+            return -1;
+        }
+        int found = PySequence_Contains(wanted, seq);
+        Py_DECREF(seq);
+        if (found < 0) {
+            return -1;
+        }
+        mask[i] = (char)found;
+    }
+    return 0;
+}
+
+static PyObject *
+unpack_events(PyObject *module, PyObject *args)
+{
+    (void)module;
+    long long first;
+    Py_ssize_t n;
+    PyObject *body, *wanted;
+    if (!PyArg_ParseTuple(args, "LnO!O:unpack_events", &first, &n, &PyBytes_Type, &body,
+                          &wanted)) {
+        return NULL;
+    }
+    if (check_types() < 0) {
+        return NULL;
+    }
+    if (event_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "core._speedups.set_event_type() was not called");
+        return NULL;
+    }
+    if (n < 1 || first < 0 || first > LLONG_MAX - n) {
+        return decline("an unexpected pack size");
+    }
+    const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(body);
+    const unsigned char *end = p + PyBytes_GET_SIZE(body);
+    const unsigned char *newline = memchr(p, '\n', (size_t)(end - p));
+    if (newline == NULL) {
+        return decline("a pack without lines");
+    }
+    /* n lines after the header, no more, no fewer */
+    Py_ssize_t lines = 1;
+    for (const unsigned char *q = newline + 1;
+         (q = memchr(q, '\n', (size_t)(end - q))) != NULL; q++) {
+        lines++;
+    }
+    if (lines != n) {
+        return decline("a pack holding another count of events");
+    }
+    PyObject *header = NULL, **types = NULL, *out = NULL;
+    long long *times = NULL;
+    char *mask = NULL;
+    if (read_header(p, newline, n, &header, &types, &times) < 0) {
+        goto done;
+    }
+    Py_ssize_t count = n;
+    if (wanted != Py_None) {
+        /* What is not decoded must still be valid UTF-8, as decoding the whole pack
+         * checks (what is decoded is checked as it is parsed). */
+        if (!utf8_valid(newline + 1, end - newline - 1)) {
+            decline("a pack that is not UTF-8");
+            goto done;
+        }
+        mask = PyMem_Malloc((size_t)n);
+        if (mask == NULL) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        memset(mask, 0, (size_t)n);
+        if (mark_wanted(wanted, first, n, mask) < 0) {
+            goto done;
+        }
+        count = 0;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            count += mask[i];
+        }
+    }
+    out = PyList_New(count);
+    if (out == NULL) {
+        goto done;
+    }
+    const unsigned char *line = newline + 1;
+    Py_ssize_t k = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const unsigned char *stop = memchr(line, '\n', (size_t)(end - line));
+        if (stop == NULL) {
+            stop = end;
+        }
+        if (mask == NULL || mask[i]) {
+            PyObject *data = scan_whole(line, stop), *event = NULL;
+            if (data != NULL) {
+                PyObject *seq = PyLong_FromLongLong(first + i);
+                PyObject *time = PyLong_FromLongLong(times[i]);
+                if (seq != NULL && time != NULL) {
+                    event = new_event(seq, types[i], time, data);
+                }
+                Py_XDECREF(seq);
+                Py_XDECREF(time);
+                Py_DECREF(data);
+            }
+            if (event == NULL) {
+                Py_CLEAR(out);
+                goto done;
+            }
+            PyList_SET_ITEM(out, k++, event);
+        }
+        line = stop + 1;
+    }
+done:
+    Py_XDECREF(header);
+    PyMem_Free(types);
+    PyMem_Free(times);
+    PyMem_Free(mask);
+    return out;
+}
+/* ================================================================== end of reads */
+
 /* ------------------------------------------------------------- encode_frozen */
 
 /* Exactly core.jsoncodec.dumps_js for the values its C path takes (c_safe ones), and
@@ -1291,448 +1738,6 @@ validate_common(PyObject *module, PyObject *args)
         if (failed) {
             goto fail;
         }
-        skip_ws(s);
-        if (s->p < s->end && *s->p == ',') {
-            s->p++;
-            skip_ws(s);
-            continue;
-        }
-        if (s->p < s->end && *s->p == ']') {
-            s->p++;
-            return list;
-        }
-        decline("malformed JSON");
-        goto fail;
-    }
-fail:
-    Py_DECREF(list);
-    return NULL;
-}
-
-static PyObject *
-scan_literal(Scan *s, const char *word, size_t len, PyObject *value)
-{
-    if ((size_t)(s->end - s->p) >= len && memcmp(s->p, word, len) == 0) {
-        s->p += len;
-        return Py_NewRef(value);
-    }
-    return decline("not a JSON value");
-}
-
-static PyObject *
-scan_value(Scan *s)
-{
-    if (s->p >= s->end) {
-        return decline("a missing JSON value");
-    }
-    switch (*s->p) {
-    case '"':
-        s->p++;
-        return scan_string(s, 0);
-    case '{':
-    case '[': {
-        if (++s->depth > JSON_MAX_DEPTH) {
-            return decline("JSON nested too deeply");
-        }
-        PyObject *value = *s->p == '{' ? scan_object(s) : scan_array(s);
-        s->depth--;
-        return value;
-    }
-    case 't':
-        return scan_literal(s, "true", 4, Py_True);
-    case 'f':
-        return scan_literal(s, "false", 5, Py_False);
-    case 'n':
-        return scan_literal(s, "null", 4, Py_None);
-    default:
-        return scan_number(s);
-    }
-}
-
-/* Exactly one JSON value in [p, end), whitespace around it allowed. */
-static PyObject *
-scan_whole(const unsigned char *p, const unsigned char *end)
-{
-    Scan s = {p, end, 0};
-    skip_ws(&s);
-    PyObject *value = scan_value(&s);
-    if (value == NULL) {
-        return NULL;
-    }
-    skip_ws(&s);
-    if (s.p != s.end) {
-        Py_DECREF(value);
-        return decline("extra data after a JSON value");
-    }
-    return value;
-}
-
-static PyObject *
-loads_frozen(PyObject *module, PyObject *arg)
-{
-    (void)module;
-    if (check_types() < 0) {
-        return NULL;
-    }
-    if (PyBytes_Check(arg)) {
-        const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(arg);
-        return scan_whole(p, p + PyBytes_GET_SIZE(arg));
-    }
-    if (expect(PyUnicode_Check(arg), arg, "loads_frozen", "str or bytes") < 0 ||
-        ready(arg) < 0) {
-        return NULL;
-    }
-    if (PyUnicode_IS_ASCII(arg)) {
-        const unsigned char *p = PyUnicode_1BYTE_DATA(arg);
-        return scan_whole(p, p + PyUnicode_GET_LENGTH(arg));
-    }
-    /* A str with lone surrogates cannot be encoded: UnicodeEncodeError, a ValueError. */
-    PyObject *bytes = PyUnicode_AsUTF8String(arg);
-    if (bytes == NULL) {
-        return NULL;
-    }
-    const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(bytes);
-    PyObject *value = scan_whole(p, p + PyBytes_GET_SIZE(bytes));
-    Py_DECREF(bytes);
-    return value;
-}
-
-/* Whether p[0..n) is what Python's strict UTF-8 decoder accepts (well-formed UTF-8: no
- * overlong forms, no surrogates, nothing past U+10FFFF). */
-static int
-utf8_valid(const unsigned char *p, Py_ssize_t n)
-{
-    Py_ssize_t i = 0;
-    while (i < n) {
-        if (i + 8 <= n) {
-            uint64_t word;
-            memcpy(&word, p + i, 8);
-            if (!(word & 0x8080808080808080ULL)) {
-                i += 8;
-                continue;
-            }
-        }
-        unsigned char c = p[i];
-        if (c < 0x80) {
-            i++;
-        }
-        else if (c >= 0xC2 && c <= 0xDF) {
-            if (i + 1 >= n || (p[i + 1] & 0xC0) != 0x80) {
-                return 0;
-            }
-            i += 2;
-        }
-        else if (c >= 0xE0 && c <= 0xEF) {
-            if (i + 2 >= n || (p[i + 1] & 0xC0) != 0x80 || (p[i + 2] & 0xC0) != 0x80 ||
-                (c == 0xE0 && p[i + 1] < 0xA0) || (c == 0xED && p[i + 1] > 0x9F)) {
-                return 0;
-            }
-            i += 3;
-        }
-        else if (c >= 0xF0 && c <= 0xF4) {
-            if (i + 3 >= n || (p[i + 1] & 0xC0) != 0x80 || (p[i + 2] & 0xC0) != 0x80 ||
-                (p[i + 3] & 0xC0) != 0x80 || (c == 0xF0 && p[i + 1] < 0x90) ||
-                (c == 0xF4 && p[i + 1] > 0x8F)) {
-                return 0;
-            }
-            i += 4;
-        }
-        else {
-            return 0;
-        }
-    }
-    return 1;
-}
-
-/* core.log.Event: a slots class built as build_event does (object.__new__, then each
- * slot set), here by writing its six slots directly. */
-#define EVENT_FIELDS 6
-static PyTypeObject *event_type = NULL;
-static Py_ssize_t event_offsets[EVENT_FIELDS];
-
-static PyObject *
-set_event_type(PyObject *module, PyObject *cls)
-{
-    (void)module;
-    static const char *names[EVENT_FIELDS] = {"seq",  "type",       "time",
-                                              "data", "surface_op", "source_event_seqs"};
-    if (expect(PyType_Check(cls), cls, "set_event_type", "class") < 0) {
-        return NULL;
-    }
-    PyTypeObject *type = (PyTypeObject *)cls;
-    if (type->tp_new != PyBaseObject_Type.tp_new || type->tp_alloc == NULL) {
-        PyErr_SetString(PyExc_TypeError, "set_event_type() needs a class built by object.__new__");
-        return NULL;
-    }
-    Py_ssize_t offsets[EVENT_FIELDS];
-    for (int i = 0; i < EVENT_FIELDS; i++) {
-        PyObject *descr =
-            type->tp_dict == NULL ? NULL : PyDict_GetItemString(type->tp_dict, names[i]);
-        if (descr == NULL || !Py_IS_TYPE(descr, &PyMemberDescr_Type)) {
-            PyErr_Format(PyExc_TypeError, "set_event_type(): %s is not a slot", names[i]);
-            return NULL;
-        }
-        PyMemberDef *member = ((PyMemberDescrObject *)descr)->d_member;
-        if (member->type != T_OBJECT_EX || (member->flags & READONLY) ||
-            member->offset < (Py_ssize_t)sizeof(PyObject) ||
-            member->offset + (Py_ssize_t)sizeof(PyObject *) > type->tp_basicsize) {
-            PyErr_Format(PyExc_TypeError, "set_event_type(): %s is not an object slot",
-                         names[i]);
-            return NULL;
-        }
-        offsets[i] = member->offset;
-    }
-    memcpy(event_offsets, offsets, sizeof(offsets));
-    Py_INCREF(cls);
-    Py_XSETREF(event_type, type);
-    Py_RETURN_NONE;
-}
-
-/* build_event(seq, type, time, data, None, None); steals nothing. */
-static PyObject *
-new_event(PyObject *seq, PyObject *type, PyObject *time, PyObject *data)
-{
-    PyObject *event = event_type->tp_alloc(event_type, 0);
-    if (event == NULL) {
-        return NULL;
-    }
-    PyObject *values[EVENT_FIELDS] = {seq, type, time, data, Py_None, Py_None};
-    for (int i = 0; i < EVENT_FIELDS; i++) {
-        *(PyObject **)((char *)event + event_offsets[i]) = Py_NewRef(values[i]);
-    }
-    return event;
-}
-
-/* The pack's header line [types, index, deltas] (see stores.sqlite._pack) checked and
- * turned into each event's type (borrowed from ``*header``) and time. */
-static int
-read_header(const unsigned char *p, const unsigned char *end, Py_ssize_t n,
-            PyObject **header, PyObject ***types, long long **times)
-{
-    if (memchr(p, '\\', (size_t)(end - p)) != NULL) {
-        /* json.loads merges escaped surrogate pairs in the header: left to it */
-        decline("an escape in a pack's header");
-        return -1;
-    }
-    PyObject *h = scan_whole(p, end);
-    if (h == NULL) {
-        return -1;
-    }
-    *header = h;
-    if (!PyList_Check(h) || PyList_GET_SIZE(h) != 3) {
-        goto bad;
-    }
-    PyObject *table = PyList_GET_ITEM(h, 0), *index = PyList_GET_ITEM(h, 1),
-             *deltas = PyList_GET_ITEM(h, 2);
-    if (!PyList_Check(table) || PyList_GET_SIZE(table) < 1 || !PyList_Check(deltas) ||
-        PyList_GET_SIZE(deltas) != n) {
-        goto bad;
-    }
-    Py_ssize_t kinds = PyList_GET_SIZE(table);
-    for (Py_ssize_t i = 0; i < kinds; i++) {
-        if (!PyUnicode_CheckExact(PyList_GET_ITEM(table, i))) {
-            goto bad;
-        }
-    }
-    int one = PyLong_CheckExact(index);
-    if (one) {
-        int overflow;
-        if (PyLong_AsLongLongAndOverflow(index, &overflow) != 0 || overflow) {
-            goto bad;
-        }
-    }
-    else if (!PyList_Check(index) || PyList_GET_SIZE(index) != n) {
-        goto bad;
-    }
-    *types = PyMem_New(PyObject *, (size_t)n);
-    *times = PyMem_New(long long, (size_t)n);
-    if (*types == NULL || *times == NULL) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    long long time = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *delta = PyList_GET_ITEM(deltas, i);
-        int overflow;
-        long long d = PyLong_CheckExact(delta) ? PyLong_AsLongLongAndOverflow(delta, &overflow)
-                                               : (overflow = 1, 0);
-        if (overflow || (d == -1 && PyErr_Occurred()) || (d > 0 && time > LLONG_MAX - d) ||
-            (d < 0 && time < LLONG_MIN - d)) {
-            PyErr_Clear();
-            goto bad;
-        }
-        time += d;
-        (*times)[i] = time;
-        long long k = 0;
-        if (!one) {
-            PyObject *at = PyList_GET_ITEM(index, i);
-            k = PyLong_CheckExact(at) ? PyLong_AsLongLongAndOverflow(at, &overflow)
-                                      : (overflow = 1, -1);
-            if (overflow || k < 0 || k >= kinds) {
-                PyErr_Clear();
-                goto bad;
-            }
-        }
-        (*types)[i] = PyList_GET_ITEM(table, k);
-    }
-    return 0;
-bad:
-    decline("an unexpected pack header");
-    return -1;
-}
-
-/* Which of the pack's n events (seqs first..first+n-1) are in ``wanted``. */
-static int
-mark_wanted(PyObject *wanted, long long first, Py_ssize_t n, char *mask)
-{
-    if (PyAnySet_Check(wanted) && PySet_GET_SIZE(wanted) < n) {
-        /* only exact ints: another key equal to an int (True, 3.0) takes the loop below */
-        PyObject *iter = PyObject_GetIter(wanted), *item;
-        int exact = 1;
-        if (iter == NULL) {
-            return -1;
-        }
-        while (exact && (item = PyIter_Next(iter)) != NULL) {
-            if (!PyLong_CheckExact(item)) {
-                exact = 0;
-            }
-            else {
-                int overflow;
-                long long seq = PyLong_AsLongLongAndOverflow(item, &overflow);
-                if (!overflow && seq >= first && seq - first < n) {
-                    mask[seq - first] = 1;
-                }
-            }
-            Py_DECREF(item);
-        }
-        Py_DECREF(iter);
-        if (PyErr_Occurred()) {
-            return -1;
-        }
-        if (exact) {
-            return 0;
-        }
-        memset(mask, 0, (size_t)n);
-    }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *seq = PyLong_FromLongLong(first + i);
-        if (seq == NULL) {
-            return -1;
-        }
-        int found = PySequence_Contains(wanted, seq);
-        Py_DECREF(seq);
-        if (found < 0) {
-            return -1;
-        }
-        mask[i] = (char)found;
-    }
-    return 0;
-}
-
-static PyObject *
-unpack_events(PyObject *module, PyObject *args)
-{
-    (void)module;
-    long long first;
-    Py_ssize_t n;
-    PyObject *body, *wanted;
-    if (!PyArg_ParseTuple(args, "LnO!O:unpack_events", &first, &n, &PyBytes_Type, &body,
-                          &wanted)) {
-        return NULL;
-    }
-    if (check_types() < 0) {
-        return NULL;
-    }
-    if (event_type == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "core._speedups.set_event_type() was not called");
-        return NULL;
-    }
-    if (n < 1 || first < 0 || first > LLONG_MAX - n) {
-        return decline("an unexpected pack size");
-    }
-    const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(body);
-    const unsigned char *end = p + PyBytes_GET_SIZE(body);
-    const unsigned char *newline = memchr(p, '\n', (size_t)(end - p));
-    if (newline == NULL) {
-        return decline("a pack without lines");
-    }
-    /* n lines after the header, no more, no fewer */
-    Py_ssize_t lines = 1;
-    for (const unsigned char *q = newline + 1;
-         (q = memchr(q, '\n', (size_t)(end - q))) != NULL; q++) {
-        lines++;
-    }
-    if (lines != n) {
-        return decline("a pack holding another count of events");
-    }
-    PyObject *header = NULL, **types = NULL, *out = NULL;
-    long long *times = NULL;
-    char *mask = NULL;
-    if (read_header(p, newline, n, &header, &types, &times) < 0) {
-        goto done;
-    }
-    Py_ssize_t count = n;
-    if (wanted != Py_None) {
-        /* What is not decoded must still be valid UTF-8, as decoding the whole pack
-         * checks (what is decoded is checked as it is parsed). */
-        if (!utf8_valid(newline + 1, end - newline - 1)) {
-            decline("a pack that is not UTF-8");
-            goto done;
-        }
-        mask = PyMem_Malloc((size_t)n);
-        if (mask == NULL) {
-            PyErr_NoMemory();
-            goto done;
-        }
-        memset(mask, 0, (size_t)n);
-        if (mark_wanted(wanted, first, n, mask) < 0) {
-            goto done;
-        }
-        count = 0;
-        for (Py_ssize_t i = 0; i < n; i++) {
-            count += mask[i];
-        }
-    }
-    out = PyList_New(count);
-    if (out == NULL) {
-        goto done;
-    }
-    const unsigned char *line = newline + 1;
-    Py_ssize_t k = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        const unsigned char *stop = memchr(line, '\n', (size_t)(end - line));
-        if (stop == NULL) {
-            stop = end;
-        }
-        if (mask == NULL || mask[i]) {
-            PyObject *data = scan_whole(line, stop), *event = NULL;
-            if (data != NULL) {
-                PyObject *seq = PyLong_FromLongLong(first + i);
-                PyObject *time = PyLong_FromLongLong(times[i]);
-                if (seq != NULL && time != NULL) {
-                    event = new_event(seq, types[i], time, data);
-                }
-                Py_XDECREF(seq);
-                Py_XDECREF(time);
-                Py_DECREF(data);
-            }
-            if (event == NULL) {
-                Py_CLEAR(out);
-                goto done;
-            }
-            PyList_SET_ITEM(out, k++, event);
-        }
-        line = stop + 1;
-    }
-done:
-    Py_XDECREF(header);
-    PyMem_Free(types);
-    PyMem_Free(times);
-    PyMem_Free(mask);
-    return out;
-}
-/* ================================================================== end of reads */
-
     }
     return out;
 unsupported:
