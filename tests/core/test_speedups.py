@@ -29,6 +29,7 @@ from core.jsoncodec import (
 )
 from core.log import Event, Replace, ValidatedEvent, _py_build_events, build_events
 from tests.children import ROOT
+from tests.core.test_speedups_reads import same
 
 speedups: Any = importlib.import_module("core._speedups")
 
@@ -365,17 +366,6 @@ def test_join_utf8_needs_a_list_of_bytes(parts: Any) -> None:
 # ------------------------------------------------------------------------ encode_frozen
 
 
-def _same(a: Any, b: Any) -> bool:
-    """Equal, with the same types all the way down (``True == 1`` and ``[] == ()`` aside)."""
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, dict):
-        return list(a) == list(b) and all(_same(a[k], b[k]) for k in a)
-    if isinstance(a, list):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
-    return bool(a == b)
-
-
 # Hostile strings: every code point (lone surrogates, control characters, quotes,
 # backslashes, non-ASCII of every width), and text made of JSON's escapes.
 hostile_text = any_text | st.lists(
@@ -427,7 +417,7 @@ def test_encode_frozen_agrees_with_the_plain_encoder_and_decoder(value: Any) -> 
     text, copy = got
     assert text == text_only == jsoncodec._dumps_js_exact(value)
     assert jsoncodec.dumps_js(value) == text
-    assert _same(copy, jsoncodec.loads_exact(text))
+    assert same(copy, jsoncodec.loads_exact(text))
     if isinstance(value, (dict, list, tuple)):
         assert copy is not value
 
