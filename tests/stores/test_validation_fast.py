@@ -21,7 +21,8 @@ from core.log import ASSISTANT_CHUNK, USER_MESSAGE, NewEvent, Replace, now_ms
 from core.timestamps import FUTURE_SLACK_MS, MAX_EPOCH_MS
 from stores import validation
 from stores.sqlite import _pack_header
-from tests.core.test_speedups import _same, encodable, json_like
+from tests.core.test_speedups import encodable, json_like
+from tests.core.test_speedups_reads import same
 
 
 class _Dict(dict[str, Any]):
@@ -128,7 +129,7 @@ def _agree(got: list[Any], want: list[Any], events: list[Any], before: int, afte
             w.source_event_seqs,
         )
         assert type(g.type) is type(w.type) and type(g.surface_op) is type(w.surface_op)
-        assert _same(g.data, w.data)
+        assert same(g.data, w.data)
         assert g.data is not e.data
         if e.time is None:  # each path read the clock itself
             assert before <= g.time <= after and before <= w.time <= after
