@@ -1354,32 +1354,7 @@ class SqliteSessionStore:
                 return self._decode_events(rows, wanted_set)
             raw.execute("BEGIN")
             key, _ = self._session(raw, sid)
-            rows = []
-            for start in range(0, len(distinct), _SEQS_PER_QUERY):
-                chunk = distinct[start : start + _SEQS_PER_QUERY]
-                rows += raw.execute(
-                    f"SELECT {_EVENT_COLUMNS} FROM events WHERE session = ? "
-                    f"AND seq IN ({', '.join('?' * len(chunk))})",
-                    (key, *chunk),
-                ).fetchall()
-            found = {row[0] for row in rows}
-            # The rest are inside packs: fetch each covering pack once.
-            covered = -1
-            for seq in distinct:
-                if seq in found or seq <= covered:
-                    continue
-                row = raw.execute(
-                    f"SELECT {_EVENT_COLUMNS} FROM events WHERE session = ? AND seq <= ? "
-                    "ORDER BY seq DESC LIMIT 1",
-                    (key, seq),
-                ).fetchone()
-                if row is None or row[0] in found:
-                    continue
-                found.add(row[0])
-                covered = row[0] + row[1] - 1
-                if covered >= seq:
-                    rows.append(row)
-            return self._decode_events(rows, wanted_set)
+            return self._decode_events(_rows_at(raw, key, distinct, _EVENT_COLUMNS), wanted_set)
 
         by_seq = {
             event.seq: event for event in await self._run_sync(body, write=False, begin=False)
@@ -1823,6 +1798,38 @@ def _py_unpack_events(
     ]
 
 
+def _rows_at(raw: sqlite3.Connection, key: int, seqs: list[int], columns: str) -> list[Any]:
+    """The rows holding the session's events with these seqs (sorted, distinct), each row
+    once: looked up by seq, then the pack covering each seq left (one lookup per pack).
+    ``columns`` (SQL) begin with ``seq, n``; a seq that does not exist has no row."""
+    rows: list[Any] = []
+    for start in range(0, len(seqs), _SEQS_PER_QUERY):
+        chunk = seqs[start : start + _SEQS_PER_QUERY]
+        rows += raw.execute(
+            f"SELECT {columns} FROM events WHERE session = ? "
+            f"AND seq IN ({', '.join('?' * len(chunk))})",
+            (key, *chunk),
+        ).fetchall()
+    found = {row[0] for row in rows}
+    # The rest are inside packs: fetch each covering pack once.
+    covered = -1
+    for seq in seqs:
+        if seq in found or seq <= covered:
+            continue
+        row = raw.execute(
+            f"SELECT {columns} FROM events WHERE session = ? AND seq <= ? "
+            "ORDER BY seq DESC LIMIT 1",
+            (key, seq),
+        ).fetchone()
+        if row is None or row[0] in found:
+            continue
+        found.add(row[0])
+        covered = row[0] + row[1] - 1
+        if covered >= seq:
+            rows.append(row)
+    return rows
+
+
 def _bodies_at(
     raw: sqlite3.Connection, key: int, seqs: list[int], path: Path
 ) -> dict[int, tuple[str, Any]]:
@@ -1832,37 +1839,15 @@ def _bodies_at(
     types: dict[bytes, str] = {}
     wanted = set(seqs)
     try:
-        for start in range(0, len(seqs), _SEQS_PER_QUERY):
-            chunk = seqs[start : start + _SEQS_PER_QUERY]
-            rows = raw.execute(
-                "SELECT seq, n, type, kind, data FROM events WHERE session = ? "
-                f"AND seq IN ({', '.join('?' * len(chunk))})",
-                (key, *chunk),
-            ).fetchall()
-            for seq, n, raw_type, kind, data in rows:
-                if kind == KIND_PACK:
-                    for event in _unpack_events(seq, n, data, wanted):
-                        out[event.seq] = (event.type, event.data)
-                    continue
-                type_ = types.get(raw_type)
-                if type_ is None:
-                    type_ = types[raw_type] = decode_text(raw_type)
-                out[seq] = (type_, loads_exact(_text(data)))
-        # The rest are inside packs: fetch each covering pack once.
-        covered = -1
-        for seq in seqs:
-            if seq in out or seq <= covered:
+        for seq, n, raw_type, kind, data in _rows_at(raw, key, seqs, "seq, n, type, kind, data"):
+            if kind == KIND_PACK:
+                for event in _unpack_events(seq, n, data, wanted):
+                    out[event.seq] = (event.type, event.data)
                 continue
-            row = raw.execute(
-                "SELECT seq, n, kind, data FROM events WHERE session = ? AND seq <= ? "
-                "ORDER BY seq DESC LIMIT 1",
-                (key, seq),
-            ).fetchone()
-            if row is None or row[2] != KIND_PACK or row[0] + row[1] <= seq:
-                continue  # no such seq
-            covered = row[0] + row[1] - 1
-            for event in _unpack_events(row[0], row[1], row[3], wanted):
-                out[event.seq] = (event.type, event.data)
+            type_ = types.get(raw_type)
+            if type_ is None:
+                type_ = types[raw_type] = decode_text(raw_type)
+            out[seq] = (type_, loads_exact(_text(data)))
     except (ValueError, TypeError, zlib.error) as err:
         raise StoreError(f"{path}: a stored event is corrupt ({err})") from err
     return out
