@@ -14,7 +14,7 @@ import time
 
 from core.errors import InvalidEventError
 
-__all__ = ["FUTURE_SLACK_MS", "MAX_EPOCH_MS", "check_epoch_ms"]
+__all__ = ["FUTURE_SLACK_MS", "MAX_EPOCH_MS", "check_epoch_ms", "latest_epoch_ms"]
 
 MAX_EPOCH_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z
 FUTURE_SLACK_MS = 86_400_000  # one day
@@ -27,6 +27,13 @@ def _shown(value: object) -> str:
     return text if len(text) <= 40 else text[:39] + "…"
 
 
+def latest_epoch_ms(now_ms: int | None = None) -> int:
+    """The latest timestamp ``check_epoch_ms`` accepts when the clock says ``now_ms``
+    (the system clock when ``None``)."""
+    now = time.time_ns() // 1_000_000 if now_ms is None else now_ms
+    return min(MAX_EPOCH_MS, now + FUTURE_SLACK_MS)
+
+
 def check_epoch_ms(value: object, what: str, *, now_ms: int | None = None) -> int:
     """``value`` if it is an int of epoch milliseconds in the accepted range, else
     ``InvalidEventError`` naming ``what`` (e.g. ``"created_at"``, ``"event time"``)."""
@@ -37,7 +44,7 @@ def check_epoch_ms(value: object, what: str, *, now_ms: int | None = None) -> in
             f"{what} {_shown(value)} is out of range (epoch milliseconds, 0 to {MAX_EPOCH_MS})"
         )
     now = time.time_ns() // 1_000_000 if now_ms is None else now_ms
-    if value > now + FUTURE_SLACK_MS:
+    if value > latest_epoch_ms(now):
         raise InvalidEventError(
             f"{what} {value} is more than a day in the future (the clock says {now})"
         )

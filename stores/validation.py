@@ -6,7 +6,6 @@ Keeping them in one place is what makes ``MemorySessionStore`` and
 
 from __future__ import annotations
 
-import time as _time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -29,7 +28,7 @@ from core.log import (
 )
 from core.query import SessionTitle
 from core.surface import SurfaceFolder
-from core.timestamps import FUTURE_SLACK_MS, MAX_EPOCH_MS, check_epoch_ms
+from core.timestamps import check_epoch_ms, latest_epoch_ms
 
 __all__ = [
     "KIND_LOG",
@@ -191,7 +190,7 @@ def _validate_common(events: Sequence[NewEvent]) -> list[ValidatedEvent] | None:
         return None
     # The latest time accepted, by the clock check_epoch_ms reads; the store's clock for
     # events without a time is core.log.now_ms as check_new_event finds it (tests fix it).
-    limit = min(MAX_EPOCH_MS, _time.time_ns() // 1_000_000 + FUTURE_SLACK_MS)
+    limit = latest_epoch_ms()
     clock = _log.now_ms
     if _c_validate_common is not None:
         return _c_validate_common(  # type: ignore[no-any-return]
