@@ -23,6 +23,7 @@ __all__ = [
     "NO_MESSAGE",
     "MessageSums",
     "ProjectedMessage",
+    "message_code",
     "plain_message_bytes",
     "project_bodies",
     "project_surface",
@@ -125,11 +126,13 @@ def projection_code(event: Event) -> int:
     if not out:
         return NO_MESSAGE
     message = out[0]
-    return (
-        utf8_len(message.text) * 4
-        + (2 if message.checkpoint else 0)
-        + (1 if message.role == "assistant" else 0)
-    )
+    return message_code(message.role, message.checkpoint, utf8_len(message.text))
+
+
+def message_code(role: str, checkpoint: bool, utf8_bytes: int) -> int:
+    """The ``projection_code`` of a message with this role, checkpoint flag and text of
+    ``utf8_bytes`` UTF-8 bytes."""
+    return utf8_bytes * 4 + (2 if checkpoint else 0) + (1 if role == "assistant" else 0)
 
 
 def plain_message_bytes(code: int | None) -> int | None:

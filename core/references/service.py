@@ -31,7 +31,7 @@ from core.references.config import (
     SessionReferenceError,
 )
 from core.references.mentions import SessionReferenceInput, format_session_reference_mention
-from core.references.projection import project_bodies, project_surface
+from core.references.projection import message_code, project_bodies, project_surface
 from core.references.prompt import (
     reference_entry,
     render_reference_prompt_encoded,
@@ -133,7 +133,7 @@ def _batches(codes: Sequence[int]) -> list[range]:
 
 def _code(message: EncodedMessage) -> int:
     """``projection_code`` of the message ``message`` was projected from."""
-    return len(message.data) * 4 + (2 if message.checkpoint else 0) + (message.role == "assistant")
+    return message_code(message.role, message.checkpoint, len(message.data))
 
 
 def _cancelled() -> SessionReferenceError:
