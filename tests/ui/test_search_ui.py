@@ -199,7 +199,10 @@ async def test_opening_a_body_match_shows_its_message_from_an_older_page(
         question = "the kappa budget is settled" if turn == 20 else f"filler question {turn}"
         events += exchange(question, f"filler answer {turn}", turn + 1, created + turn * MINUTE)
     await runtime.store.append_batch("long-talk", events)
-    monkeypatch.setattr("tui.app.transcript.transcript.FOUND_MARK_S", 0.5)
+    # Long enough that the polls below see the mark on a loaded machine, where one turn of
+    # laying out the pages can take longer than half a second (a 0.5 s mark came and went
+    # between two polls in a CI run).
+    monkeypatch.setattr("tui.app.transcript.transcript.FOUND_MARK_S", 3.0)
     app = make_app(runtime)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
