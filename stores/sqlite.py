@@ -997,7 +997,10 @@ class SqliteSessionStore:
                         seq, decode_op(op), None if seqs is None else decode_seqs(seqs), None
                     )
             open_pack = (last_seq, last_n, last_data) if last_kind == KIND_PACK else None
-            return _insert_events(raw, key, first, folder, batch, open_pack)
+            try:
+                return _insert_events(raw, key, first, folder, batch, open_pack)
+            except _DamagedPack as err:
+                raise StoreError(f"{self._path}: a stored event is corrupt ({err})") from err
 
         return await self._run_sync(body, write=True)
 
@@ -2147,6 +2150,10 @@ def _search_sql(long_terms: int, short_terms: int) -> str:
     )
 
 
+class _DamagedPack(Exception):
+    """The open pack an append would extend does not decode (the append names the file)."""
+
+
 def _extend_pack(
     raw: sqlite3.Connection,
     key: int,
@@ -2160,7 +2167,10 @@ def _extend_pack(
     seq, n, blob = open_pack
     if seq + n != first or n >= _PACK_MAX_EVENTS:
         return 0
-    types, times, lines, runs = _pack_parts(blob)
+    try:
+        types, times, lines, runs = _pack_parts(blob)
+    except (ValueError, TypeError, zlib.error) as err:
+        raise _DamagedPack(str(err)) from err
     if not runs:
         # A pack without chunk runs (one written before them, or one without chunks):
         # its lines are its texts, laid out again as ``_pack`` lays them out.
