@@ -9,9 +9,14 @@ UTF-8: surrogates are escaped) and is parsed back with ``loads_exact``.
 Layout (schema v3): a session is known inside the file by an integer ``key``, not its
 text id. Runs of plain log events (streamed chunks, turn ends: no surface op, not a
 title, small data) are stored packed, many events to one row (``kind`` 3, ``n`` events
-from ``seq``; see :func:`_pack`); a large single payload is stored zlib-compressed (a
-BLOB instead of TEXT). Every event keeps its seq, and reads return exactly what was
-appended (the differential and migration tests compare them byte for byte).
+from ``seq``; see :func:`_pack`): zlib of a header line (types, times, chunk runs) and a
+line per event, its data JSON text, or for a streamed text chunk only its text's escaped
+contents (its turn, step and index are its run's, in the header: issue 15). Packs
+written before chunk runs have a header of three fields and are read as they always
+were; one extended by a later append is laid out anew, as one batch would write it. A
+large single payload is stored zlib-compressed (a BLOB instead of TEXT). Every event
+keeps its seq, and reads return exactly what was appended (the differential and
+migration tests compare them byte for byte).
 
 Beside the log, each append's transaction keeps the current surface of its session up to
 date (``surface_nodes``: its nodes in order, with each one's projection code;
