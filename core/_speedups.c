@@ -356,7 +356,9 @@ c_safe(PyObject *module, PyObject *value)
  *   set_event_type(Event)          register core.log.Event (its six slots)
  *   unpack_events(first, n, body, wanted) -> list[Event]
  *                                  stores.sqlite._unpack_events on the pack's inflated
- *                                  bytes ``body``
+ *                                  bytes ``body`` (a chunk run's line is rebuilt into
+ *                                  the JSON text stores.sqlite._chunk_line gives, then
+ *                                  parsed like any other line)
  *
  * The parser reads UTF-8 bytes. Outside strings it accepts only ASCII JSON syntax; a
  * string's raw runs are decoded with Python's strict UTF-8 decoder, so every byte it
@@ -951,11 +953,107 @@ new_event(PyObject *seq, PyObject *type, PyObject *time, PyObject *data)
     return event;
 }
 
-/* The pack's header line [types, index, deltas] (see stores.sqlite._pack) checked and
- * turned into each event's type (borrowed from ``*header``) and time. */
+/* A chunk run of a pack (stores.sqlite._pack): lines start .. start + count - 1 hold
+ * the escaped text of chunks whose JSON is the run's ``prefix`` (up to the index), the
+ * index (``index`` + k on the k-th line), RUN_MIDDLE, the line, RUN_SUFFIX. */
+#define RUN_PREFIX_MAX 128
+#define RUN_MIDDLE ",\"text\":\""
+#define RUN_SUFFIX "\"}}"
+typedef struct {
+    Py_ssize_t start;
+    Py_ssize_t count;
+    long long index;
+    Py_ssize_t prefix_len;
+    char prefix[RUN_PREFIX_MAX];
+} ChunkRun;
+
+/* The header's runs [[start, count, turn, step, index], ...] checked (each an exact
+ * int fitting a long long, in order, none empty, inside the n lines, every index of a
+ * run a long long) into ``*runs``; 0, or -1 with the error set (a ValueError declines). */
+static int
+read_runs(PyObject *list, Py_ssize_t n, ChunkRun **runs, Py_ssize_t *run_count)
+{
+    if (!PyList_Check(list)) {
+        goto bad;
+    }
+    Py_ssize_t count = PyList_GET_SIZE(list);
+    *runs = PyMem_New(ChunkRun, (size_t)(count > 0 ? count : 1));
+    if (*runs == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    long long reached = 0; /* the end of the run before */
+    for (Py_ssize_t r = 0; r < count; r++) {
+        PyObject *run = PyList_GET_ITEM(list, r);
+        long long v[5];
+        if (!PyList_Check(run) || PyList_GET_SIZE(run) != 5) {
+            goto bad;
+        }
+        for (int k = 0; k < 5; k++) {
+            PyObject *x = PyList_GET_ITEM(run, k);
+            int overflow = 0;
+            if (!PyLong_CheckExact(x)) {
+                goto bad;
+            }
+            v[k] = PyLong_AsLongLongAndOverflow(x, &overflow);
+            if (overflow || (v[k] == -1 && PyErr_Occurred())) {
+                PyErr_Clear();
+                goto bad;
+            }
+        }
+        if (v[0] < reached || v[1] < 1 || v[1] > (long long)n || v[0] > (long long)n - v[1] ||
+            (v[4] > 0 && v[4] > LLONG_MAX - (v[1] - 1))) {
+            goto bad;
+        }
+        reached = v[0] + v[1];
+        ChunkRun *out = &(*runs)[r];
+        out->start = (Py_ssize_t)v[0];
+        out->count = (Py_ssize_t)v[1];
+        out->index = v[4];
+        int len = snprintf(out->prefix, RUN_PREFIX_MAX,
+                           "{\"turn\":%lld,\"step\":%lld,\"chunk\":{\"type\":\"text-delta\","
+                           "\"index\":",
+                           v[2], v[3]);
+        if (len < 0 || len >= RUN_PREFIX_MAX) {
+            goto bad;
+        }
+        out->prefix_len = len;
+    }
+    *run_count = count;
+    return 0;
+bad:
+    decline("an unexpected chunk run in a pack");
+    return -1;
+}
+
+/* ``v`` in decimal at ``out`` (room for 20 characters); how many. */
+static Py_ssize_t
+put_decimal(char *out, long long v)
+{
+    char digits[20];
+    int k = 0;
+    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+    do {
+        digits[k++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    Py_ssize_t m = 0;
+    if (v < 0) {
+        out[m++] = '-';
+    }
+    while (k) {
+        out[m++] = digits[--k];
+    }
+    return m;
+}
+
+/* The pack's header line [types, index, deltas] or [types, index, deltas, runs] (see
+ * stores.sqlite._pack) checked and turned into each event's type (borrowed from
+ * ``*header``) and time, and its chunk runs (none for a header of three). */
 static int
 read_header(const unsigned char *p, const unsigned char *end, Py_ssize_t n,
-            PyObject **header, PyObject ***types, long long **times)
+            PyObject **header, PyObject ***types, long long **times, ChunkRun **runs,
+            Py_ssize_t *run_count)
 {
     if (memchr(p, '\\', (size_t)(end - p)) != NULL) {
         /* json.loads merges escaped surrogate pairs in the header: left to it */
@@ -967,8 +1065,12 @@ read_header(const unsigned char *p, const unsigned char *end, Py_ssize_t n,
         return -1;
     }
     *header = h;
-    if (!PyList_Check(h) || PyList_GET_SIZE(h) != 3) {
+    if (!PyList_Check(h) || (PyList_GET_SIZE(h) != 3 && PyList_GET_SIZE(h) != 4)) {
         goto bad;
+    }
+    *run_count = 0;
+    if (PyList_GET_SIZE(h) == 4 && read_runs(PyList_GET_ITEM(h, 3), n, runs, run_count) < 0) {
+        return -1;
     }
     PyObject *table = PyList_GET_ITEM(h, 0), *index = PyList_GET_ITEM(h, 1),
              *deltas = PyList_GET_ITEM(h, 2);
@@ -1115,9 +1217,19 @@ unpack_events(PyObject *module, PyObject *args)
     }
     PyObject *header = NULL, **types = NULL, *out = NULL;
     long long *times = NULL;
-    char *mask = NULL;
-    if (read_header(p, newline, n, &header, &types, &times) < 0) {
+    char *mask = NULL, *scratch = NULL;
+    ChunkRun *runs = NULL;
+    Py_ssize_t run_count = 0;
+    if (read_header(p, newline, n, &header, &types, &times, &runs, &run_count) < 0) {
         goto done;
+    }
+    if (run_count > 0) {
+        /* a run's line rebuilt: its prefix, index, the middle, the line, the suffix */
+        scratch = PyMem_Malloc((size_t)(end - newline) + RUN_PREFIX_MAX + 32);
+        if (scratch == NULL) {
+            PyErr_NoMemory();
+            goto done;
+        }
     }
     Py_ssize_t count = n;
     if (wanted != Py_None) {
@@ -1146,14 +1258,34 @@ unpack_events(PyObject *module, PyObject *args)
         goto done;
     }
     const unsigned char *line = newline + 1;
-    Py_ssize_t k = 0;
+    Py_ssize_t k = 0, r = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         const unsigned char *stop = memchr(line, '\n', (size_t)(end - line));
         if (stop == NULL) {
             stop = end;
         }
+        while (r < run_count && i >= runs[r].start + runs[r].count) {
+            r++;
+        }
         if (mask == NULL || mask[i]) {
-            PyObject *data = scan_whole(line, stop), *event = NULL;
+            const unsigned char *text = line, *text_end = stop;
+            if (r < run_count && i >= runs[r].start) {
+                /* the very JSON text stores.sqlite._chunk_line rebuilds, then parsed */
+                const ChunkRun *run = &runs[r];
+                char *w = scratch;
+                memcpy(w, run->prefix, (size_t)run->prefix_len);
+                w += run->prefix_len;
+                w += put_decimal(w, run->index + (long long)(i - run->start));
+                memcpy(w, RUN_MIDDLE, sizeof(RUN_MIDDLE) - 1);
+                w += sizeof(RUN_MIDDLE) - 1;
+                memcpy(w, line, (size_t)(stop - line));
+                w += stop - line;
+                memcpy(w, RUN_SUFFIX, sizeof(RUN_SUFFIX) - 1);
+                w += sizeof(RUN_SUFFIX) - 1;
+                text = (const unsigned char *)scratch;
+                text_end = (const unsigned char *)w;
+            }
+            PyObject *data = scan_whole(text, text_end), *event = NULL;
             if (data != NULL) {
                 PyObject *seq = PyLong_FromLongLong(first + i);
                 PyObject *time = PyLong_FromLongLong(times[i]);
@@ -1177,6 +1309,8 @@ done:
     PyMem_Free(types);
     PyMem_Free(times);
     PyMem_Free(mask);
+    PyMem_Free(runs);
+    PyMem_Free(scratch);
     return out;
 }
 /* ================================================================== end of reads */

@@ -9,9 +9,14 @@ UTF-8: surrogates are escaped) and is parsed back with ``loads_exact``.
 Layout (schema v3): a session is known inside the file by an integer ``key``, not its
 text id. Runs of plain log events (streamed chunks, turn ends: no surface op, not a
 title, small data) are stored packed, many events to one row (``kind`` 3, ``n`` events
-from ``seq``; see :func:`_pack`); a large single payload is stored zlib-compressed (a
-BLOB instead of TEXT). Every event keeps its seq, and reads return exactly what was
-appended (the differential and migration tests compare them byte for byte).
+from ``seq``; see :func:`_pack`): zlib of a header line (types, times, chunk runs) and a
+line per event, its data JSON text, or for a streamed text chunk only its text's escaped
+contents (its turn, step and index are its run's, in the header: issue 15). Packs
+written before chunk runs have a header of three fields and are read as they always
+were; one extended by a later append is laid out anew, as one batch would write it. A
+large single payload is stored zlib-compressed (a BLOB instead of TEXT). Every event
+keeps its seq, and reads return exactly what was appended (the differential and
+migration tests compare them byte for byte).
 
 Beside the log, each append's transaction keeps the current surface of its session up to
 date (``surface_nodes``: its nodes in order, with each one's projection code;
@@ -33,6 +38,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import sqlite3
 import stat
 import threading
@@ -996,7 +1002,10 @@ class SqliteSessionStore:
                         seq, decode_op(op), None if seqs is None else decode_seqs(seqs), None
                     )
             open_pack = (last_seq, last_n, last_data) if last_kind == KIND_PACK else None
-            return _insert_events(raw, key, first, folder, batch, open_pack)
+            try:
+                return _insert_events(raw, key, first, folder, batch, open_pack)
+            except _DamagedPack as err:
+                raise StoreError(f"{self._path}: a stored event is corrupt ({err})") from err
 
         return await self._run_sync(body, write=True)
 
@@ -1418,7 +1427,7 @@ class SqliteSessionStore:
                     first, n, blob = row[0], row[1], row[5]
                     if all(is_known_event_type(t) for t in _pack_types(blob)):
                         continue  # the usual pack: streamed chunks, turn ends
-                    types = _unpack(blob)[0]
+                    types = _pack_parts(blob)[0]
                     wanted = {
                         first + i
                         for i, type_ in enumerate(types)
@@ -1693,16 +1702,80 @@ def _stored_data(text: str) -> str | bytes:
 def _pack(types: Sequence[str], times: Sequence[int], datas: Sequence[str]) -> bytes:
     """A run of log events as one zlib-compressed BLOB.
 
-    Uncompressed it is lines: a JSON header ``[types, index, times]`` (the distinct
-    types; ``0`` when there is one, else each event's index into them; the first time
-    then each event's difference from the one before), then each event's data JSON text
-    on a line of its own (JSON text never holds a raw newline). All of them decode as
-    one JSON array (newlines made commas); a few are decoded alone.
+    Uncompressed it is lines: a JSON header ``[types, index, times]`` or
+    ``[types, index, times, runs]`` (the distinct types; ``0`` when there is one, else
+    each event's index into them; the first time then each event's difference from the
+    one before; the chunk runs, see below), then one line per event (JSON text never
+    holds a raw newline). A header of three means no runs: every line is the event's data
+    JSON text (the only layout before chunk runs, still read as it was).
+
+    A chunk run ``[start, count, turn, step, index]`` (non-overlapping, in order) says
+    that lines ``start .. start + count - 1`` hold only the escaped contents ``X`` of the
+    chunk texts of events whose data JSON text is exactly
+    ``{"turn":T,"step":S,"chunk":{"type":"text-delta","index":I,"text":"X"}}`` with
+    ``T = turn``, ``S = step`` and ``I = index + k`` on the run's ``k``-th line (see
+    ``_CHUNK_LINE``): a streamed reply's skeleton is stored once instead of on every
+    line, and zlib sees the texts side by side (issue 15: 44 % smaller packs). A reader
+    rebuilds each such line's text (``_chunk_line``) and parses it like any other.
     """
-    return _pack_text(types, times, "\n".join(datas))
+    lines: list[str] = []
+    runs: list[list[int]] = []
+    _add_lines(lines, runs, datas)
+    return _pack_blob(types, times, lines, runs)
 
 
-def _pack_text(types: Sequence[str], times: Sequence[int], lines: str) -> bytes:
+_DIGITS = r"(0|-?[1-9][0-9]{0,17})"
+_CHUNK_LINE = re.compile(
+    r'\{"turn":' + _DIGITS + r',"step":' + _DIGITS
+    + r',"chunk":\{"type":"text-delta","index":' + _DIGITS
+    + r',"text":"([^"\\]*+(?:\\.[^"\\]*+)*+)"\}\}'
+)  # fmt: skip
+"""The data JSON text of a streamed text chunk as ``dumps_js`` writes it: its turn,
+step and index (canonical ints of at most 18 digits: ``str(int(x)) == x``, and every
+index of a run fits a C ``long long``) and its text's escaped contents (one JSON string's
+inside: no raw quote, no raw newline)."""
+
+
+def _chunk_line(turn: int, step: int, index: int, chars: str) -> str:
+    """The data JSON text a chunk run's line ``chars`` stands for (``_CHUNK_LINE``)."""
+    return (
+        f'{{"turn":{turn},"step":{step},"chunk":{{"type":"text-delta","index":{index},'
+        f'"text":"{chars}"}}}}'
+    )
+
+
+def _add_lines(lines: list[str], runs: list[list[int]], datas: Iterable[str]) -> None:
+    """Add events' data JSON texts to the lines and runs of a pack (see ``_pack``): a
+    streamed text chunk joins the last run when it continues it (same turn and step, the
+    next index, on the next line), else opens a run; any other text is a line as it is.
+    Adding texts in several calls gives what one call with all of them gives (so a pack
+    extended by paced appends is the pack one batch writes)."""
+    match = _CHUNK_LINE.fullmatch
+    last = runs[-1] if runs else None
+    for text in datas:
+        found = match(text)
+        if found is None:
+            lines.append(text)
+            continue
+        turn, step, index, chars = found.groups()
+        t, s, i = int(turn), int(step), int(index)
+        if (
+            last is not None
+            and last[0] + last[1] == len(lines)
+            and last[4] + last[1] == i
+            and last[2] == t
+            and last[3] == s
+        ):
+            last[1] += 1
+        else:
+            last = [len(lines), 1, t, s, i]
+            runs.append(last)
+        lines.append(chars)
+
+
+def _pack_blob(
+    types: Sequence[str], times: Sequence[int], lines: list[str], runs: list[list[int]]
+) -> bytes:
     table = list(dict.fromkeys(types))
     if len(table) == 1:
         index: int | list[int] = 0
@@ -1710,35 +1783,72 @@ def _pack_text(types: Sequence[str], times: Sequence[int], lines: str) -> bytes:
         position = {t: i for i, t in enumerate(table)}
         index = [position[t] for t in types]
     deltas = [times[0], *(b - a for a, b in pairwise(times))]
+    header: list[Any] = [table, index, deltas, runs] if runs else [table, index, deltas]
     return zlib.compress(
-        (_pack_header(table, index, deltas) + "\n" + lines).encode("utf-8"), _ZLIB_LEVEL
+        (_pack_header(header) + "\n" + "\n".join(lines)).encode("utf-8"), _ZLIB_LEVEL
     )
 
 
-def _pack_header(table: list[str], index: int | list[int], deltas: list[int]) -> str:
-    """``json.dumps([table, index, deltas], separators=(",", ":"))``: written by the C
-    encoder of ``dumps_js`` when every type is printable ASCII (then the two agree: both
-    escape only the quote and the backslash), which skips a per-int ``repr`` of the times."""
-    header = [table, index, deltas]
-    if all(t.isascii() and t.isprintable() for t in table):
+def _pack_header(header: list[Any]) -> str:
+    """``json.dumps(header, separators=(",", ":"))``: written by the C encoder of
+    ``dumps_js`` when every type is printable ASCII (then the two agree: both escape only
+    the quote and the backslash), which skips a per-int ``repr`` of the times."""
+    if all(t.isascii() and t.isprintable() for t in header[0]):
         text = _encode_js(header, False) if _encode_js is not None else None
         if text is not None:
             return text  # type: ignore[no-any-return]
     return json.dumps(header, separators=(",", ":"))
 
 
-def _unpack(blob: bytes) -> tuple[list[str], list[int], str]:
-    """The types, times and data lines of a pack."""
-    header, lines = _inflate(blob).split("\n", 1)
-    table, index, deltas = json.loads(header)
+def _pack_parts(blob: bytes) -> tuple[list[str], list[int], list[str], list[list[int]]]:
+    """The types, times, stored lines and chunk runs of a pack (a run's lines still hold
+    only their texts' contents; see ``_pack``). Anything but a pack ``_pack`` could have
+    written raises ``ValueError`` (or ``TypeError``, ``zlib.error``)."""
+    header, body = _inflate(blob).split("\n", 1)
+    fields = json.loads(header)
+    runs: list[list[int]] = []
+    if fields.__class__ is list and len(fields) == 4:
+        runs = fields.pop()
+        if runs.__class__ is not list:
+            raise ValueError("a pack's chunk runs are not a list")
+    table, index, deltas = fields
     times = list(accumulate(deltas))
     types = [table[0]] * len(times) if index == 0 else [table[i] for i in index]
-    return types, times, lines
+    lines = body.split("\n")
+    end = 0
+    for run in runs:
+        if (
+            run.__class__ is not list
+            or len(run) != 5
+            or any(x.__class__ is not int for x in run)
+            or run[0] < end
+            or run[1] < 1
+        ):
+            raise ValueError(f"an unexpected chunk run in a pack: {run!r}")
+        end = run[0] + run[1]
+    if end > len(lines):
+        raise ValueError(f"a pack's chunk runs reach line {end} of {len(lines)}")
+    return types, times, lines, runs
+
+
+def _rebuild_lines(
+    lines: list[str], runs: list[list[int]], picked: Iterable[int] | None = None
+) -> list[str]:
+    """The data JSON text of each event of a pack from its stored lines (only of the
+    lines ``picked``, in order, when given)."""
+    if not runs:
+        return lines if picked is None else [lines[i] for i in picked]
+    out = list(lines)
+    for start, count, turn, step, index in runs:
+        for k in range(count):
+            out[start + k] = _chunk_line(turn, step, index + k, lines[start + k])
+    return out if picked is None else [out[i] for i in picked]
 
 
 def _pack_types(blob: bytes) -> list[str]:
     """The distinct types of a pack, decompressing only as far as its header line (a
-    pack of streamed chunks is not inflated whole just to learn it holds chunks)."""
+    pack of streamed chunks is not inflated whole just to learn it holds chunks): the
+    header's first field in both layouts (with and without chunk runs)."""
     inflater = zlib.decompressobj()
     head = b""
     data = blob
@@ -1756,9 +1866,10 @@ def _unpack_events(
 ) -> list[Event]:
     """The pack's events (only those whose seq is in ``wanted``, when given).
 
-    ``core._speedups.unpack_events`` decodes them in one C pass where it is built; it
-    declines (``ValueError``) any pack but the plain ones ``_pack`` writes, which then
-    take the reference path (``_py_unpack_events``: its value, or its error)."""
+    ``core._speedups.unpack_events`` decodes them in one C pass where it is built (chunk
+    runs included: it rebuilds each run line's text, then parses it); it declines
+    (``ValueError``) any pack but the plain ones ``_pack`` writes, which then take the
+    reference path (``_py_unpack_events``: its value, or its error)."""
     if _C_UNPACK_EVENTS is not None:
         body = zlib.decompress(blob)
         try:
@@ -1777,19 +1888,18 @@ def _py_unpack_events(
     first: int, n: int, blob: bytes, wanted: Container[int] | None = None
 ) -> list[Event]:
     """``_unpack_events`` in Python: the reference of the C version."""
-    types, times, lines = _unpack(blob)
+    types, times, lines, runs = _pack_parts(blob)
     build = build_event
     if wanted is not None:
-        texts = lines.split("\n")
-        if len(texts) != n or len(types) != n:
-            raise ValueError(f"a pack of {n} events holds {len(texts)}")
+        if len(lines) != n or len(types) != n:
+            raise ValueError(f"a pack of {n} events holds {len(lines)}")
         picked = [i for i in range(n) if first + i in wanted]
-        datas = loads_exact("[" + ",".join([texts[i] for i in picked]) + "]")
+        datas = loads_exact("[" + ",".join(_rebuild_lines(lines, runs, picked)) + "]")
         return [
             build(first + i, types[i], times[i], data, None, None)
             for i, data in zip(picked, datas, strict=True)
         ]
-    datas = loads_exact("[" + lines.replace("\n", ",") + "]")
+    datas = loads_exact("[" + ",".join(_rebuild_lines(lines, runs)) + "]")
     if not (len(types) == len(datas) == n):
         raise ValueError(f"a pack of {n} events holds {len(datas)}")
     return [
@@ -2045,6 +2155,10 @@ def _search_sql(long_terms: int, short_terms: int) -> str:
     )
 
 
+class _DamagedPack(Exception):
+    """The open pack an append would extend does not decode (the append names the file)."""
+
+
 def _extend_pack(
     raw: sqlite3.Connection,
     key: int,
@@ -2058,8 +2172,16 @@ def _extend_pack(
     seq, n, blob = open_pack
     if seq + n != first or n >= _PACK_MAX_EVENTS:
         return 0
-    types, times, lines = _unpack(blob)
-    size = len(lines)
+    try:
+        types, times, lines, runs = _pack_parts(blob)
+    except (ValueError, TypeError, zlib.error) as err:
+        raise _DamagedPack(str(err)) from err
+    if not runs:
+        # A pack without chunk runs (one written before them, or one without chunks):
+        # its lines are its texts, laid out again as ``_pack`` lays them out.
+        lines, texts = [], lines
+        _add_lines(lines, runs, texts)
+    size = _text_size(lines, runs)
     take = 0
     while take < end and n + take < _PACK_MAX_EVENTS:
         size += len(batch[take].data_json) + 1
@@ -2069,16 +2191,25 @@ def _extend_pack(
     if take == 0:
         return 0
     added = batch[:take]
-    datas = [e.data_json for e in added]
-    merged = lines + "\n" + "\n".join(datas)
+    _add_lines(lines, runs, [e.data_json for e in added])
     header_types = [*types, *(e.type for e in added)]
     header_times = [*times, *(e.time for e in added)]
-    blob = _pack_text(header_types, header_times, merged)
+    blob = _pack_blob(header_types, header_times, lines, runs)
     raw.execute(
         "UPDATE events SET n = ?, time = ?, data = ? WHERE session = ? AND seq = ?",
         (n + take, added[-1].time, blob, key, seq),
     )
     return take
+
+
+def _text_size(lines: list[str], runs: list[list[int]]) -> int:
+    """The length of a pack's data JSON texts joined by newlines (what bounds a pack),
+    from its stored lines and chunk runs without rebuilding them."""
+    size = sum(map(len, lines)) + len(lines) - 1
+    for _start, count, turn, step, index in runs:
+        skeleton = len(_chunk_line(turn, step, 0, "")) - 1  # without the index's digit
+        size += count * skeleton + sum(len(str(index + k)) for k in range(count))
+    return size
 
 
 def _outline_rows(raw: sqlite3.Connection, key: int, rows: Iterable[Any]) -> list[SurfaceOutline]:

@@ -28,17 +28,44 @@ def chunk(i: int, text: str) -> NewEvent:
     return NewEvent(CHUNK, {"turn": 1, "chunk": {"index": i, "text": text}}, time=10 + i)
 
 
-# A log as batches: runs of chunks (packed), turn ends (packable), surface messages and
-# big payloads (single rows, compressed).
-batch = st.lists(
-    st.one_of(
-        st.builds(chunk, st.integers(0, 10**6), hostile_text),
-        st.builds(lambda t: NewEvent("turn/end", {"t": t}, time=5), hostile_text),
-        st.builds(lambda t: NewEvent("user/message", {"q": t}, "append", time=7), hostile_text),
-        st.builds(lambda n: NewEvent("tool/x", {"big": "é" * n}, time=8), st.integers(0, 900)),
-    ),
-    min_size=1,
-    max_size=25,
+def streamed(turn: int, start: int, texts: list[str]) -> list[NewEvent]:
+    """Text chunks as the engine streams them (stored as a chunk run of a pack)."""
+    return [
+        NewEvent(
+            CHUNK,
+            {
+                "turn": turn,
+                "step": 0,
+                "chunk": {"type": "text-delta", "index": start + k, "text": t},
+            },
+            time=10 + k,
+        )
+        for k, t in enumerate(texts)
+    ]
+
+
+# A log as batches: runs of chunks (packed, streamed ones as chunk runs), turn ends
+# (packable), surface messages and big payloads (single rows, compressed).
+batch = (
+    st.lists(
+        st.one_of(
+            st.builds(chunk, st.integers(0, 10**6), hostile_text).map(lambda e: [e]),
+            st.builds(
+                streamed, st.integers(0, 2), st.integers(0, 3), st.lists(hostile_text, max_size=8)
+            ),
+            st.builds(lambda t: [NewEvent("turn/end", {"t": t}, time=5)], hostile_text),
+            st.builds(
+                lambda t: [NewEvent("user/message", {"q": t}, "append", time=7)], hostile_text
+            ),
+            st.builds(
+                lambda n: [NewEvent("tool/x", {"big": "é" * n}, time=8)], st.integers(0, 900)
+            ),
+        ),
+        min_size=1,
+        max_size=25,
+    )
+    .map(lambda parts: [e for part in parts for e in part])
+    .filter(bool)
 )
 
 

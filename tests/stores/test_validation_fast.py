@@ -213,14 +213,18 @@ def test_the_fast_path_is_off_without_the_extension(monkeypatch: pytest.MonkeyPa
     ),
     st.integers(0, 2),
     st.lists(st.integers(-(2**70), 2**70) | st.integers(-5, 5), min_size=1, max_size=6),
+    st.lists(st.lists(st.integers(-(2**64), 2**64), min_size=5, max_size=5), max_size=3),
 )
-def test_a_packs_header_is_json_dumps_of_it(table: list[str], mode: int, deltas: list[int]) -> None:
+def test_a_packs_header_is_json_dumps_of_it(
+    table: list[str], mode: int, deltas: list[int], runs: list[list[int]]
+) -> None:
     """The header line of a pack (stores.sqlite._pack_header's fast encoding) is exactly
-    what json.dumps wrote before, for every type name and time."""
+    what json.dumps wrote before, for every type name, time and chunk run."""
     index: int | list[int] = 0 if mode == 0 else [i % len(table) for i in range(len(deltas))]
-    want = json.dumps([table, index, deltas], separators=(",", ":"))
-    assert _pack_header(table, index, deltas) == want
-    assert _pack_header([_Str(t) for t in table], index, deltas) == want
+    fields: list[Any] = [table, index, deltas, runs] if runs else [table, index, deltas]
+    want = json.dumps(fields, separators=(",", ":"))
+    assert _pack_header(fields) == want
+    assert _pack_header([[_Str(t) for t in table], *fields[1:]]) == want
 
 
 def test_the_fast_path_reads_the_clock_the_plain_path_reads(
