@@ -1747,10 +1747,12 @@ def _pack(types: Sequence[str], times: Sequence[int], datas: Sequence[str]) -> b
     code point ``offset`` on, and the run's ``k``-th line holds only the length of the
     ``k``-th text in code points (decimal); ``size`` is the length of their escaped
     contents together (what bounds a pack, without reading the message). The append of
-    that message links the runs of its turn and step in the session's open pack and in
-    the packs the same batch writes (``_link_runs``: only when the texts joined are
-    exactly a part of the block, and ``dumps_js`` of each text gives back its line), so
-    a finished reply's text is stored once, in its message. A reader unlinks the run
+    that message links the runs of its turn and step in the packs right before it, as
+    far back as each holds such a run (``_reply_packs``: the batch's, the open one, and
+    those stored before it, so a long streamed reply is linked whole and paced appends
+    write what one batch writes; ``_link_runs``: only when the texts joined are exactly
+    a part of the block, and ``dumps_js`` of each text gives back its line), so a
+    finished reply's text is stored once, in its message. A reader unlinks the run
     first (``_unlink_runs``: the slices, escaped by ``dumps_js`` as the append escaped
     them, make the very lines of the text run again), then reads it as a text run. A
     link to no row, to a row that is not an assistant message, to a block that is not
@@ -2247,17 +2249,24 @@ def _insert_events(
         for j, v in enumerate(batch)
         if v.type == ASSISTANT_MESSAGE and v.surface_op == "append"
     ]
-    linked = False
+    stored: dict[int, _PackDraft | None] = {}  # the stored packs before the open one read
     if replies:
         if opened is None and open_pack is not None:
             with contextlib.suppress(_DamagedPack):  # left as it is: reads name the damage
                 opened = _open_draft(open_pack, first)
-        linked = _link_runs([*([opened] if opened is not None else []), *drafts], replies)
-    if opened is not None and (extended or linked):
+        for reply in replies:
+            _link_runs(_reply_packs(raw, key, rows, opened, stored, *reply), [reply])
+    if opened is not None and (extended or opened.linked):
         raw.execute(
             "UPDATE events SET n = ?, time = ?, data = ? WHERE session = ? AND seq = ?",
             (len(opened.types), opened.times[-1], opened.blob(), key, opened.first),
         )
+    for earlier in stored.values():
+        if earlier is not None and earlier.linked:
+            raw.execute(
+                "UPDATE events SET data = ? WHERE session = ? AND seq = ?",
+                (earlier.blob(), key, earlier.first),
+            )
     if drafts:
         rows = [row if row[6].__class__ is not _PackDraft else _with_blob(row) for row in rows]
     raw.executemany(_INSERT_EVENT_SQL, rows)
@@ -2362,7 +2371,7 @@ class _PackDraft:
     """A pack being written by an append: its events' types and times, its stored lines
     and chunk runs (see ``_pack``); compressed once the batch's replies are linked."""
 
-    __slots__ = ("first", "lines", "runs", "times", "types")
+    __slots__ = ("first", "lines", "linked", "runs", "times", "types")
 
     def __init__(
         self,
@@ -2377,6 +2386,7 @@ class _PackDraft:
         self.times = times
         self.lines: list[str] = [] if lines is None else lines
         self.runs: list[list[int]] = [] if runs is None else runs
+        self.linked = False  # whether ``_link_runs`` pointed a run of it at a reply
 
     def blob(self) -> bytes:
         return _pack_blob(self.types, self.times, self.lines, self.runs)
@@ -2426,6 +2436,66 @@ def _fill_draft(draft: _PackDraft, batch: Sequence[ValidatedEvent], end: int) ->
     draft.types += [e.type for e in added]
     draft.times += [e.time for e in added]
     return take
+
+
+def _reply_packs(
+    raw: sqlite3.Connection,
+    key: int,
+    rows: Sequence[tuple[Any, ...]],
+    opened: _PackDraft | None,
+    stored: dict[int, _PackDraft | None],
+    seq: int,
+    data: Any,
+) -> list[_PackDraft]:
+    """The packs a reply at ``seq`` may link (``_link_runs``), in order: the packs right
+    before it, walking back over the rows (this batch's ``rows``, then the open pack,
+    then the packs stored before it, read once into ``stored`` by the seq they end
+    before) while each holds a chunk run of the reply's turn and step. The same packs
+    whether the reply was appended in one batch or streamed in many (paced and batch
+    appends write the same packs), and a reply of many packs is linked whole."""
+    turn, step = data.get("turn"), data.get("step")
+
+    def of_reply(draft: _PackDraft) -> bool:
+        return any(run[2] == turn and run[3] == step for run in draft.runs)
+
+    chain: list[_PackDraft] = []
+    for row in reversed(rows):
+        if row[1] >= seq:
+            continue
+        draft = row[6]
+        if draft.__class__ is not _PackDraft or not of_reply(draft):
+            chain.reverse()
+            return chain
+        chain.append(draft)
+    if opened is not None and of_reply(opened):
+        chain.append(opened)
+        before = opened.first
+        while True:
+            if before not in stored:
+                stored[before] = _stored_pack_before(raw, key, before)
+            found = stored[before]
+            if found is None or not of_reply(found):
+                break
+            chain.append(found)
+            before = found.first
+    chain.reverse()
+    return chain
+
+
+def _stored_pack_before(raw: sqlite3.Connection, key: int, before: int) -> _PackDraft | None:
+    """The session's row ending right before seq ``before`` as a draft, when it is a pack
+    that decodes (a damaged one is left as it is: its readers name the damage)."""
+    row = raw.execute(
+        "SELECT seq, n, kind, data FROM events WHERE session = ? AND seq < ? "
+        "ORDER BY seq DESC LIMIT 1",
+        (key, before),
+    ).fetchone()
+    if row is None or row[2] != KIND_PACK:
+        return None
+    try:
+        return _open_draft((row[0], row[1], row[3]), before)
+    except _DamagedPack:
+        return None
 
 
 def _link_runs(drafts: Sequence[_PackDraft], replies: Sequence[tuple[int, Any]]) -> bool:
@@ -2486,7 +2556,7 @@ def _link_runs(drafts: Sequence[_PackDraft], replies: Sequence[tuple[int, Any]])
                 after[b] = at + len(whole)
                 draft.runs[r] = [*run, seq, b, at, sum(map(len, chars))]
                 draft.lines[start : start + count] = [str(len(t)) for t in texts]
-                changed = True
+                draft.linked = changed = True
     return changed
 
 
