@@ -11,7 +11,9 @@ text id. Runs of plain log events (streamed chunks, turn ends: no surface op, no
 title, small data) are stored packed, many events to one row (``kind`` 3, ``n`` events
 from ``seq``; see :func:`_pack`): zlib of a header line (types, times, chunk runs) and a
 line per event, its data JSON text, or for a streamed text chunk only its text's escaped
-contents (its turn, step and index are its run's, in the header: issue 15). Packs
+contents (its turn, step and index are its run's, in the header: issue 15), or, once the
+reply's ``assistant/message`` is appended, only its text's length: the run then points at
+the message's text block, which holds the texts (a reply's text is stored once). Packs
 written before chunk runs have a header of three fields and are read as they always
 were; one extended by a later append is laid out anew, as one batch would write it. A
 large single payload is stored zlib-compressed (a BLOB instead of TEXT). Every event
@@ -62,8 +64,9 @@ from core.errors import (
     StoreError,
 )
 from core.gcpause import gc_paused
-from core.jsoncodec import _encode_js, _speedups, loads_exact
+from core.jsoncodec import _encode_js, _speedups, dumps_js, loads_exact
 from core.log import (
+    ASSISTANT_MESSAGE,
     KNOWN_EVENT_TYPES,
     SESSION_TITLE,
     Event,
@@ -907,7 +910,12 @@ class SqliteSessionStore:
         check_owner(session_id, header.owner, self._user)
         return key, header
 
-    def _decode_events(self, rows: list[Any], wanted: Container[int] | None = None) -> list[Event]:
+    def _decode_events(
+        self,
+        rows: list[Any],
+        wanted: Container[int] | None = None,
+        replies: _ReplyTexts | None = None,
+    ) -> list[Event]:
         """Decode ``rows``, releasing each raw row as soon as its event exists (so the raw
         text and the decoded events of a large session are not both held in full).
 
@@ -921,7 +929,7 @@ class SqliteSessionStore:
         try:
             for i, (seq, n, raw_type, time, kind, data, surface_op, source_seqs) in enumerate(rows):
                 if kind == KIND_PACK:
-                    out += _unpack_events(seq, n, data, wanted)
+                    out += _unpack_events(seq, n, data, wanted, replies)
                     rows[i] = None
                     continue
                 if data.__class__ is bytes:
@@ -1222,7 +1230,7 @@ class SqliteSessionStore:
             # Decoded on the connection's thread: off the event loop; the events are
             # acyclic, so the cyclic collector's passes over them would be pure overhead.
             with gc_paused():
-                return self._decode_events(rows)
+                return self._decode_events(rows, None, _ReplyTexts.of(raw, key))
 
         return await self._run_sync(body, write=False)
 
@@ -1360,10 +1368,12 @@ class SqliteSessionStore:
                     at = bisect_left(distinct, row[0])
                     if at < count and distinct[at] < row[0] + row[1]:
                         rows.append(row)
-                return self._decode_events(rows, wanted_set)
+                return self._decode_events(rows, wanted_set, self._replies_by_id(raw, sid))
             raw.execute("BEGIN")
             key, _ = self._session(raw, sid)
-            return self._decode_events(_rows_at(raw, key, distinct, _EVENT_COLUMNS), wanted_set)
+            return self._decode_events(
+                _rows_at(raw, key, distinct, _EVENT_COLUMNS), wanted_set, _ReplyTexts.of(raw, key)
+            )
 
         by_seq = {
             event.seq: event for event in await self._run_sync(body, write=False, begin=False)
@@ -1372,6 +1382,19 @@ class SqliteSessionStore:
             if seq not in by_seq:
                 raise missing_seq_error(sid, seq)
         return [by_seq[seq] for seq in wanted]
+
+    def _replies_by_id(self, raw: sqlite3.Connection, session_id: str) -> _ReplyTexts:
+        """``_ReplyTexts`` of a session known by its id (a read outside a transaction:
+        when the session was deleted meanwhile, that is ``SessionNotFoundError``)."""
+        sql = (
+            "SELECT e.kind, e.type, e.data FROM sessions AS s JOIN events AS e "
+            f"ON e.session = s.key WHERE s.id = ? AND {_readable('s')} AND e.seq = ?"
+        )
+        params = (encode_text(session_id), *self._readers)
+        return _ReplyTexts(
+            lambda seq: raw.execute(sql, (*params, seq)).fetchone(),
+            lambda: self._session(raw, session_id),
+        )
 
     async def read_bodies_at(self, session_id: str, seqs: Sequence[int]) -> list[tuple[str, Any]]:
         sid = check_session_id(session_id)
@@ -1434,7 +1457,7 @@ class SqliteSessionStore:
                         if low < first + i <= top and not is_known_event_type(type_)
                     }
                     if wanted:
-                        out += _unpack_events(first, n, blob, wanted)
+                        out += _unpack_events(first, n, blob, wanted, _ReplyTexts.of(raw, key))
             except (ValueError, TypeError, zlib.error) as err:
                 raise StoreError(f"{self._path}: a stored event is corrupt ({err})") from err
             out += self._decode_events(singles)
@@ -1717,6 +1740,24 @@ def _pack(types: Sequence[str], times: Sequence[int], datas: Sequence[str]) -> b
     ``_CHUNK_LINE``): a streamed reply's skeleton is stored once instead of on every
     line, and zlib sees the texts side by side (issue 15: 44 % smaller packs). A reader
     rebuilds each such line's text (``_chunk_line``) and parses it like any other.
+
+    A linked run ``[start, count, turn, step, index, seq, block, offset, size]`` is such
+    a run whose texts are not stored at all: they are consecutive slices of the text of
+    block ``block`` of the ``assistant/message`` at ``seq`` (of the same session), from
+    code point ``offset`` on, and the run's ``k``-th line holds only the length of the
+    ``k``-th text in code points (decimal); ``size`` is the length of their escaped
+    contents together (what bounds a pack, without reading the message). The append of
+    that message links the runs of its turn and step in the packs right before it, as
+    far back as each holds such a run (``_reply_packs``: the batch's, the open one, and
+    those stored before it, so a long streamed reply is linked whole and paced appends
+    write what one batch writes; ``_link_runs``: only when the texts joined are exactly
+    a part of the block, and ``dumps_js`` of each text gives back its line), so a
+    finished reply's text is stored once, in its message. A reader unlinks the run
+    first (``_unlink_runs``: the slices, escaped by ``dumps_js`` as the append escaped
+    them, make the very lines of the text run again), then reads it as a text run. A
+    link to no row, to a row that is not an assistant message, to a block that is not
+    text, or lengths that overrun the text are damage (``ValueError``). ``_pack`` itself
+    writes text runs only.
     """
     lines: list[str] = []
     runs: list[list[int]] = []
@@ -1761,6 +1802,7 @@ def _add_lines(lines: list[str], runs: list[list[int]], datas: Iterable[str]) ->
         t, s, i = int(turn), int(step), int(index)
         if (
             last is not None
+            and len(last) == 5
             and last[0] + last[1] == len(lines)
             and last[4] + last[1] == i
             and last[2] == t
@@ -1802,9 +1844,14 @@ def _pack_header(header: list[Any]) -> str:
 
 def _pack_parts(blob: bytes) -> tuple[list[str], list[int], list[str], list[list[int]]]:
     """The types, times, stored lines and chunk runs of a pack (a run's lines still hold
-    only their texts' contents; see ``_pack``). Anything but a pack ``_pack`` could have
-    written raises ``ValueError`` (or ``TypeError``, ``zlib.error``)."""
-    header, body = _inflate(blob).split("\n", 1)
+    only their texts' contents, or their lengths; see ``_pack``). Anything but a pack
+    ``_pack`` could have written raises ``ValueError`` (or ``TypeError``, ``zlib.error``)."""
+    return _body_parts(_inflate(blob))
+
+
+def _body_parts(text: str) -> tuple[list[str], list[int], list[str], list[list[int]]]:
+    """``_pack_parts`` of an inflated pack."""
+    header, body = text.split("\n", 1)
     fields = json.loads(header)
     runs: list[list[int]] = []
     if fields.__class__ is list and len(fields) == 4:
@@ -1819,10 +1866,11 @@ def _pack_parts(blob: bytes) -> tuple[list[str], list[int], list[str], list[list
     for run in runs:
         if (
             run.__class__ is not list
-            or len(run) != 5
+            or len(run) not in (5, 9)
             or any(x.__class__ is not int for x in run)
             or run[0] < end
             or run[1] < 1
+            or (len(run) == 9 and min(run[5:]) < 0)
         ):
             raise ValueError(f"an unexpected chunk run in a pack: {run!r}")
         end = run[0] + run[1]
@@ -1861,22 +1909,135 @@ def _pack_types(blob: bytes) -> list[str]:
     return [str(t) for t in table]
 
 
+class _ReplyTexts:
+    """The text blocks of the replies a read's chunk runs point at (see ``_pack``), each
+    reply's row fetched and decoded once per read. A run pointing at no row, at a row
+    that is not an assistant message, or at a block that is not text is ``ValueError``
+    (the read names the file)."""
+
+    __slots__ = ("_contents", "_fetch", "_gone")
+
+    def __init__(
+        self,
+        fetch: Callable[[int], tuple[int, bytes, str | bytes] | None],
+        gone: Callable[[], object] | None = None,
+    ) -> None:
+        self._fetch = fetch  # (kind, type, data) of the session's row at a seq
+        self._gone = gone  # raises SessionNotFoundError when the session went meanwhile
+        self._contents: dict[int, list[Any]] = {}
+
+    @classmethod
+    def of(cls, raw: sqlite3.Connection, key: int) -> _ReplyTexts:
+        """The replies of the session with this key."""
+        sql = "SELECT kind, type, data FROM events WHERE session = ? AND seq = ?"
+        return cls(lambda seq: raw.execute(sql, (key, seq)).fetchone())
+
+    def __call__(self, seq: int, block: int) -> str:
+        content = self._contents.get(seq)
+        if content is None:
+            row = self._fetch(seq)
+            if row is None:
+                if self._gone is not None:
+                    self._gone()
+                raise ValueError(f"a chunk run points at event {seq}, which is not stored")
+            kind, raw_type, data = row
+            if kind != KIND_SURFACE or raw_type != _ASSISTANT_MESSAGE_TYPE:
+                raise ValueError(f"a chunk run points at event {seq}, not an assistant message")
+            decoded = loads_exact(_text(data))
+            message = decoded.get("message") if isinstance(decoded, dict) else None
+            content = message.get("content") if isinstance(message, dict) else None
+            if not isinstance(content, list):
+                raise ValueError(f"a chunk run points at event {seq}, which has no content")
+            self._contents[seq] = content
+        found = content[block] if block < len(content) else None
+        text = found.get("text") if isinstance(found, dict) else None
+        if found is None or found.get("type") != "text" or text.__class__ is not str:
+            raise ValueError(f"a chunk run points at block {block} of event {seq}: not a text")
+        return text
+
+
+_ASSISTANT_MESSAGE_TYPE = encode_text(ASSISTANT_MESSAGE)
+
+
+def _unlink_runs(
+    body: bytes, first: int, wanted: Container[int] | None, replies: _ReplyTexts | None
+) -> bytes:
+    """An inflated pack whose chunk runs that point at a reply (see ``_pack``) are text
+    runs again: each line's text is its slice of the reply's text block, escaped by
+    ``dumps_js`` as the append escaped the chunk's text (the append linked the run only
+    when those were the very texts of its lines), and the run loses its last four
+    fields. A linked run none of whose seqs is ``wanted`` gets empty texts instead (no
+    reader looks at them). Any other pack is returned as it is."""
+    newline = body.find(b"\n")
+    if newline < 3 or body[newline - 3 : newline] != b"]]]":
+        return body  # no chunk runs (a header's runs field is its last, a list of lists)
+    fields = loads_exact(body[:newline].decode("utf-8"))  # lists are FrozenLists
+    if (
+        not isinstance(fields, list)
+        or len(fields) != 4
+        or not isinstance(fields[0], list)
+        or any(t.__class__ is not str for t in fields[0])
+        or not isinstance(fields[3], list)
+        or all(not isinstance(run, list) or len(run) != 9 for run in fields[3])
+    ):
+        return body  # no linked run (or no pack: the reader says how)
+    lines = body[newline + 1 :].decode("utf-8").split("\n")
+    runs = list(fields[3])
+    for r, run in enumerate(runs):
+        if not isinstance(run, list) or len(run) != 9:
+            continue
+        if any(x.__class__ is not int for x in run) or min(run[5:]) < 0 or run[0] < 0:
+            raise ValueError(f"an unexpected chunk run in a pack: {run!r}")
+        start, count, _turn, _step, _index, seq, block, offset, size = run
+        if count < 1 or start + count > len(lines):
+            raise ValueError(f"a pack's chunk runs reach line {start + count} of {len(lines)}")
+        if wanted is not None and not any(first + start + k in wanted for k in range(count)):
+            lines[start : start + count] = [""] * count
+        else:
+            if replies is None:
+                raise ValueError(f"a chunk run points at event {seq}, which this read cannot see")
+            text = replies(seq, block)
+            stored = ",".join(lines[start : start + count])
+            lengths = loads_exact("[" + stored + "]")  # ValueError when not JSON
+            if len(lengths) != count or set(map(type, lengths)) != {int} or min(lengths) < 0:
+                raise ValueError(f"a chunk run's lengths are not lengths: {stored[:40]!r}")
+            bounds = list(accumulate(lengths, initial=offset))
+            if bounds[-1] > len(text):
+                raise ValueError(
+                    f"a chunk run reaches code point {bounds[-1]} of a text of {len(text)} "
+                    f"(event {seq})"
+                )
+            pieces = [text[a:b] for a, b in pairwise(bounds)]
+            escaped = dumps_js(pieces)[2:-2].split('","')
+            if sum(map(len, escaped)) != size:
+                raise ValueError(f"a chunk run's texts are not the {size} characters it says")
+            lines[start : start + count] = escaped
+        runs[r] = list(run[:5])
+    header = [fields[0], fields[1], fields[2], runs]
+    return (_pack_header(header) + "\n" + "\n".join(lines)).encode("utf-8")
+
+
 def _unpack_events(
-    first: int, n: int, blob: bytes, wanted: Container[int] | None = None
+    first: int,
+    n: int,
+    blob: bytes,
+    wanted: Container[int] | None = None,
+    replies: _ReplyTexts | None = None,
 ) -> list[Event]:
-    """The pack's events (only those whose seq is in ``wanted``, when given).
+    """The pack's events (only those whose seq is in ``wanted``, when given); its chunk
+    runs that point at a reply take their texts from ``replies`` (``_unlink_runs``).
 
     ``core._speedups.unpack_events`` decodes them in one C pass where it is built (chunk
     runs included: it rebuilds each run line's text, then parses it); it declines
     (``ValueError``) any pack but the plain ones ``_pack`` writes, which then take the
     reference path (``_py_unpack_events``: its value, or its error)."""
+    body = _unlink_runs(zlib.decompress(blob), first, wanted, replies)
     if _C_UNPACK_EVENTS is not None:
-        body = zlib.decompress(blob)
         try:
             return _C_UNPACK_EVENTS(first, n, body, wanted)
         except ValueError:
             pass
-    return _py_unpack_events(first, n, blob, wanted)
+    return _py_unpack_body(first, n, body, wanted)
 
 
 _C_UNPACK_EVENTS: Callable[[int, int, bytes, Container[int] | None], list[Event]] | None = getattr(
@@ -1885,10 +2046,24 @@ _C_UNPACK_EVENTS: Callable[[int, int, bytes, Container[int] | None], list[Event]
 
 
 def _py_unpack_events(
-    first: int, n: int, blob: bytes, wanted: Container[int] | None = None
+    first: int,
+    n: int,
+    blob: bytes,
+    wanted: Container[int] | None = None,
+    replies: _ReplyTexts | None = None,
 ) -> list[Event]:
     """``_unpack_events`` in Python: the reference of the C version."""
-    types, times, lines, runs = _pack_parts(blob)
+    body = _unlink_runs(zlib.decompress(blob), first, wanted, replies)
+    return _py_unpack_body(first, n, body, wanted)
+
+
+def _py_unpack_body(
+    first: int, n: int, body: bytes, wanted: Container[int] | None = None
+) -> list[Event]:
+    """``_py_unpack_events`` of an inflated pack without linked runs."""
+    types, times, lines, runs = _body_parts(body.decode("utf-8"))
+    if any(len(run) != 5 for run in runs):
+        raise ValueError("a pack's chunk run points at a reply this read did not resolve")
     build = build_event
     if wanted is not None:
         if len(lines) != n or len(types) != n:
@@ -1948,10 +2123,11 @@ def _bodies_at(
     out: dict[int, tuple[str, Any]] = {}
     types: dict[bytes, str] = {}
     wanted = set(seqs)
+    replies = _ReplyTexts.of(raw, key)
     try:
         for seq, n, raw_type, kind, data in _rows_at(raw, key, seqs, "seq, n, type, kind, data"):
             if kind == KIND_PACK:
-                for event in _unpack_events(seq, n, data, wanted):
+                for event in _unpack_events(seq, n, data, wanted, replies):
                     out[event.seq] = (event.type, event.data)
                 continue
             type_ = types.get(raw_type)
@@ -1995,6 +2171,9 @@ def _insert_events(
         for kind, v in zip(kinds, batch, strict=True)
     ]
     rows: list[tuple[Any, ...]] = []
+    drafts: list[_PackDraft] = []  # the packs this batch writes
+    opened: _PackDraft | None = None  # the open pack, when read
+    extended = False  # whether this batch added events to it
     i, count = 0, len(batch)
     while i < count:
         v = batch[i]
@@ -2018,8 +2197,11 @@ def _insert_events(
         end = i + 1
         while end < count and packable[end]:
             end += 1
-        if i == 0 and open_pack is not None:
-            i = _extend_pack(raw, key, first, open_pack, batch, end)
+        if i == 0 and open_pack is not None and open_pack[1] < _PACK_MAX_EVENTS:
+            opened = _open_draft(open_pack, first)
+            if opened is not None:
+                i = _fill_draft(opened, batch, end)
+                extended = i > 0
         while i < end:
             stop, size = i, 0
             while stop < end and stop - i < _PACK_MAX_EVENTS:
@@ -2044,6 +2226,9 @@ def _insert_events(
                     )
                 )
             else:
+                draft = _PackDraft(first + i, [e.type for e in run], [e.time for e in run])
+                _add_lines(draft.lines, draft.runs, [e.data_json for e in run])
+                drafts.append(draft)
                 rows.append(
                     (
                         key,
@@ -2052,15 +2237,38 @@ def _insert_events(
                         encode_text(run[0].type),
                         run[-1].time,
                         KIND_PACK,
-                        _pack(
-                            [e.type for e in run], [e.time for e in run], [e.data_json for e in run]
-                        ),
+                        draft,  # its blob once the batch's messages are linked
                         None,
                         None,
                         None,
                     )
                 )
             i = stop
+    replies = [
+        (first + j, v.data)
+        for j, v in enumerate(batch)
+        if v.type == ASSISTANT_MESSAGE and v.surface_op == "append"
+    ]
+    stored: dict[int, _PackDraft | None] = {}  # the stored packs before the open one read
+    if replies:
+        if opened is None and open_pack is not None:
+            with contextlib.suppress(_DamagedPack):  # left as it is: reads name the damage
+                opened = _open_draft(open_pack, first)
+        for reply in replies:
+            _link_runs(_reply_packs(raw, key, rows, opened, stored, *reply), [reply])
+    if opened is not None and (extended or opened.linked):
+        raw.execute(
+            "UPDATE events SET n = ?, time = ?, data = ? WHERE session = ? AND seq = ?",
+            (len(opened.types), opened.times[-1], opened.blob(), key, opened.first),
+        )
+    for earlier in stored.values():
+        if earlier is not None and earlier.linked:
+            raw.execute(
+                "UPDATE events SET data = ? WHERE session = ? AND seq = ?",
+                (earlier.blob(), key, earlier.first),
+            )
+    if drafts:
+        rows = [row if row[6].__class__ is not _PackDraft else _with_blob(row) for row in rows]
     raw.executemany(_INSERT_EVENT_SQL, rows)
     _track_surface(raw, key, first, batch, codes)
     _index_events(raw, key, events, folder)
@@ -2159,19 +2367,43 @@ class _DamagedPack(Exception):
     """The open pack an append would extend does not decode (the append names the file)."""
 
 
-def _extend_pack(
-    raw: sqlite3.Connection,
-    key: int,
-    first: int,
-    open_pack: tuple[int, int, bytes],
-    batch: Sequence[ValidatedEvent],
-    end: int,
-) -> int:
-    """Move as many of ``batch[:end]`` into the open pack as it has room for; the index
-    of the first event left over."""
+class _PackDraft:
+    """A pack being written by an append: its events' types and times, its stored lines
+    and chunk runs (see ``_pack``); compressed once the batch's replies are linked."""
+
+    __slots__ = ("first", "lines", "linked", "runs", "times", "types")
+
+    def __init__(
+        self,
+        first: int,
+        types: list[str],
+        times: list[int],
+        lines: list[str] | None = None,
+        runs: list[list[int]] | None = None,
+    ) -> None:
+        self.first = first
+        self.types = types
+        self.times = times
+        self.lines: list[str] = [] if lines is None else lines
+        self.runs: list[list[int]] = [] if runs is None else runs
+        self.linked = False  # whether ``_link_runs`` pointed a run of it at a reply
+
+    def blob(self) -> bytes:
+        return _pack_blob(self.types, self.times, self.lines, self.runs)
+
+
+def _with_blob(row: tuple[Any, ...]) -> tuple[Any, ...]:
+    """An insert row whose data is a ``_PackDraft``, with the draft's blob instead."""
+    return (*row[:6], row[6].blob(), *row[7:])
+
+
+def _open_draft(open_pack: tuple[int, int, bytes], first: int) -> _PackDraft | None:
+    """The open pack (the session's last row, ``(seq, n, blob)``) as a draft, when it
+    ends right before ``first`` (else ``None``); laid out as ``_pack`` lays it out. One
+    that does not decode is ``_DamagedPack``."""
     seq, n, blob = open_pack
-    if seq + n != first or n >= _PACK_MAX_EVENTS:
-        return 0
+    if seq + n != first:
+        return None
     try:
         types, times, lines, runs = _pack_parts(blob)
     except (ValueError, TypeError, zlib.error) as err:
@@ -2181,7 +2413,16 @@ def _extend_pack(
         # its lines are its texts, laid out again as ``_pack`` lays them out.
         lines, texts = [], lines
         _add_lines(lines, runs, texts)
-    size = _text_size(lines, runs)
+    return _PackDraft(seq, types, times, lines, runs)
+
+
+def _fill_draft(draft: _PackDraft, batch: Sequence[ValidatedEvent], end: int) -> int:
+    """Move as many of ``batch[:end]`` into the open pack as it has room for; the index
+    of the first event left over."""
+    n = len(draft.types)
+    if n >= _PACK_MAX_EVENTS:
+        return 0
+    size = _text_size(draft.lines, draft.runs)
     take = 0
     while take < end and n + take < _PACK_MAX_EVENTS:
         size += len(batch[take].data_json) + 1
@@ -2191,24 +2432,144 @@ def _extend_pack(
     if take == 0:
         return 0
     added = batch[:take]
-    _add_lines(lines, runs, [e.data_json for e in added])
-    header_types = [*types, *(e.type for e in added)]
-    header_times = [*times, *(e.time for e in added)]
-    blob = _pack_blob(header_types, header_times, lines, runs)
-    raw.execute(
-        "UPDATE events SET n = ?, time = ?, data = ? WHERE session = ? AND seq = ?",
-        (n + take, added[-1].time, blob, key, seq),
-    )
+    _add_lines(draft.lines, draft.runs, [e.data_json for e in added])
+    draft.types += [e.type for e in added]
+    draft.times += [e.time for e in added]
     return take
+
+
+def _reply_packs(
+    raw: sqlite3.Connection,
+    key: int,
+    rows: Sequence[tuple[Any, ...]],
+    opened: _PackDraft | None,
+    stored: dict[int, _PackDraft | None],
+    seq: int,
+    data: Any,
+) -> list[_PackDraft]:
+    """The packs a reply at ``seq`` may link (``_link_runs``), in order: the packs right
+    before it, walking back over the rows (this batch's ``rows``, then the open pack,
+    then the packs stored before it, read once into ``stored`` by the seq they end
+    before) while each holds a chunk run of the reply's turn and step. The same packs
+    whether the reply was appended in one batch or streamed in many (paced and batch
+    appends write the same packs), and a reply of many packs is linked whole."""
+    turn, step = data.get("turn"), data.get("step")
+
+    def of_reply(draft: _PackDraft) -> bool:
+        return any(run[2] == turn and run[3] == step for run in draft.runs)
+
+    chain: list[_PackDraft] = []
+    for row in reversed(rows):
+        if row[1] >= seq:
+            continue
+        draft = row[6]
+        if draft.__class__ is not _PackDraft or not of_reply(draft):
+            chain.reverse()
+            return chain
+        chain.append(draft)
+    if opened is not None and of_reply(opened):
+        chain.append(opened)
+        before = opened.first
+        while True:
+            if before not in stored:
+                stored[before] = _stored_pack_before(raw, key, before)
+            found = stored[before]
+            if found is None or not of_reply(found):
+                break
+            chain.append(found)
+            before = found.first
+    chain.reverse()
+    return chain
+
+
+def _stored_pack_before(raw: sqlite3.Connection, key: int, before: int) -> _PackDraft | None:
+    """The session's row ending right before seq ``before`` as a draft, when it is a pack
+    that decodes (a damaged one is left as it is: its readers name the damage)."""
+    row = raw.execute(
+        "SELECT seq, n, kind, data FROM events WHERE session = ? AND seq < ? "
+        "ORDER BY seq DESC LIMIT 1",
+        (key, before),
+    ).fetchone()
+    if row is None or row[2] != KIND_PACK:
+        return None
+    try:
+        return _open_draft((row[0], row[1], row[3]), before)
+    except _DamagedPack:
+        return None
+
+
+def _link_runs(drafts: Sequence[_PackDraft], replies: Sequence[tuple[int, Any]]) -> bool:
+    """Point the chunk runs of ``drafts`` at the reply that holds their text (issue 15):
+    for each ``assistant/message`` of the batch (``(seq, data)``), each text run of the
+    same turn and step before it whose texts joined are, exactly, a part of one of the
+    message's text blocks becomes ``[start, count, turn, step, index, seq, block, offset,
+    chars]`` with each line the length of its text in code points (see ``_pack``). A run
+    that matches nothing stays as it is. Whether any run changed."""
+    changed = False
+    for seq, data in replies:
+        turn, step = data.get("turn"), data.get("step")
+        message = data.get("message")
+        content = message.get("content") if isinstance(message, dict) else None
+        if turn.__class__ is not int or step.__class__ is not int or not isinstance(content, list):
+            continue
+        blocks = [
+            (b, block["text"])
+            for b, block in enumerate(content)
+            if isinstance(block, dict)
+            and block.get("type") == "text"
+            and block.get("text").__class__ is str
+        ]
+        if not blocks:
+            continue
+        after: dict[int, int] = {}  # where the last run found in each block ended
+        for draft in drafts:
+            for r, run in enumerate(draft.runs):
+                start, count, run_turn, run_step = run[0], run[1], run[2], run[3]
+                if (
+                    len(run) != 5
+                    or run_turn != turn
+                    or run_step != step
+                    or draft.first + start + count > seq
+                ):
+                    continue
+                chars = draft.lines[start : start + count]
+                stored = '["' + '","'.join(chars) + '"]'
+                try:
+                    texts = loads_exact(stored)
+                except ValueError:
+                    continue
+                # Only when the read rebuilds these very lines from the texts (it escapes
+                # each with ``dumps_js``, as the append wrote it).
+                if dumps_js(texts) != stored:
+                    continue
+                whole = "".join(texts)
+                if not whole:
+                    continue
+                for b, text in blocks:
+                    at = text.find(whole, after.get(b, 0))
+                    if at < 0:
+                        at = text.find(whole)
+                    if at >= 0:
+                        break
+                else:
+                    continue
+                after[b] = at + len(whole)
+                draft.runs[r] = [*run, seq, b, at, sum(map(len, chars))]
+                draft.lines[start : start + count] = [str(len(t)) for t in texts]
+                draft.linked = changed = True
+    return changed
 
 
 def _text_size(lines: list[str], runs: list[list[int]]) -> int:
     """The length of a pack's data JSON texts joined by newlines (what bounds a pack),
     from its stored lines and chunk runs without rebuilding them."""
     size = sum(map(len, lines)) + len(lines) - 1
-    for _start, count, turn, step, index in runs:
+    for run in runs:
+        start, count, turn, step, index = run[:5]
         skeleton = len(_chunk_line(turn, step, 0, "")) - 1  # without the index's digit
         size += count * skeleton + sum(len(str(index + k)) for k in range(count))
+        if len(run) == 9:  # its lines hold lengths, its texts' escaped size is its last
+            size += run[8] - sum(map(len, lines[start : start + count]))
     return size
 
 
