@@ -33,6 +33,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import sqlite3
 import stat
 import threading
@@ -125,6 +126,8 @@ T = TypeVar("T")
 
 _BACKFILL = "SELECT 'dsh: fold every surface into its nodes'"
 """A migration statement run as Python (``_backfill_surfaces``), a no-op as SQL."""
+_REBUILD_SEARCH = "SELECT 'dsh: rebuild the search index from its rows'"
+"""A migration statement run as Python (``_rebuild_search_index``), a no-op as SQL."""
 
 # Forward migrations: MIGRATIONS[i] takes user_version i to i + 1, in one transaction.
 # To change the schema, append a step; never edit a released one.
@@ -307,6 +310,27 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         ) STRICT, WITHOUT ROWID
         """,
         "CREATE INDEX shares_by_grantee ON shares (grantee, session)",
+    ),
+    (
+        # Issue 15: the search index without positions (``detail = none``), half its size
+        # on disk. FTS5 can then no longer match a phrase: a term is looked up as the AND
+        # of its trigrams and every candidate is checked on its text (``search_messages``).
+        # The rows (and their ids, the newest-first order of search) are kept; the index
+        # is rebuilt from them (``_rebuild_search_index``, with progress).
+        "DROP TRIGGER search_messages_insert",
+        "DROP TRIGGER search_messages_delete",
+        "DROP TABLE search_index",
+        "CREATE VIRTUAL TABLE search_index USING fts5(text, content = 'search_messages', "
+        "content_rowid = 'id', tokenize = 'trigram case_sensitive 0', columnsize = 0, "
+        "detail = none)",
+        "CREATE TRIGGER search_messages_insert AFTER INSERT ON search_messages BEGIN "
+        "INSERT INTO search_index (rowid, text) VALUES (new.id, new.text); END",
+        "CREATE TRIGGER search_messages_delete AFTER DELETE ON search_messages BEGIN "
+        "INSERT INTO search_index (search_index, rowid, text) "
+        "VALUES ('delete', old.id, old.text); END",
+        # Run as Python: _rebuild_search_index (as SQL it does nothing: right for a
+        # database without messages).
+        _REBUILD_SEARCH,
     ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -502,6 +526,7 @@ class SqliteSessionStore:
         self._writes = 0
         self._listings: dict[str, tuple[tuple[int, int], Any]] = {}
         self._migration_progress: Callable[[int, int], None] | None = None
+        self._index_progress: Callable[[int, int], None] | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -535,21 +560,28 @@ class SqliteSessionStore:
         ``user`` is who the store acts as (default: the OS user): the owner of the
         sessions it creates, who sees only their own and those shared with them.
         A database written before the search index existed has its sessions indexed
-        here; ``progress`` (sessions done, sessions in all) follows that.
+        here, and one whose index predates schema v7 has it rebuilt; ``progress``
+        (sessions done, sessions in all) follows either.
         """
         db_path = Path(path) if path is not None else default_database_path()
         if not read_only and _file_is_read_only(db_path):
             read_only = True
+        index_progress = progress or terminal_progress(indexing_words)
         try:
             store = await cls._connect(
-                db_path, read_only, busy_timeout, progress=fold_progress, user=user
+                db_path,
+                read_only,
+                busy_timeout,
+                progress=fold_progress,
+                index_progress=index_progress,
+                user=user,
             )
         except DiskFullError as err:
             if read_only or not db_path.is_file():
                 raise
             return await cls._open_when_full(db_path, busy_timeout, err, user)
         try:
-            await store._index_pending(progress or terminal_progress(indexing_words))
+            await store._index_pending(index_progress)
         except BaseException:
             with contextlib.suppress(Exception):
                 await store.close()
@@ -591,6 +623,7 @@ class SqliteSessionStore:
         options: str = "mode=ro",
         *,
         progress: Callable[[int, int], None] | None = None,
+        index_progress: Callable[[int, int], None] | None = None,
         user: str | None = None,
     ) -> SqliteSessionStore:
         target = _connect_target(db_path, read_only, options)
@@ -609,6 +642,7 @@ class SqliteSessionStore:
             raise
         store = cls(conn, db_path, read_only=read_only, user=user)
         store._migration_progress = progress or terminal_progress()
+        store._index_progress = index_progress
         try:
             await store._setup(busy_timeout)
         except BaseException:
@@ -677,6 +711,9 @@ class SqliteSessionStore:
                         report = self._migration_progress
                         await conn._execute(_backfill_surfaces, conn._conn, report)  # type: ignore[no-untyped-call]
                         continue
+                    if statement == _REBUILD_SEARCH:
+                        await self._rebuild_search_index(conn)
+                        continue
                     await conn.execute(statement)
                 await conn.execute(f"PRAGMA user_version = {step + 1}")
             await conn.execute("COMMIT")
@@ -684,6 +721,34 @@ class SqliteSessionStore:
             with contextlib.suppress(sqlite3.Error):
                 await conn.execute("ROLLBACK")
             raise
+
+    async def _rebuild_search_index(self, conn: aiosqlite.Connection) -> None:
+        """Migration to schema v7: index every row of ``search_messages`` in the (new,
+        empty) ``search_index``, ``_PENDING_PER_TRANSACTION`` sessions per step, reporting
+        ``index_progress`` (sessions done, sessions in all) on the event loop after each
+        (the words a host shows for indexing; a TUI's callback must not run on the
+        connection's thread). All in the migration's transaction."""
+        raw: sqlite3.Connection = conn._conn
+
+        def sessions() -> list[int]:
+            sql = "SELECT DISTINCT session FROM search_messages ORDER BY session"
+            return [key for (key,) in raw.execute(sql)]
+
+        def index(keys: list[int]) -> None:
+            for key in keys:
+                raw.execute(
+                    "INSERT INTO search_index (rowid, text) "
+                    "SELECT id, text FROM search_messages WHERE session = ?",
+                    (key,),
+                )
+
+        keys: list[int] = await conn._execute(sessions)  # type: ignore[no-untyped-call]
+        report = self._index_progress
+        for start in range(0, len(keys), _PENDING_PER_TRANSACTION):
+            group = keys[start : start + _PENDING_PER_TRANSACTION]
+            await conn._execute(index, group)  # type: ignore[no-untyped-call]
+            if report is not None:
+                report(start + len(group), len(keys))
 
     async def _retry_busy(self, op: Callable[[], Awaitable[T]]) -> T:
         loop = asyncio.get_running_loop()
@@ -1486,18 +1551,26 @@ class SqliteSessionStore:
             return []
         long_terms = [t for t in terms if len(t) >= MIN_INDEXED_TERM]
         short_terms = [t for t in terms if len(t) < MIN_INDEXED_TERM]
-        sql = _search_sql(len(long_terms), len(short_terms))
-        params: list[Any] = []
+        likes = [like_pattern(t) for t in short_terms]
         if long_terms:
-            params.append(" ".join(_fts_phrase(t) for t in long_terms))
-        params += [like_pattern(t) for t in short_terms]
-        params += self._readers
-        # Short terms only: the newest matches are the result (a few spare rows: every
-        # hit is checked by core.search.matches, which may fold case differently).
-        params.append(RANK_WINDOW if long_terms else wanted + 16)
+            sql = _search_sql(len(short_terms))
+            head: list[Any] = [" ".join(_fts_query(t) for t in long_terms), *likes]
+            patterns = [re.compile(re.escape(t), re.IGNORECASE) for t in long_terms]
 
-        def body(raw: sqlite3.Connection) -> list[tuple[str, int, str]]:
-            return [(decode_text(sid), seq, text) for sid, seq, text in raw.execute(sql, params)]
+            def body(raw: sqlite3.Connection) -> list[tuple[str, int, str]]:
+                return _window(raw, sql, head, self._readers, patterns)
+
+        else:
+            # Short terms only: the newest matches are the result (a few spare rows: every
+            # hit is checked by core.search.matches, which may fold case differently).
+            short_sql = _short_search_sql(len(short_terms))
+            params = [*likes, *self._readers, wanted + 16]
+
+            def body(raw: sqlite3.Connection) -> list[tuple[str, int, str]]:
+                return [
+                    (decode_text(sid), seq, text)
+                    for _, sid, seq, text in raw.execute(short_sql, params)
+                ]
 
         found = await self._run_sync(body, write=False)
         # Ranking (BM25 counts and highlight spans over whole texts) takes seconds for a
@@ -2011,38 +2084,77 @@ _FTS_PHRASE_MAX = 32
 """Characters of a term looked up in the FTS5 index (the rest is checked on the rows)."""
 
 
-def _fts_phrase(term: str) -> str:
-    """``term`` as one FTS5 string (a phrase: with the trigram tokenizer, a substring):
-    its first ``_FTS_PHRASE_MAX`` characters only. FTS5 matches a phrase in time that grows
-    with its length times the occurrences of its trigrams in a message (a pasted 3,000
-    character term against one repetitive 200,000 character message took 8 s, holding the
-    connection); the prefix finds every message the whole term can be in, and
-    ``core.search.rank_hits`` keeps only those that contain the whole term."""
-    return '"' + term[:_FTS_PHRASE_MAX].replace('"', '""') + '"'
+def _fts_query(term: str) -> str:
+    """``term`` as an FTS5 query: the AND of the trigrams of its first ``_FTS_PHRASE_MAX``
+    characters (each one FTS5 string; the index keeps no positions, so it cannot match
+    them as a phrase). It finds every message the term can be in, and some it is not in:
+    ``_window`` checks each on its text. (A pasted 100,000 character term is looked up by
+    its prefix: the rows are checked against the whole term.)"""
+    head = term[:_FTS_PHRASE_MAX]
+    trigrams = dict.fromkeys(head[i : i + 3] for i in range(len(head) - 2))
+    return " AND ".join('"' + t.replace('"', '""') + '"' for t in trigrams)
 
 
-def _search_sql(long_terms: int, short_terms: int) -> str:
-    """The newest messages that may match (see ``search_messages``): found by FTS5 for the
-    long terms (a phrase each: a substring), by ``LIKE`` for the short ones; newest
-    first. They are ranked by ``core.search.rank_hits``."""
+def _search_sql(short_terms: int) -> str:
+    """A page of the newest messages that may match (see ``search_messages``): found by
+    FTS5 for the long terms (``_fts_query``), by ``LIKE`` for the short ones, below a
+    rowid; newest first. Its parameters: the FTS5 query, the short terms' patterns, the
+    two of ``_readable``, the rowid bound (exclusive), the page's size."""
     likes = " AND r.text LIKE ? ESCAPE '\\'" * short_terms
     # Only the sessions the store's user may read (issue 17), inside the window.
-    readable = f" AND {_readable('o')}"
-    if long_terms:
-        found = (
-            "SELECT i.rowid FROM search_index AS i JOIN search_messages AS r "
-            "ON r.id = i.rowid JOIN sessions AS o ON o.key = r.session "
-            f"WHERE search_index MATCH ?{likes}{readable} ORDER BY i.rowid DESC LIMIT ?"
-        )
-    else:
-        found = (
-            "SELECT r.id FROM search_messages AS r JOIN sessions AS o ON o.key = r.session "
-            f"WHERE 1{likes}{readable} ORDER BY r.id DESC LIMIT ?"
-        )
+    found = (
+        "SELECT i.rowid FROM search_index AS i JOIN search_messages AS r "
+        "ON r.id = i.rowid JOIN sessions AS o ON o.key = r.session "
+        f"WHERE search_index MATCH ?{likes} AND {_readable('o')} AND i.rowid < ? "
+        "ORDER BY i.rowid DESC LIMIT ?"
+    )
     return (
-        "SELECT s.id, m.seq, m.text FROM search_messages AS m "
+        "SELECT m.id, s.id, m.seq, m.text FROM search_messages AS m "
         f"JOIN sessions AS s ON s.key = m.session WHERE m.id IN ({found}) ORDER BY m.id DESC"
     )
+
+
+def _short_search_sql(short_terms: int) -> str:
+    """The newest messages holding every short term (``LIKE``), of sessions the user may
+    read; parameters: the patterns, the two of ``_readable``, the limit."""
+    likes = " AND r.text LIKE ? ESCAPE '\\'" * short_terms
+    found = (
+        "SELECT r.id FROM search_messages AS r JOIN sessions AS o ON o.key = r.session "
+        f"WHERE 1{likes} AND {_readable('o')} ORDER BY r.id DESC LIMIT ?"
+    )
+    return (
+        "SELECT m.id, s.id, m.seq, m.text FROM search_messages AS m "
+        f"JOIN sessions AS s ON s.key = m.session WHERE m.id IN ({found}) ORDER BY m.id DESC"
+    )
+
+
+_FIRST_PAGE = RANK_WINDOW + RANK_WINDOW // 4
+"""Candidates read by the first page of a search (most are true matches: one page)."""
+
+
+def _window(
+    raw: sqlite3.Connection,
+    sql: str,
+    head: Sequence[Any],
+    readers: Sequence[Any],
+    patterns: Sequence[re.Pattern[str]],
+) -> list[tuple[str, int, str]]:
+    """The newest ``RANK_WINDOW`` messages that truly hold every long term (``patterns``,
+    folded as ``core.search.matches`` does) among the candidates of ``sql`` (see
+    ``_search_sql``), read page by page newest first, each page twice the last, until
+    the window is full or no candidate is left: the same window as every store ranks."""
+    kept: list[tuple[str, int, str]] = []
+    below, page = _INT64_MAX, _FIRST_PAGE
+    while True:
+        rows = raw.execute(sql, (*head, *readers, below, page)).fetchall()
+        for _, sid, seq, text in rows:
+            if all(p.search(text) for p in patterns):
+                kept.append((decode_text(sid), seq, text))
+                if len(kept) == RANK_WINDOW:
+                    return kept
+        if len(rows) < page:
+            return kept
+        below, page = rows[-1][0], page * 2
 
 
 def _extend_pack(

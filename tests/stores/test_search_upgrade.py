@@ -4,11 +4,14 @@ progress), and the SQLite FTS5 index stays consistent with its rows."""
 from __future__ import annotations
 
 import asyncio
+import json
+import shutil
 import sqlite3
 import threading
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,9 +19,13 @@ from core.jsoncodec import dumps_js
 from core.log import Replace, user_message
 from core.search import SearchHit, rank_hits, unindexed_notice
 from stores import SqliteSessionStore, open_store
-from stores.sqlite import _FTS_PHRASE_MAX, SCHEMA_VERSION, _fts_phrase
+from stores.sqlite import _FTS_PHRASE_MAX, SCHEMA_VERSION, _fts_query
 from tests.pgcluster import SECRET_PASSWORD, SECRET_ROLE, Cluster
 from tests.stores.fixtures.make_v2_fixture import IDS
+from tests.stores.fixtures.make_v6_fixture import DB as V6_DB
+from tests.stores.fixtures.make_v6_fixture import EXPECTED as V6_EXPECTED
+from tests.stores.fixtures.make_v6_fixture import QUERIES as V6_QUERIES
+from tests.stores.fixtures.make_v6_fixture import USERS as V6_USERS
 from tests.stores.test_sqlite_migration import copy_fixture
 
 MSG = "user/message"
@@ -210,8 +217,10 @@ async def test_a_long_term_is_looked_up_by_its_prefix_and_checked_whole(tmp_path
     # its trigrams: a pasted 100,000 character term against one repetitive message held
     # the connection for minutes. The index is asked for a bounded prefix; the rows are
     # checked against the whole term (a message holding only the prefix is no hit).
-    assert _fts_phrase("z" * 100_000) == '"' + "z" * _FTS_PHRASE_MAX + '"'
-    assert _fts_phrase('a"b') == '"a""b"'
+    assert _fts_query("z" * 100_000) == '"zzz"'
+    assert _fts_query("x" + "y" * 100_000) == '"xyy" AND "yyy"'
+    assert _fts_query("abcd") == '"abc" AND "bcd"'
+    assert _fts_query('a"b"') == '"a""b" AND """b"""'
     async with await SqliteSessionStore.open(tmp_path / "dsh.sqlite3") as store:
         await store.create_session("big", created_at=1)
         await store.append("big", MSG, user_message("z" * 200_000), surface_op="append")
@@ -319,3 +328,63 @@ async def test_a_read_only_sqlite_database_says_how_many_sessions_search_misses(
         "2 sessions are not indexed yet (the database is read-only); they are indexed the "
         "next time dsh opens it for writing"
     )
+
+
+def hit_json(hit: SearchHit) -> list[Any]:
+    # The id as its surrogatepass bytes: JSON would join the fixture's surrogate pair.
+    sid = hit.session_id.encode("utf-8", "surrogatepass").hex()
+    return [sid, hit.seq, hit.snippet, [list(s) for s in hit.spans], hit.score]
+
+
+async def test_a_v6_database_gets_the_smaller_index_and_searches_the_same(tmp_path: Path) -> None:
+    """A database written by c1863bd (schema v6: an index with positions) is upgraded to
+    the index without them (its rows and their order kept; progress by sessions): every
+    query finds what that store found, as each user (owner, grantee, stranger)."""
+    path = tmp_path / "v6.sqlite3"
+    shutil.copyfile(V6_DB, path)
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone() == (6,)
+    want = json.loads(V6_EXPECTED.read_text(encoding="ascii"))
+    seen: list[tuple[int, int]] = []
+    async with await SqliteSessionStore.open(
+        path, user=V6_USERS[0], progress=lambda *p: seen.append(p)
+    ) as store:
+        # gamma, alpha, beta, shared: 4 sessions with rows (the deleted one has none).
+        assert seen == [(4, 4)]
+        assert {
+            q: [hit_json(h) for h in await store.search_messages(q, limit=20)] for q in V6_QUERIES
+        } == want[V6_USERS[0]]
+    for user in V6_USERS[1:]:
+        async with await SqliteSessionStore.open(path, user=user) as reader:
+            got = {
+                q: [hit_json(h) for h in await reader.search_messages(q, limit=20)]
+                for q in V6_QUERIES
+            }
+            assert got == want[user], user
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
+        (sql,) = conn.execute(
+            "SELECT sql FROM sqlite_schema WHERE name = 'search_index'"
+        ).fetchone()
+    assert "detail = none" in sql
+    fts_integrity(path)
+    # It stays right through appends, replaces and deletes.
+    async with await SqliteSessionStore.open(path, user=V6_USERS[0]) as store:
+        await store.append("alpha", MSG, user_message("fresh omicron"), surface_op="append")
+        last = await store.last_surface_seq("alpha")
+        assert last is not None
+        await store.append(
+            "alpha",
+            MSG,
+            user_message("omicron edited"),
+            surface_op=Replace(last, last),
+            source_event_seqs=[last],
+        )
+        assert [h.snippet for h in await store.search_messages("omicron")] == ["omicron edited"]
+        await store.delete_session("gamma")
+        assert await store.search_messages("summary") == []
+    fts_integrity(path)
+    seen.clear()
+    async with await SqliteSessionStore.open(path, progress=lambda *p: seen.append(p)):
+        pass
+    assert seen == []
