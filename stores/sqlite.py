@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import os
 import re
@@ -77,6 +78,7 @@ from core.log import (
 from core.query import MessageTail, SessionTitle, TailWalk
 from core.references.projection import MessageSums, projection_code
 from core.search import (
+    MAX_TERMS,
     MIN_INDEXED_TERM,
     RANK_WINDOW,
     SearchHit,
@@ -659,6 +661,7 @@ class SqliteSessionStore:
             await conn.execute("PRAGMA foreign_keys = ON")
             user = self._user
             await conn.create_function("dsh_user", 0, lambda: user)  # for migrations
+            await conn.create_function("dsh_holds", 2, _holds, deterministic=True)  # search
             version = await self._user_version()
             if version > SCHEMA_VERSION:
                 raise StoreError(
@@ -1551,26 +1554,19 @@ class SqliteSessionStore:
             return []
         long_terms = [t for t in terms if len(t) >= MIN_INDEXED_TERM]
         short_terms = [t for t in terms if len(t) < MIN_INDEXED_TERM]
-        likes = [like_pattern(t) for t in short_terms]
+        sql = _search_sql(len(long_terms), len(short_terms))
+        params: list[Any] = []
         if long_terms:
-            sql = _search_sql(len(short_terms))
-            head: list[Any] = [" ".join(_fts_query(t) for t in long_terms), *likes]
-            patterns = [re.compile(re.escape(t), re.IGNORECASE) for t in long_terms]
+            params.append(" AND ".join(_fts_query(t) for t in long_terms))
+            params += long_terms  # each checked whole on the text (see _search_sql)
+        params += [like_pattern(t) for t in short_terms]
+        params += self._readers
+        # Short terms only: the newest matches are the result (a few spare rows: every
+        # hit is checked by core.search.matches, which may fold case differently).
+        params.append(RANK_WINDOW if long_terms else wanted + 16)
 
-            def body(raw: sqlite3.Connection) -> list[tuple[str, int, str]]:
-                return _window(raw, sql, head, self._readers, patterns)
-
-        else:
-            # Short terms only: the newest matches are the result (a few spare rows: every
-            # hit is checked by core.search.matches, which may fold case differently).
-            short_sql = _short_search_sql(len(short_terms))
-            params = [*likes, *self._readers, wanted + 16]
-
-            def body(raw: sqlite3.Connection) -> list[tuple[str, int, str]]:
-                return [
-                    (decode_text(sid), seq, text)
-                    for _, sid, seq, text in raw.execute(short_sql, params)
-                ]
+        def body(raw: sqlite3.Connection) -> list[tuple[str, int, str]]:
+            return [(decode_text(sid), seq, text) for sid, seq, text in raw.execute(sql, params)]
 
         found = await self._run_sync(body, write=False)
         # Ranking (BM25 counts and highlight spans over whole texts) takes seconds for a
@@ -2088,73 +2084,49 @@ def _fts_query(term: str) -> str:
     """``term`` as an FTS5 query: the AND of the trigrams of its first ``_FTS_PHRASE_MAX``
     characters (each one FTS5 string; the index keeps no positions, so it cannot match
     them as a phrase). It finds every message the term can be in, and some it is not in:
-    ``_window`` checks each on its text. (A pasted 100,000 character term is looked up by
+    ``dsh_holds`` checks each on its text. (A pasted 100,000 character term is looked up by
     its prefix: the rows are checked against the whole term.)"""
     head = term[:_FTS_PHRASE_MAX]
     trigrams = dict.fromkeys(head[i : i + 3] for i in range(len(head) - 2))
     return " AND ".join('"' + t.replace('"', '""') + '"' for t in trigrams)
 
 
-def _search_sql(short_terms: int) -> str:
-    """A page of the newest messages that may match (see ``search_messages``): found by
-    FTS5 for the long terms (``_fts_query``), by ``LIKE`` for the short ones, below a
-    rowid; newest first. Its parameters: the FTS5 query, the short terms' patterns, the
-    two of ``_readable``, the rowid bound (exclusive), the page's size."""
+def _search_sql(long_terms: int, short_terms: int) -> str:
+    """The newest messages that may match (see ``search_messages``), newest first: for
+    the long terms, FTS5 finds the messages holding their trigrams (``_fts_query``) and
+    ``dsh_holds`` keeps those holding each term whole, folded as ``core.search.matches``
+    folds it (so the window is the newest ``RANK_WINDOW`` true matches, as on every
+    store); ``LIKE`` finds the short ones. They are ranked by ``core.search.rank_hits``."""
+    holds = " AND dsh_holds(r.text, ?)" * long_terms
     likes = " AND r.text LIKE ? ESCAPE '\\'" * short_terms
     # Only the sessions the store's user may read (issue 17), inside the window.
-    found = (
-        "SELECT i.rowid FROM search_index AS i JOIN search_messages AS r "
-        "ON r.id = i.rowid JOIN sessions AS o ON o.key = r.session "
-        f"WHERE search_index MATCH ?{likes} AND {_readable('o')} AND i.rowid < ? "
-        "ORDER BY i.rowid DESC LIMIT ?"
-    )
+    readable = f" AND {_readable('o')}"
+    if long_terms:
+        found = (
+            "SELECT i.rowid FROM search_index AS i JOIN search_messages AS r "
+            "ON r.id = i.rowid JOIN sessions AS o ON o.key = r.session "
+            f"WHERE search_index MATCH ?{holds}{likes}{readable} ORDER BY i.rowid DESC LIMIT ?"
+        )
+    else:
+        found = (
+            "SELECT r.id FROM search_messages AS r JOIN sessions AS o ON o.key = r.session "
+            f"WHERE 1{likes}{readable} ORDER BY r.id DESC LIMIT ?"
+        )
     return (
-        "SELECT m.id, s.id, m.seq, m.text FROM search_messages AS m "
+        "SELECT s.id, m.seq, m.text FROM search_messages AS m "
         f"JOIN sessions AS s ON s.key = m.session WHERE m.id IN ({found}) ORDER BY m.id DESC"
     )
 
 
-def _short_search_sql(short_terms: int) -> str:
-    """The newest messages holding every short term (``LIKE``), of sessions the user may
-    read; parameters: the patterns, the two of ``_readable``, the limit."""
-    likes = " AND r.text LIKE ? ESCAPE '\\'" * short_terms
-    found = (
-        "SELECT r.id FROM search_messages AS r JOIN sessions AS o ON o.key = r.session "
-        f"WHERE 1{likes} AND {_readable('o')} ORDER BY r.id DESC LIMIT ?"
-    )
-    return (
-        "SELECT m.id, s.id, m.seq, m.text FROM search_messages AS m "
-        f"JOIN sessions AS s ON s.key = m.session WHERE m.id IN ({found}) ORDER BY m.id DESC"
-    )
+@functools.lru_cache(maxsize=2 * MAX_TERMS)
+def _term_pattern(term: str) -> re.Pattern[str]:
+    return re.compile(re.escape(term), re.IGNORECASE)
 
 
-_FIRST_PAGE = RANK_WINDOW + RANK_WINDOW // 4
-"""Candidates read by the first page of a search (most are true matches: one page)."""
-
-
-def _window(
-    raw: sqlite3.Connection,
-    sql: str,
-    head: Sequence[Any],
-    readers: Sequence[Any],
-    patterns: Sequence[re.Pattern[str]],
-) -> list[tuple[str, int, str]]:
-    """The newest ``RANK_WINDOW`` messages that truly hold every long term (``patterns``,
-    folded as ``core.search.matches`` does) among the candidates of ``sql`` (see
-    ``_search_sql``), read page by page newest first, each page twice the last, until
-    the window is full or no candidate is left: the same window as every store ranks."""
-    kept: list[tuple[str, int, str]] = []
-    below, page = _INT64_MAX, _FIRST_PAGE
-    while True:
-        rows = raw.execute(sql, (*head, *readers, below, page)).fetchall()
-        for _, sid, seq, text in rows:
-            if all(p.search(text) for p in patterns):
-                kept.append((decode_text(sid), seq, text))
-                if len(kept) == RANK_WINDOW:
-                    return kept
-        if len(rows) < page:
-            return kept
-        below, page = rows[-1][0], page * 2
+def _holds(text: str, term: str) -> bool:
+    """SQL ``dsh_holds(text, term)``: whether ``text`` contains ``term``, case folded as
+    ``core.search.matches`` does (registered on every connection, see ``_setup``)."""
+    return _term_pattern(term).search(text) is not None
 
 
 def _extend_pack(
