@@ -1554,11 +1554,14 @@ class SqliteSessionStore:
             return []
         long_terms = [t for t in terms if len(t) >= MIN_INDEXED_TERM]
         short_terms = [t for t in terms if len(t) < MIN_INDEXED_TERM]
-        sql = _search_sql(len(long_terms), len(short_terms))
+        wide = [_like_superset(t) for t in long_terms]
+        sql = _search_sql([w is not None for w in wide], len(short_terms))
         params: list[Any] = []
         if long_terms:
             params.append(" AND ".join(_fts_query(t) for t in long_terms))
-            params += long_terms  # each checked whole on the text (see _search_sql)
+            for term, like in zip(long_terms, wide, strict=True):
+                # Each checked on the text (see _search_sql): by LIKE first when it can.
+                params += [term] if like is None else [like, term]
         params += [like_pattern(t) for t in short_terms]
         params += self._readers
         # Short terms only: the newest matches are the result (a few spare rows: every
@@ -2091,13 +2094,20 @@ def _fts_query(term: str) -> str:
     return " AND ".join('"' + t.replace('"', '""') + '"' for t in trigrams)
 
 
-def _search_sql(long_terms: int, short_terms: int) -> str:
+def _search_sql(long_terms: Sequence[bool], short_terms: int) -> str:
     """The newest messages that may match (see ``search_messages``), newest first: for
     the long terms, FTS5 finds the messages holding their trigrams (``_fts_query``) and
     ``dsh_holds`` keeps those holding each term whole, folded as ``core.search.matches``
     folds it (so the window is the newest ``RANK_WINDOW`` true matches, as on every
-    store); ``LIKE`` finds the short ones. They are ranked by ``core.search.rank_hits``."""
-    holds = " AND dsh_holds(r.text, ?)" * long_terms
+    store), after a ``LIKE`` (``_like_superset``) for each term that has one (``True``
+    in ``long_terms``: most lookalikes are dropped without a call into Python); ``LIKE``
+    finds the short ones. They are ranked by ``core.search.rank_hits``."""
+    holds = "".join(
+        " AND r.text LIKE ? ESCAPE '\\' AND dsh_holds(r.text, ?)"
+        if like
+        else " AND dsh_holds(r.text, ?)"
+        for like in long_terms
+    )
     likes = " AND r.text LIKE ? ESCAPE '\\'" * short_terms
     # Only the sessions the store's user may read (issue 17), inside the window.
     readable = f" AND {_readable('o')}"
@@ -2116,6 +2126,23 @@ def _search_sql(long_terms: int, short_terms: int) -> str:
         "SELECT s.id, m.seq, m.text FROM search_messages AS m "
         f"JOIN sessions AS s ON s.key = m.session WHERE m.id IN ({found}) ORDER BY m.id DESC"
     )
+
+
+_WIDE_FOLDS = re.compile("[iksIKS]")
+"""The ASCII letters that ``re.IGNORECASE`` matches with a non-ASCII one too (İ, ı, the
+Kelvin sign, long s); every other ASCII character matches its ASCII cases only (a test
+checks every ASCII character against every code point)."""
+
+
+def _like_superset(term: str) -> str | None:
+    """A ``LIKE … ESCAPE '\\'`` pattern (which folds ASCII letters only) that every text
+    holding ``term`` as ``core.search.matches`` finds it matches: its first
+    ``_FTS_PHRASE_MAX`` characters, with ``_`` (any one character) for each letter
+    ``_WIDE_FOLDS`` holds. ``None`` for a term with a non-ASCII character (whose folds
+    are many: ``dsh_holds`` alone checks it)."""
+    if not term.isascii():
+        return None
+    return _WIDE_FOLDS.sub("_", like_pattern(term[:_FTS_PHRASE_MAX]))
 
 
 @functools.lru_cache(maxsize=2 * MAX_TERMS)

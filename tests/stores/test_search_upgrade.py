@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import shutil
 import sqlite3
 import threading
@@ -18,8 +19,8 @@ import pytest
 from core.jsoncodec import dumps_js
 from core.log import Replace, user_message
 from core.search import SearchHit, rank_hits, unindexed_notice
-from stores import SqliteSessionStore, open_store
-from stores.sqlite import _FTS_PHRASE_MAX, SCHEMA_VERSION, _fts_query
+from stores import MemorySessionStore, SqliteSessionStore, open_store
+from stores.sqlite import _FTS_PHRASE_MAX, SCHEMA_VERSION, _fts_query, _like_superset
 from tests.pgcluster import SECRET_PASSWORD, SECRET_ROLE, Cluster
 from tests.stores.fixtures.make_v2_fixture import IDS
 from tests.stores.fixtures.make_v6_fixture import DB as V6_DB
@@ -388,3 +389,40 @@ async def test_a_v6_database_gets_the_smaller_index_and_searches_the_same(tmp_pa
     async with await SqliteSessionStore.open(path, progress=lambda *p: seen.append(p)):
         pass
     assert seen == []
+
+
+def test_the_like_before_a_term_check_drops_no_true_match() -> None:
+    # SQLite drops most lookalike candidates (the term's trigrams, not the term) by a LIKE
+    # before the check in Python: it must let through every text that check keeps. Each
+    # ASCII character is tried against every code point it matches under re.IGNORECASE.
+    every = "".join(chr(c) for c in range(1, 0x110000) if not 0xD800 <= c <= 0xDFFF)
+    with sqlite3.connect(":memory:") as conn:
+        for code in range(1, 0x80):
+            ch = chr(code)
+            pattern = _like_superset(ch * 3)
+            assert pattern is not None
+            for folded in set(re.findall(re.escape(ch), every, re.IGNORECASE)):
+                (hit,) = conn.execute(
+                    "SELECT ? LIKE ? ESCAPE '\\'", (f"<{folded * 3}>", pattern)
+                ).fetchone()
+                assert hit == 1, (ch, folded)
+    assert _like_superset("检索") is None
+    assert _like_superset("a" * 100) == "%" + "a" * _FTS_PHRASE_MAX + "%"
+    assert _like_superset("100%_\\Kis") == "%100\\%\\_\\\\___%"
+
+
+async def test_what_the_like_lets_through_is_checked_as_every_store_checks(
+    tmp_path: Path,
+) -> None:
+    texts = ["ſtop the KELVIN ıt", "stop it", "st_p 100%", "sto p"]
+    memory = MemorySessionStore()
+    async with await SqliteSessionStore.open(tmp_path / "dsh.sqlite3") as store:
+        for each in (memory, store):
+            await each.create_session("s", created_at=1)
+            for text in texts:
+                await each.append("s", MSG, user_message(text), surface_op="append")
+        # (Not a short term: those are found by LIKE, which folds ASCII letters only; nor
+        # "istanbul": FTS5's trigrams do not fold İ, so it is no candidate, as before.)
+        for query in ("STOP", "kelvin", "st_p", "100%", "sto", "top the", "KELVIN ıt"):
+            assert await store.search_messages(query) == await memory.search_messages(query)
+        assert {h.seq for h in await store.search_messages("STOP")} == {0, 1}
