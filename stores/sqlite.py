@@ -19,6 +19,11 @@ date (``surface_nodes``: its nodes in order, with each one's projection code;
 ``read_message_tail`` reads the newest messages, the checkpoints and two sums instead of
 folding every surface row (``prepare`` is then bounded by what retention keeps).
 
+Search (schema v7, ``core.search``): ``search_messages`` holds the indexed text of each
+message on a surface, ``search_index`` a trigram FTS5 index over it without positions
+(``detail = none``: half the size of one with them), so a term is looked up as the AND of
+its trigrams and each candidate checked on its text inside the same query.
+
 Durability: WAL with ``synchronous = NORMAL``: a commit survives a crash of dsh, but a
 power loss may drop the last commits (never corrupt the file).
 
