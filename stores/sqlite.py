@@ -1564,10 +1564,9 @@ class SqliteSessionStore:
         params: list[Any] = []
         if long_terms:
             params.append(" AND ".join(_fts_query(t) for t in long_terms))
-            for term, like in zip(long_terms, wide, strict=True):
-                # Each checked on the text (see _search_sql): by LIKE first when it can.
-                params += [term] if like is None else [like, term]
+            params += [like for like in wide if like is not None]
         params += [like_pattern(t) for t in short_terms]
+        params += long_terms  # each checked whole on the text, last (see _search_sql)
         params += self._readers
         # Short terms only: the newest matches are the result (a few spare rows: every
         # hit is checked by core.search.matches, which may fold case differently).
@@ -2105,22 +2104,18 @@ def _search_sql(long_terms: Sequence[bool], short_terms: int) -> str:
     ``dsh_holds`` keeps those holding each term whole, folded as ``core.search.matches``
     folds it (so the window is the newest ``RANK_WINDOW`` true matches, as on every
     store), after a ``LIKE`` (``_like_superset``) for each term that has one (``True``
-    in ``long_terms``: most lookalikes are dropped without a call into Python); ``LIKE``
-    finds the short ones. They are ranked by ``core.search.rank_hits``."""
-    holds = "".join(
-        " AND r.text LIKE ? ESCAPE '\\' AND dsh_holds(r.text, ?)"
-        if like
-        else " AND dsh_holds(r.text, ?)"
-        for like in long_terms
-    )
-    likes = " AND r.text LIKE ? ESCAPE '\\'" * short_terms
+    in ``long_terms``) and the short terms' ``LIKE``: the conditions in C come first, so
+    most lookalikes, and the messages without a short term, are dropped without a call
+    into Python. They are ranked by ``core.search.rank_hits``."""
+    holds = " AND dsh_holds(r.text, ?)" * len(long_terms)
+    likes = " AND r.text LIKE ? ESCAPE '\\'" * (sum(long_terms) + short_terms)
     # Only the sessions the store's user may read (issue 17), inside the window.
     readable = f" AND {_readable('o')}"
     if long_terms:
         found = (
             "SELECT i.rowid FROM search_index AS i JOIN search_messages AS r "
             "ON r.id = i.rowid JOIN sessions AS o ON o.key = r.session "
-            f"WHERE search_index MATCH ?{holds}{likes}{readable} ORDER BY i.rowid DESC LIMIT ?"
+            f"WHERE search_index MATCH ?{likes}{holds}{readable} ORDER BY i.rowid DESC LIMIT ?"
         )
     else:
         found = (
