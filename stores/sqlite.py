@@ -742,19 +742,25 @@ class SqliteSessionStore:
             sql = "SELECT DISTINCT session FROM search_messages ORDER BY session"
             return [key for (key,) in raw.execute(sql)]
 
-        def index(keys: list[int]) -> None:
+        def index(keys: list[int], last: bool) -> None:
             for key in keys:
                 raw.execute(
                     "INSERT INTO search_index (rowid, text) "
                     "SELECT id, text FROM search_messages WHERE session = ?",
                     (key,),
                 )
+            if last:
+                # One segment: the rebuild leaves many, and merging them a little at
+                # every later append made those appends 3x slower for a while (200,000
+                # messages: 1,300 instead of 3,700 messages/s; the merge takes 0.6 s).
+                raw.execute("INSERT INTO search_index (search_index) VALUES ('optimize')")
 
         keys: list[int] = await conn._execute(sessions)  # type: ignore[no-untyped-call]
         report = self._index_progress
         for start in range(0, len(keys), _PENDING_PER_TRANSACTION):
             group = keys[start : start + _PENDING_PER_TRANSACTION]
-            await conn._execute(index, group)  # type: ignore[no-untyped-call]
+            last = start + len(group) == len(keys)
+            await conn._execute(index, group, last)  # type: ignore[no-untyped-call]
             if report is not None:
                 report(start + len(group), len(keys))
 
