@@ -2104,6 +2104,34 @@ def _fts_query(term: str) -> str:
     return " AND ".join('"' + t.replace('"', '""') + '"' for t in trigrams)
 
 
+_WIDE_FOLDS = re.compile("[iksIKS]")
+"""The ASCII letters that ``re.IGNORECASE`` matches with a non-ASCII one too (İ, ı, the
+Kelvin sign, long s); every other ASCII character matches its ASCII cases only (a test
+checks every ASCII character against every code point)."""
+
+
+def _like_superset(term: str) -> str | None:
+    """A ``LIKE … ESCAPE '\\'`` pattern (which folds ASCII letters only) that every text
+    holding ``term`` as ``core.search.matches`` finds it matches: its first
+    ``_FTS_PHRASE_MAX`` characters, with ``_`` (any one character) for each letter
+    ``_WIDE_FOLDS`` holds. ``None`` for a term with a non-ASCII character (whose folds
+    are many: ``dsh_holds`` alone checks it)."""
+    if not term.isascii():
+        return None
+    return _WIDE_FOLDS.sub("_", like_pattern(term[:_FTS_PHRASE_MAX]))
+
+
+@functools.lru_cache(maxsize=2 * MAX_TERMS)
+def _term_pattern(term: str) -> re.Pattern[str]:
+    return re.compile(re.escape(term), re.IGNORECASE)
+
+
+def _holds(text: str, term: str) -> bool:
+    """SQL ``dsh_holds(text, term)``: whether ``text`` contains ``term``, case folded as
+    ``core.search.matches`` does (registered on every connection, see ``_setup``)."""
+    return _term_pattern(term).search(text) is not None
+
+
 def _search_sql(long_terms: Sequence[bool], short_terms: int) -> str:
     """The newest messages that may match (see ``search_messages``), newest first: for
     the long terms, FTS5 finds the messages holding their trigrams (``_fts_query``) and
@@ -2132,34 +2160,6 @@ def _search_sql(long_terms: Sequence[bool], short_terms: int) -> str:
         "SELECT s.id, m.seq, m.text FROM search_messages AS m "
         f"JOIN sessions AS s ON s.key = m.session WHERE m.id IN ({found}) ORDER BY m.id DESC"
     )
-
-
-_WIDE_FOLDS = re.compile("[iksIKS]")
-"""The ASCII letters that ``re.IGNORECASE`` matches with a non-ASCII one too (İ, ı, the
-Kelvin sign, long s); every other ASCII character matches its ASCII cases only (a test
-checks every ASCII character against every code point)."""
-
-
-def _like_superset(term: str) -> str | None:
-    """A ``LIKE … ESCAPE '\\'`` pattern (which folds ASCII letters only) that every text
-    holding ``term`` as ``core.search.matches`` finds it matches: its first
-    ``_FTS_PHRASE_MAX`` characters, with ``_`` (any one character) for each letter
-    ``_WIDE_FOLDS`` holds. ``None`` for a term with a non-ASCII character (whose folds
-    are many: ``dsh_holds`` alone checks it)."""
-    if not term.isascii():
-        return None
-    return _WIDE_FOLDS.sub("_", like_pattern(term[:_FTS_PHRASE_MAX]))
-
-
-@functools.lru_cache(maxsize=2 * MAX_TERMS)
-def _term_pattern(term: str) -> re.Pattern[str]:
-    return re.compile(re.escape(term), re.IGNORECASE)
-
-
-def _holds(text: str, term: str) -> bool:
-    """SQL ``dsh_holds(text, term)``: whether ``text`` contains ``term``, case folded as
-    ``core.search.matches`` does (registered on every connection, see ``_setup``)."""
-    return _term_pattern(term).search(text) is not None
 
 
 def _extend_pack(
