@@ -26,6 +26,11 @@ date (``surface_nodes``: its nodes in order, with each one's projection code;
 ``read_message_tail`` reads the newest messages, the checkpoints and two sums instead of
 folding every surface row (``prepare`` is then bounded by what retention keeps).
 
+Search (schema v7, ``core.search``): ``search_messages`` holds the indexed text of each
+message on a surface, ``search_index`` a trigram FTS5 index over it without positions
+(``detail = none``: half the size of one with them), so a term is looked up as the AND of
+its trigrams and each candidate checked on its text inside the same query.
+
 Durability: WAL with ``synchronous = NORMAL``: a commit survives a crash of dsh, but a
 power loss may drop the last commits (never corrupt the file).
 
@@ -38,6 +43,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import os
 import re
@@ -85,6 +91,7 @@ from core.log import (
 from core.query import MessageTail, SessionTitle, TailWalk
 from core.references.projection import MessageSums, projection_code
 from core.search import (
+    MAX_TERMS,
     MIN_INDEXED_TERM,
     RANK_WINDOW,
     SearchHit,
@@ -134,6 +141,8 @@ T = TypeVar("T")
 
 _BACKFILL = "SELECT 'dsh: fold every surface into its nodes'"
 """A migration statement run as Python (``_backfill_surfaces``), a no-op as SQL."""
+_REBUILD_SEARCH = "SELECT 'dsh: rebuild the search index from its rows'"
+"""A migration statement run as Python (``_rebuild_search_index``), a no-op as SQL."""
 
 # Forward migrations: MIGRATIONS[i] takes user_version i to i + 1, in one transaction.
 # To change the schema, append a step; never edit a released one.
@@ -316,6 +325,27 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         ) STRICT, WITHOUT ROWID
         """,
         "CREATE INDEX shares_by_grantee ON shares (grantee, session)",
+    ),
+    (
+        # Issue 15: the search index without positions (``detail = none``), half its size
+        # on disk. FTS5 can then no longer match a phrase: a term is looked up as the AND
+        # of its trigrams and every candidate is checked on its text (``search_messages``).
+        # The rows (and their ids, the newest-first order of search) are kept; the index
+        # is rebuilt from them (``_rebuild_search_index``, with progress).
+        "DROP TRIGGER search_messages_insert",
+        "DROP TRIGGER search_messages_delete",
+        "DROP TABLE search_index",
+        "CREATE VIRTUAL TABLE search_index USING fts5(text, content = 'search_messages', "
+        "content_rowid = 'id', tokenize = 'trigram case_sensitive 0', columnsize = 0, "
+        "detail = none)",
+        "CREATE TRIGGER search_messages_insert AFTER INSERT ON search_messages BEGIN "
+        "INSERT INTO search_index (rowid, text) VALUES (new.id, new.text); END",
+        "CREATE TRIGGER search_messages_delete AFTER DELETE ON search_messages BEGIN "
+        "INSERT INTO search_index (search_index, rowid, text) "
+        "VALUES ('delete', old.id, old.text); END",
+        # Run as Python: _rebuild_search_index (as SQL it does nothing: right for a
+        # database without messages).
+        _REBUILD_SEARCH,
     ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -511,6 +541,7 @@ class SqliteSessionStore:
         self._writes = 0
         self._listings: dict[str, tuple[tuple[int, int], Any]] = {}
         self._migration_progress: Callable[[int, int], None] | None = None
+        self._index_progress: Callable[[int, int], None] | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -544,21 +575,28 @@ class SqliteSessionStore:
         ``user`` is who the store acts as (default: the OS user): the owner of the
         sessions it creates, who sees only their own and those shared with them.
         A database written before the search index existed has its sessions indexed
-        here; ``progress`` (sessions done, sessions in all) follows that.
+        here, and one whose index predates schema v7 has it rebuilt; ``progress``
+        (sessions done, sessions in all) follows either.
         """
         db_path = Path(path) if path is not None else default_database_path()
         if not read_only and _file_is_read_only(db_path):
             read_only = True
+        index_progress = progress or terminal_progress(indexing_words)
         try:
             store = await cls._connect(
-                db_path, read_only, busy_timeout, progress=fold_progress, user=user
+                db_path,
+                read_only,
+                busy_timeout,
+                progress=fold_progress,
+                index_progress=index_progress,
+                user=user,
             )
         except DiskFullError as err:
             if read_only or not db_path.is_file():
                 raise
             return await cls._open_when_full(db_path, busy_timeout, err, user)
         try:
-            await store._index_pending(progress or terminal_progress(indexing_words))
+            await store._index_pending(index_progress)
         except BaseException:
             with contextlib.suppress(Exception):
                 await store.close()
@@ -600,6 +638,7 @@ class SqliteSessionStore:
         options: str = "mode=ro",
         *,
         progress: Callable[[int, int], None] | None = None,
+        index_progress: Callable[[int, int], None] | None = None,
         user: str | None = None,
     ) -> SqliteSessionStore:
         target = _connect_target(db_path, read_only, options)
@@ -618,6 +657,7 @@ class SqliteSessionStore:
             raise
         store = cls(conn, db_path, read_only=read_only, user=user)
         store._migration_progress = progress or terminal_progress()
+        store._index_progress = index_progress
         try:
             await store._setup(busy_timeout)
         except BaseException:
@@ -634,6 +674,7 @@ class SqliteSessionStore:
             await conn.execute("PRAGMA foreign_keys = ON")
             user = self._user
             await conn.create_function("dsh_user", 0, lambda: user)  # for migrations
+            await conn.create_function("dsh_holds", 2, _holds, deterministic=True)  # search
             version = await self._user_version()
             if version > SCHEMA_VERSION:
                 raise StoreError(
@@ -686,6 +727,9 @@ class SqliteSessionStore:
                         report = self._migration_progress
                         await conn._execute(_backfill_surfaces, conn._conn, report)  # type: ignore[no-untyped-call]
                         continue
+                    if statement == _REBUILD_SEARCH:
+                        await self._rebuild_search_index(conn)
+                        continue
                     await conn.execute(statement)
                 await conn.execute(f"PRAGMA user_version = {step + 1}")
             await conn.execute("COMMIT")
@@ -693,6 +737,40 @@ class SqliteSessionStore:
             with contextlib.suppress(sqlite3.Error):
                 await conn.execute("ROLLBACK")
             raise
+
+    async def _rebuild_search_index(self, conn: aiosqlite.Connection) -> None:
+        """Migration to schema v7: index every row of ``search_messages`` in the (new,
+        empty) ``search_index``, ``_PENDING_PER_TRANSACTION`` sessions per step, reporting
+        ``index_progress`` (sessions done, sessions in all) on the event loop after each
+        (the words a host shows for indexing; a TUI's callback must not run on the
+        connection's thread). All in the migration's transaction."""
+        raw: sqlite3.Connection = conn._conn
+
+        def sessions() -> list[int]:
+            sql = "SELECT DISTINCT session FROM search_messages ORDER BY session"
+            return [key for (key,) in raw.execute(sql)]
+
+        def index(keys: list[int], last: bool) -> None:
+            for key in keys:
+                raw.execute(
+                    "INSERT INTO search_index (rowid, text) "
+                    "SELECT id, text FROM search_messages WHERE session = ?",
+                    (key,),
+                )
+            if last:
+                # One segment: the rebuild leaves many, and merging them a little at
+                # every later append made those appends 3x slower for a while (200,000
+                # messages: 1,300 instead of 3,700 messages/s; the merge takes 0.6 s).
+                raw.execute("INSERT INTO search_index (search_index) VALUES ('optimize')")
+
+        keys: list[int] = await conn._execute(sessions)  # type: ignore[no-untyped-call]
+        report = self._index_progress
+        for start in range(0, len(keys), _PENDING_PER_TRANSACTION):
+            group = keys[start : start + _PENDING_PER_TRANSACTION]
+            last = start + len(group) == len(keys)
+            await conn._execute(index, group, last)  # type: ignore[no-untyped-call]
+            if report is not None:
+                report(start + len(group), len(keys))
 
     async def _retry_busy(self, op: Callable[[], Awaitable[T]]) -> T:
         loop = asyncio.get_running_loop()
@@ -1518,11 +1596,14 @@ class SqliteSessionStore:
             return []
         long_terms = [t for t in terms if len(t) >= MIN_INDEXED_TERM]
         short_terms = [t for t in terms if len(t) < MIN_INDEXED_TERM]
-        sql = _search_sql(len(long_terms), len(short_terms))
+        wide = [_like_superset(t) for t in long_terms]
+        sql = _search_sql([w is not None for w in wide], len(short_terms))
         params: list[Any] = []
         if long_terms:
-            params.append(" ".join(_fts_phrase(t) for t in long_terms))
+            params.append(" AND ".join(_fts_query(t) for t in long_terms))
+            params += [like for like in wide if like is not None]
         params += [like_pattern(t) for t in short_terms]
+        params += long_terms  # each checked whole on the text, last (see _search_sql)
         params += self._readers
         # Short terms only: the newest matches are the result (a few spare rows: every
         # hit is checked by core.search.matches, which may fold case differently).
@@ -2329,28 +2410,63 @@ _FTS_PHRASE_MAX = 32
 """Characters of a term looked up in the FTS5 index (the rest is checked on the rows)."""
 
 
-def _fts_phrase(term: str) -> str:
-    """``term`` as one FTS5 string (a phrase: with the trigram tokenizer, a substring):
-    its first ``_FTS_PHRASE_MAX`` characters only. FTS5 matches a phrase in time that grows
-    with its length times the occurrences of its trigrams in a message (a pasted 3,000
-    character term against one repetitive 200,000 character message took 8 s, holding the
-    connection); the prefix finds every message the whole term can be in, and
-    ``core.search.rank_hits`` keeps only those that contain the whole term."""
-    return '"' + term[:_FTS_PHRASE_MAX].replace('"', '""') + '"'
+def _fts_query(term: str) -> str:
+    """``term`` as an FTS5 query: the AND of the trigrams of its first ``_FTS_PHRASE_MAX``
+    characters (each one FTS5 string; the index keeps no positions, so it cannot match
+    them as a phrase). It finds every message the term can be in, and some it is not in:
+    ``dsh_holds`` checks each on its text. (A pasted 100,000 character term is looked up by
+    its prefix: the rows are checked against the whole term.)"""
+    head = term[:_FTS_PHRASE_MAX]
+    trigrams = dict.fromkeys(head[i : i + 3] for i in range(len(head) - 2))
+    return " AND ".join('"' + t.replace('"', '""') + '"' for t in trigrams)
 
 
-def _search_sql(long_terms: int, short_terms: int) -> str:
-    """The newest messages that may match (see ``search_messages``): found by FTS5 for the
-    long terms (a phrase each: a substring), by ``LIKE`` for the short ones; newest
-    first. They are ranked by ``core.search.rank_hits``."""
-    likes = " AND r.text LIKE ? ESCAPE '\\'" * short_terms
+_WIDE_FOLDS = re.compile("[iksIKS]")
+"""The ASCII letters that ``re.IGNORECASE`` matches with a non-ASCII one too (İ, ı, the
+Kelvin sign, long s); every other ASCII character matches its ASCII cases only (a test
+checks every ASCII character against every code point)."""
+
+
+def _like_superset(term: str) -> str | None:
+    """A ``LIKE … ESCAPE '\\'`` pattern (which folds ASCII letters only) that every text
+    holding ``term`` as ``core.search.matches`` finds it matches: its first
+    ``_FTS_PHRASE_MAX`` characters, with ``_`` (any one character) for each letter
+    ``_WIDE_FOLDS`` holds. ``None`` for a term with a non-ASCII character (whose folds
+    are many: ``dsh_holds`` alone checks it)."""
+    if not term.isascii():
+        return None
+    return _WIDE_FOLDS.sub("_", like_pattern(term[:_FTS_PHRASE_MAX]))
+
+
+@functools.lru_cache(maxsize=2 * MAX_TERMS)
+def _term_pattern(term: str) -> re.Pattern[str]:
+    return re.compile(re.escape(term), re.IGNORECASE)
+
+
+def _holds(text: str, term: str) -> bool:
+    """SQL ``dsh_holds(text, term)``: whether ``text`` contains ``term``, case folded as
+    ``core.search.matches`` does (registered on every connection, see ``_setup``)."""
+    return _term_pattern(term).search(text) is not None
+
+
+def _search_sql(long_terms: Sequence[bool], short_terms: int) -> str:
+    """The newest messages that may match (see ``search_messages``), newest first: for
+    the long terms, FTS5 finds the messages holding their trigrams (``_fts_query``) and
+    ``dsh_holds`` keeps those holding each term whole, folded as ``core.search.matches``
+    folds it (so the window is the newest ``RANK_WINDOW`` true matches, as on every
+    store), after a ``LIKE`` (``_like_superset``) for each term that has one (``True``
+    in ``long_terms``) and the short terms' ``LIKE``: the conditions in C come first, so
+    most lookalikes, and the messages without a short term, are dropped without a call
+    into Python. They are ranked by ``core.search.rank_hits``."""
+    holds = " AND dsh_holds(r.text, ?)" * len(long_terms)
+    likes = " AND r.text LIKE ? ESCAPE '\\'" * (sum(long_terms) + short_terms)
     # Only the sessions the store's user may read (issue 17), inside the window.
     readable = f" AND {_readable('o')}"
     if long_terms:
         found = (
             "SELECT i.rowid FROM search_index AS i JOIN search_messages AS r "
             "ON r.id = i.rowid JOIN sessions AS o ON o.key = r.session "
-            f"WHERE search_index MATCH ?{likes}{readable} ORDER BY i.rowid DESC LIMIT ?"
+            f"WHERE search_index MATCH ?{likes}{holds}{readable} ORDER BY i.rowid DESC LIMIT ?"
         )
     else:
         found = (

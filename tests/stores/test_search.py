@@ -8,7 +8,7 @@ import pytest
 
 from core.errors import InvalidEventError
 from core.log import NewEvent, Replace, SessionHeader, assistant_message, user_message
-from core.search import SNIPPET_WIDTH, SearchHit
+from core.search import RANK_WINDOW, SNIPPET_WIDTH, SearchHit, rank_hits
 from stores import SessionStore
 
 MSG = "user/message"
@@ -263,3 +263,30 @@ async def test_case_is_folded_in_every_script_whatever_the_server_locale(
     assert places(await store.search_messages("ω.*[A]")) == [("p", 0)]
     assert places(await store.search_messages("(X) ^$ \\D+")) == [("p", 0)]
     assert await store.search_messages("ω..") == []
+
+
+async def test_the_window_is_the_newest_true_matches_when_lookalikes_crowd_it(
+    store: SessionStore,
+) -> None:
+    # SQLite's index keeps no positions: it finds messages holding the term's trigrams
+    # ("abc" and "bcd"), not the term ("abcd"), and checks each one. Newer lookalikes
+    # may not take the window's places: it is the newest RANK_WINDOW true matches.
+    true = [f"abcd {k}" for k in range(RANK_WINDOW + 100)]
+    await store.import_session(
+        SessionHeader("old", created_at=1),
+        [NewEvent(MSG, user_message(text), "append", time=2) for text in true],
+    )
+    await store.import_session(
+        SessionHeader("new", created_at=3),
+        [NewEvent(MSG, user_message(f"abc-bcd {k}"), "append", time=4) for k in range(3_000)],
+    )
+    found = [("old", seq, text) for seq, text in reversed(list(enumerate(true)))]
+    expected = rank_hits(found, ["abcd"], 20)
+    assert {h.seq for h in expected} <= set(range(100, RANK_WINDOW + 100))
+    assert await store.search_messages("abcd") == expected
+    window = await store.search_messages("abcd", limit=RANK_WINDOW + 100)
+    assert sorted(places(window)) == [("old", seq) for seq in range(100, RANK_WINDOW + 100)]
+    # A short term beside it narrows the candidates, not the rule.
+    assert places(await store.search_messages("abcd 7", limit=5)) == places(
+        rank_hits(found, ["abcd", "7"], 5)
+    )

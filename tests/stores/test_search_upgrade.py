@@ -4,21 +4,29 @@ progress), and the SQLite FTS5 index stays consistent with its rows."""
 from __future__ import annotations
 
 import asyncio
+import json
+import re
+import shutil
 import sqlite3
 import threading
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from core.jsoncodec import dumps_js
 from core.log import Replace, user_message
 from core.search import SearchHit, rank_hits, unindexed_notice
-from stores import SqliteSessionStore, open_store
-from stores.sqlite import _FTS_PHRASE_MAX, SCHEMA_VERSION, _fts_phrase
+from stores import MemorySessionStore, SqliteSessionStore, open_store
+from stores.sqlite import _FTS_PHRASE_MAX, SCHEMA_VERSION, _fts_query, _like_superset
 from tests.pgcluster import SECRET_PASSWORD, SECRET_ROLE, Cluster
 from tests.stores.fixtures.make_v2_fixture import IDS
+from tests.stores.fixtures.make_v6_fixture import DB as V6_DB
+from tests.stores.fixtures.make_v6_fixture import EXPECTED as V6_EXPECTED
+from tests.stores.fixtures.make_v6_fixture import QUERIES as V6_QUERIES
+from tests.stores.fixtures.make_v6_fixture import USERS as V6_USERS
 from tests.stores.test_sqlite_migration import copy_fixture
 
 MSG = "user/message"
@@ -210,8 +218,10 @@ async def test_a_long_term_is_looked_up_by_its_prefix_and_checked_whole(tmp_path
     # its trigrams: a pasted 100,000 character term against one repetitive message held
     # the connection for minutes. The index is asked for a bounded prefix; the rows are
     # checked against the whole term (a message holding only the prefix is no hit).
-    assert _fts_phrase("z" * 100_000) == '"' + "z" * _FTS_PHRASE_MAX + '"'
-    assert _fts_phrase('a"b') == '"a""b"'
+    assert _fts_query("z" * 100_000) == '"zzz"'
+    assert _fts_query("x" + "y" * 100_000) == '"xyy" AND "yyy"'
+    assert _fts_query("abcd") == '"abc" AND "bcd"'
+    assert _fts_query('a"b"') == '"a""b" AND """b"""'
     async with await SqliteSessionStore.open(tmp_path / "dsh.sqlite3") as store:
         await store.create_session("big", created_at=1)
         await store.append("big", MSG, user_message("z" * 200_000), surface_op="append")
@@ -319,3 +329,100 @@ async def test_a_read_only_sqlite_database_says_how_many_sessions_search_misses(
         "2 sessions are not indexed yet (the database is read-only); they are indexed the "
         "next time dsh opens it for writing"
     )
+
+
+def hit_json(hit: SearchHit) -> list[Any]:
+    # The id as its surrogatepass bytes: JSON would join the fixture's surrogate pair.
+    sid = hit.session_id.encode("utf-8", "surrogatepass").hex()
+    return [sid, hit.seq, hit.snippet, [list(s) for s in hit.spans], hit.score]
+
+
+async def test_a_v6_database_gets_the_smaller_index_and_searches_the_same(tmp_path: Path) -> None:
+    """A database written by c1863bd (schema v6: an index with positions) is upgraded to
+    the index without them (its rows and their order kept; progress by sessions): every
+    query finds what that store found, as each user (owner, grantee, stranger)."""
+    path = tmp_path / "v6.sqlite3"
+    shutil.copyfile(V6_DB, path)
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone() == (6,)
+    want = json.loads(V6_EXPECTED.read_text(encoding="ascii"))
+    seen: list[tuple[int, int]] = []
+    async with await SqliteSessionStore.open(
+        path, user=V6_USERS[0], progress=lambda *p: seen.append(p)
+    ) as store:
+        # gamma, alpha, beta, shared: 4 sessions with rows (the deleted one has none).
+        assert seen == [(4, 4)]
+        assert {
+            q: [hit_json(h) for h in await store.search_messages(q, limit=20)] for q in V6_QUERIES
+        } == want[V6_USERS[0]]
+    for user in V6_USERS[1:]:
+        async with await SqliteSessionStore.open(path, user=user) as reader:
+            got = {
+                q: [hit_json(h) for h in await reader.search_messages(q, limit=20)]
+                for q in V6_QUERIES
+            }
+            assert got == want[user], user
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
+        (sql,) = conn.execute(
+            "SELECT sql FROM sqlite_schema WHERE name = 'search_index'"
+        ).fetchone()
+    assert "detail = none" in sql
+    fts_integrity(path)
+    # It stays right through appends, replaces and deletes.
+    async with await SqliteSessionStore.open(path, user=V6_USERS[0]) as store:
+        await store.append("alpha", MSG, user_message("fresh omicron"), surface_op="append")
+        last = await store.last_surface_seq("alpha")
+        assert last is not None
+        await store.append(
+            "alpha",
+            MSG,
+            user_message("omicron edited"),
+            surface_op=Replace(last, last),
+            source_event_seqs=[last],
+        )
+        assert [h.snippet for h in await store.search_messages("omicron")] == ["omicron edited"]
+        await store.delete_session("gamma")
+        assert await store.search_messages("summary") == []
+    fts_integrity(path)
+    seen.clear()
+    async with await SqliteSessionStore.open(path, progress=lambda *p: seen.append(p)):
+        pass
+    assert seen == []
+
+
+def test_the_like_before_a_term_check_drops_no_true_match() -> None:
+    # SQLite drops most lookalike candidates (the term's trigrams, not the term) by a LIKE
+    # before the check in Python: it must let through every text that check keeps. Each
+    # ASCII character is tried against every code point it matches under re.IGNORECASE.
+    every = "".join(chr(c) for c in range(1, 0x110000) if not 0xD800 <= c <= 0xDFFF)
+    with sqlite3.connect(":memory:") as conn:
+        for code in range(1, 0x80):
+            ch = chr(code)
+            pattern = _like_superset(ch * 3)
+            assert pattern is not None
+            for folded in set(re.findall(re.escape(ch), every, re.IGNORECASE)):
+                (hit,) = conn.execute(
+                    "SELECT ? LIKE ? ESCAPE '\\'", (f"<{folded * 3}>", pattern)
+                ).fetchone()
+                assert hit == 1, (ch, folded)
+    assert _like_superset("检索") is None
+    assert _like_superset("a" * 100) == "%" + "a" * _FTS_PHRASE_MAX + "%"
+    assert _like_superset("100%_\\Kis") == "%100\\%\\_\\\\___%"
+
+
+async def test_what_the_like_lets_through_is_checked_as_every_store_checks(
+    tmp_path: Path,
+) -> None:
+    texts = ["ſtop the KELVIN ıt", "stop it", "st_p 100%", "sto p"]
+    memory = MemorySessionStore()
+    async with await SqliteSessionStore.open(tmp_path / "dsh.sqlite3") as store:
+        for each in (memory, store):
+            await each.create_session("s", created_at=1)
+            for text in texts:
+                await each.append("s", MSG, user_message(text), surface_op="append")
+        # (Not a short term: those are found by LIKE, which folds ASCII letters only; nor
+        # "istanbul": FTS5's trigrams do not fold İ, so it is no candidate, as before.)
+        for query in ("STOP", "kelvin", "st_p", "100%", "sto", "top the", "KELVIN ıt"):
+            assert await store.search_messages(query) == await memory.search_messages(query)
+        assert {h.seq for h in await store.search_messages("STOP")} == {0, 1}
