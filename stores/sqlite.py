@@ -332,6 +332,10 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         # of its trigrams and every candidate is checked on its text (``search_messages``).
         # The rows (and their ids, the newest-first order of search) are kept; the index
         # is rebuilt from them (``_rebuild_search_index``, with progress).
+        # From this version on, packs may also hold chunk runs, text or linked to their
+        # reply (see ``_pack``), which a dsh of schema v6 cannot read: this step's number
+        # makes it refuse the file ("newer than this dsh understands") instead of calling it
+        # corrupt.
         "DROP TRIGGER search_messages_insert",
         "DROP TRIGGER search_messages_delete",
         "DROP TABLE search_index",
