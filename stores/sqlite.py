@@ -1910,21 +1910,40 @@ def _pack_blob(
         position = {t: i for i, t in enumerate(table)}
         index = [position[t] for t in types]
     deltas = [times[0], *(b - a for a, b in pairwise(times))]
-    header: list[Any] = [table, index, deltas, runs] if runs else [table, index, deltas]
+    plain = all(t.isascii() and t.isprintable() for t in table)
+    header: list[Any] = (
+        [table, index, deltas, runs] if runs or not plain else [table, index, deltas]
+    )
     return zlib.compress(
         (_pack_header(header) + "\n" + "\n".join(lines)).encode("utf-8"), _ZLIB_LEVEL
     )
 
 
 def _pack_header(header: list[Any]) -> str:
-    """``json.dumps(header, separators=(",", ":"))``: written by the C encoder of
-    ``dumps_js`` when every type is printable ASCII (then the two agree: both escape only
-    the quote and the backslash), which skips a per-int ``repr`` of the times."""
+    """A pack's header line: ``json.dumps(header, separators=(",", ":"))`` when every type
+    is printable ASCII (written by the C encoder of ``dumps_js``, which then agrees: both
+    escape only the quote and the backslash; it skips a per-int ``repr`` of the times),
+    else ``dumps_js`` (non-ASCII kept as it is, each lone surrogate escaped on its own:
+    ``_header_fields`` reads it back exactly). Such a header always has four fields."""
     if all(t.isascii() and t.isprintable() for t in header[0]):
         text = _encode_js(header, False) if _encode_js is not None else None
         if text is not None:
             return text  # type: ignore[no-any-return]
-    return json.dumps(header, separators=(",", ":"))
+        return json.dumps(header, separators=(",", ":"))
+    return dumps_js(header)
+
+
+def _header_fields(text: str) -> Any:
+    """A pack's header line parsed. A header of four fields (chunk runs, or a type that
+    is not printable ASCII: ``_pack_header``) is read without merging an escaped
+    surrogate pair, so a type holding lone surrogates comes back as it went in. A header
+    of three with escapes in it was written before schema v7 by ``json.dumps``, which
+    escaped every non-ASCII character and so wrote an astral character and the pair of
+    lone surrogates alike: it is read as it always was (``json.loads``, pairs merged)."""
+    fields = loads_exact(text, frozen=False)
+    if "\\" in text and (fields.__class__ is not list or len(fields) != 4):
+        return json.loads(text)
+    return fields
 
 
 def _pack_parts(blob: bytes) -> tuple[list[str], list[int], list[str], list[list[int]]]:
@@ -1937,7 +1956,7 @@ def _pack_parts(blob: bytes) -> tuple[list[str], list[int], list[str], list[list
 def _body_parts(text: str) -> tuple[list[str], list[int], list[str], list[list[int]]]:
     """``_pack_parts`` of an inflated pack."""
     header, body = text.split("\n", 1)
-    fields = json.loads(header)
+    fields = _header_fields(header)
     runs: list[list[int]] = []
     if fields.__class__ is list and len(fields) == 4:
         runs = fields.pop()
@@ -1990,7 +2009,7 @@ def _pack_types(blob: bytes) -> list[str]:
             break
         head += inflater.decompress(inflater.unconsumed_tail or data, 4096)
         data = b""
-    table = json.loads(head.split(b"\n", 1)[0].decode("utf-8"))[0]
+    table = _header_fields(head.split(b"\n", 1)[0].decode("utf-8"))[0]
     return [str(t) for t in table]
 
 

@@ -186,3 +186,42 @@ async def test_chunk_runs_make_the_packs_of_a_reply_smaller(db_path: Path) -> No
         )
     assert len(packs(db_path)) == 8
     assert new < old * 2 / 3, (new, old)
+
+
+ODD_TYPES = ["\ud83d\ude00", "😀", "\udc80", "é", "\x00", 'a"b\\', "\u2028"]
+
+
+async def test_pack_types_holding_surrogates_read_back_as_they_went_in(tmp_path: Path) -> None:
+    """A pack's types are in its header: two lone surrogates in a row stay two, an astral
+    character stays one (the header was written by ``json.dumps``, which escapes both
+    alike, and read by ``json.loads``, which merged the pair: found by the hypothesis test
+    of chunk runs), in a batch, when extended by later appends, and through every read."""
+    path = tmp_path / "types.sqlite3"
+    batch = [NewEvent(t, {"i": i}, time=i) for i, t in enumerate(ODD_TYPES)]
+    async with await SqliteSessionStore.open(path) as store:
+        await store.create_session("s")
+        await store.append_batch("s", batch[:3])
+        await store.append_batch("s", [*stream(1, 0, 3), *batch[3:]])  # extends the pack
+        events = await store.read_events("s")
+        at = await store.read_events_at("s", [e.seq for e in events][::-1])
+        unknown = await store.read_unknown_events("s")
+    assert len(packs(path)) == 1
+    wanted = [*ODD_TYPES[:3], *[CHUNK] * 3, *ODD_TYPES[3:]]
+    assert [e.type for e in events] == wanted
+    assert [e.type for e in at] == wanted[::-1]
+    assert [e.type for e in unknown] == [t for t in wanted if t != CHUNK]
+    for pure in (sqlite_store._py_unpack_events,):
+        seq, n, blob = packs(path)[0]
+        assert [e.type for e in pure(seq, n, blob)] == wanted
+    assert sqlite_store._pack_types(packs(path)[0][2]) == list(dict.fromkeys(wanted))
+
+
+def test_a_header_of_three_written_before_v7_reads_as_it_always_did() -> None:
+    """A pack of schema v6 with a non-ASCII type: ``json.dumps`` escaped it (an astral
+    character as a surrogate pair), and it reads back as v6 read it."""
+    header = json.dumps([["😀"], 0, [5]], separators=(",", ":"))
+    blob = zlib.compress((header + "\n{}").encode("utf-8"))
+    (event,) = sqlite_store._py_unpack_events(0, 1, blob)
+    assert event.type == "😀"
+    assert sqlite_store._unpack_events(0, 1, blob)[0].type == "😀"
+    assert sqlite_store._pack_types(blob) == ["😀"]
