@@ -229,6 +229,12 @@ def test_unpack_events_is_the_python_decoding(data: st.DataObject) -> None:
 @given(st.data())
 def test_unpack_events_agrees_on_damaged_packs(data: st.DataObject) -> None:
     first, n, blob = data.draw(packs())
+    check_damaged_pack(data, first, n, blob)
+
+
+def check_damaged_pack(data: st.DataObject, first: int, n: int, blob: bytes) -> None:
+    """The pack with one to three of its inflated bytes changed reads alike on both
+    paths (or the C one declines), for its count of events and one off it."""
     body = bytearray(zlib.decompress(blob))
     for _ in range(data.draw(st.integers(min_value=1, max_value=3))):
         at = data.draw(st.integers(min_value=0, max_value=len(body) - 1))
@@ -462,17 +468,7 @@ def test_adding_texts_in_pieces_lays_them_out_as_one_batch(
 @given(st.data())
 def test_unpack_events_agrees_on_damaged_chunk_runs(data: st.DataObject) -> None:
     first, n, blob, *_ = data.draw(chunk_packs())
-    body = bytearray(zlib.decompress(blob))
-    for _ in range(data.draw(st.integers(min_value=1, max_value=3))):
-        at = data.draw(st.integers(min_value=0, max_value=len(body) - 1))
-        body[at] = data.draw(
-            st.sampled_from(b'\n\\"{}[],:0-e \x01\x80\xc3\xa9\xed\xa0\xf4\x90\xff')
-            | st.integers(0, 255)
-        )
-    damaged = zlib.compress(bytes(body))
-    wanted = data.draw(st.composite(lambda d: wanted_of(d, first, n))())
-    check_pack(first, n, damaged, wanted)
-    check_pack(first, n + data.draw(st.sampled_from([-1, 1])), damaged, wanted)
+    check_damaged_pack(data, first, n, blob)
 
 
 def test_unpack_events_on_hand_made_chunk_runs() -> None:

@@ -28,6 +28,7 @@ from stores import MemorySessionStore, SqliteSessionStore
 from stores import sqlite as sqlite_store
 from stores.sqlite import KIND_PACK
 from tests.benchmarks.bench_storage import make_turn
+from tests.stores.test_sqlite_chunk_runs import benchmark_pack_sizes
 
 CHUNK = "assistant/chunk"
 MESSAGE = "assistant/message"
@@ -311,24 +312,7 @@ async def test_a_reply_over_several_packs_points_at_its_message_from_each(
 async def test_linked_runs_make_the_benchmark_s_packs_smaller(db_path: Path) -> None:
     """On the storage benchmark's workload (a few turns of it) the packs are at most two
     thirds of the same packs with text runs (about a half here)."""
-    rng = random.Random(15)
-    async with await SqliteSessionStore.open(db_path) as store:
-        await store.create_session("s", created_at=1)
-        for t in range(1, 9):
-            turn = make_turn(rng, t, 1_764_000_000_000 + t * 60_000)
-            await store.append_batch("s", [turn.user])
-            await store.append_batch("s", [*turn.chunks, *turn.tail])
-        events = await store.read_events("s")
-    new = old = 0
-    for seq, n, blob in packs(db_path):
-        run = events[seq : seq + n]
-        new += len(blob)
-        old += len(
-            sqlite_store._pack(
-                [e.type for e in run], [e.time for e in run], [dumps_js(e.data) for e in run]
-            )
-        )
-    assert len(packs(db_path)) == 8
+    new, old = await benchmark_pack_sizes(db_path, sqlite_store._pack)
     assert new < old * 2 / 3, (new, old)
 
 
