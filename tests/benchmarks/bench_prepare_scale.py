@@ -36,6 +36,7 @@ from core.log import (
 )
 from core.references import SessionReferenceInput, SessionReferenceService
 from stores import SessionQuery, SqliteSessionStore
+from stores.sqlite import _body_parts, _rebuild_lines, _ReplyTexts, _unlink_runs
 from tests.benchmarks._common import Row, Settings, median, time_async, time_sync
 
 WORDS = [
@@ -118,21 +119,24 @@ def source_events(total: int, seed: int = 7) -> list[NewEvent]:
 
 
 def floor(path: Path, sid: str) -> int:
-    """Plain sqlite3: every event of the source, JSON-decoded (packs inflated, split)."""
+    """Plain sqlite3: every event of the source, JSON-decoded (packs inflated, each line's
+    JSON text rebuilt as the store lays it out, see ``stores.sqlite._pack``: a chunk run's
+    skeleton put back, a run linked to its reply given its texts from the reply)."""
     conn = sqlite3.connect(path)
     try:
         count = 0
+        (key,) = conn.execute("SELECT key FROM sessions WHERE id = ?", (sid.encode(),)).fetchone()
+        replies = _ReplyTexts.of(conn, key)
         rows = conn.execute(
-            "SELECT kind, data FROM events WHERE session = (SELECT key FROM sessions WHERE id = ?) "
-            "ORDER BY seq",
-            (sid.encode(),),
+            "SELECT seq, kind, data FROM events WHERE session = ? ORDER BY seq", (key,)
         )
-        for kind, data in rows:
-            text = data if isinstance(data, str) else zlib.decompress(data).decode()
+        for seq, kind, data in rows:
             if kind == 3:
-                count += len([json.loads(line) for line in text.split("\n")[1:]])
+                body = _unlink_runs(zlib.decompress(data), seq, None, replies)
+                _types, _times, lines, runs = _body_parts(body.decode())
+                count += len([json.loads(line) for line in _rebuild_lines(lines, runs)])
             else:
-                json.loads(text)
+                json.loads(data if isinstance(data, str) else zlib.decompress(data).decode())
                 count += 1
         return count
     finally:
