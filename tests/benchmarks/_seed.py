@@ -24,6 +24,7 @@ from core.log import (
     user_message,
 )
 from stores import SqliteSessionStore
+from stores.sharing import os_user
 from stores.validation import KIND_SURFACE, KIND_TITLE
 
 BASE_TIME = 1_764_000_000_000
@@ -102,7 +103,10 @@ def seed_sessions(path: Path, count: int) -> list[SessionHeader]:
     try:
         conn.execute("BEGIN IMMEDIATE")
         conn.executemany(
-            "INSERT INTO sessions (id, created_at, cwd) VALUES (?, ?, ?)", session_rows
+            "INSERT INTO sessions (id, created_at, cwd, owner) VALUES (?, ?, ?, ?)",
+            # The store's default user owns them (issue 17: a session without an owner is
+            # nobody's to read, so nothing read back).
+            [(*row, os_user()) for row in session_rows],
         )
         keys = dict(conn.execute("SELECT id, key FROM sessions"))
         conn.executemany(
