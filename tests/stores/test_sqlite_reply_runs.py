@@ -7,7 +7,6 @@ links are a ``StoreError`` naming the file; packs of both earlier layouts still 
 from __future__ import annotations
 
 import asyncio
-import json
 import random
 import sqlite3
 import tempfile
@@ -28,7 +27,7 @@ from stores import MemorySessionStore, SqliteSessionStore
 from stores import sqlite as sqlite_store
 from stores.sqlite import KIND_PACK
 from tests.benchmarks.bench_storage import make_turn
-from tests.stores.test_sqlite_chunk_runs import benchmark_pack_sizes
+from tests.stores.test_sqlite_chunk_runs import benchmark_pack_sizes, header, packs
 
 CHUNK = "assistant/chunk"
 MESSAGE = "assistant/message"
@@ -70,20 +69,6 @@ def reply(turn: int, texts: list[str], step: int = 0) -> list[NewEvent]:
     """A reply as the engine writes it: its text chunks, its message, its turn end."""
     chunks = [chunk(turn, step, i, t) for i, t in enumerate(texts)]
     return [*chunks, message(turn, step, ("text", "".join(texts))), turn_end(turn)]
-
-
-def packs(path: Path, session: str | None = None) -> list[tuple[int, int, bytes]]:
-    with sqlite3.connect(path) as conn:
-        rows = conn.execute(
-            "SELECT s.id, e.seq, e.n, e.data FROM events AS e JOIN sessions AS s "
-            "ON s.key = e.session WHERE e.kind = ? ORDER BY e.session, e.seq",
-            (KIND_PACK,),
-        ).fetchall()
-    return [(seq, n, data) for sid, seq, n, data in rows if session in (None, sid.decode())]
-
-
-def header(blob: bytes) -> list[Any]:
-    return json.loads(zlib.decompress(blob).split(b"\n", 1)[0])  # type: ignore[no-any-return]
 
 
 def texts(events: list[Event]) -> list[tuple[int, str, int, str, str]]:
