@@ -59,6 +59,17 @@ def packs(path: Path, session: str | None = None) -> list[tuple[int, int, bytes]
     return [(seq, n, data) for sid, seq, n, data in rows if session in (None, sid.decode())]
 
 
+def store_damaged(db_path: Path, body: bytes, damage: Any) -> bytes:
+    """Store ``damage(body)`` (it must change it) as the database's one pack; it."""
+    damaged = damage(body)
+    assert damaged != body
+    with sqlite3.connect(db_path) as conn:
+        conn.execute(
+            "UPDATE events SET data = ? WHERE kind = ?", (zlib.compress(damaged), KIND_PACK)
+        )
+    return damaged
+
+
 def header(blob: bytes) -> list[Any]:
     return json.loads(zlib.decompress(blob).split(b"\n", 1)[0])  # type: ignore[no-any-return]
 
@@ -145,12 +156,7 @@ async def test_a_damaged_chunk_run_is_a_store_error_naming_the_file(
     ((_seq, _n, blob),) = packs(db_path)
     body = zlib.decompress(blob)
     assert body.startswith(b'[["assistant/chunk"],0,[100,') and b"[[0,30,7,0,0]]" in body
-    damaged = damage(body)
-    assert damaged != body
-    with sqlite3.connect(db_path) as conn:
-        conn.execute(
-            "UPDATE events SET data = ? WHERE kind = ?", (zlib.compress(damaged), KIND_PACK)
-        )
+    damaged = store_damaged(db_path, body, damage)
     async with await SqliteSessionStore.open(db_path) as store:
         with pytest.raises(StoreError, match=str(db_path)):
             await store.read_events("s")

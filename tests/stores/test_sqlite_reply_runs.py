@@ -27,7 +27,12 @@ from stores import MemorySessionStore, SqliteSessionStore
 from stores import sqlite as sqlite_store
 from stores.sqlite import KIND_PACK
 from tests.benchmarks.bench_storage import make_turn
-from tests.stores.test_sqlite_chunk_runs import benchmark_pack_sizes, header, packs
+from tests.stores.test_sqlite_chunk_runs import (
+    benchmark_pack_sizes,
+    header,
+    packs,
+    store_damaged,
+)
 
 CHUNK = "assistant/chunk"
 MESSAGE = "assistant/message"
@@ -335,12 +340,7 @@ async def test_a_damaged_link_is_a_store_error_naming_the_file(db_path: Path, da
     ((_seq, _n, blob),) = packs(db_path)
     body = zlib.decompress(blob)
     assert RUN in body and body.endswith(b"\n2\n3\n1"), body
-    damaged = damage(body)
-    assert damaged != body
-    with sqlite3.connect(db_path) as conn:
-        conn.execute(
-            "UPDATE events SET data = ? WHERE kind = ?", (zlib.compress(damaged), KIND_PACK)
-        )
+    store_damaged(db_path, body, damage)
     async with await SqliteSessionStore.open(db_path) as store:
         for on in (False, True):
             with python_path(on):
