@@ -14,13 +14,13 @@ import json
 import sqlite3
 import tempfile
 import tracemalloc
-import zlib
 from pathlib import Path
 
 from core import jsoncodec
 from core.log import SessionHeader, text_block
 from core.references import SessionReferenceInput, SessionReferenceService
 from stores import SessionQuery, SqliteSessionStore
+from stores.sqlite import _text
 from stores.validation import KIND_SURFACE
 from tests.benchmarks._common import Row, Settings, median, time_async, time_sync
 from tests.benchmarks._data import conversation
@@ -32,8 +32,8 @@ SURFACE_SQL = (
 
 
 def text(data: str | bytes) -> str:
-    """A stored event's JSON text (large ones are stored zlib-compressed)."""
-    return data if isinstance(data, str) else zlib.decompress(data).decode()
+    """A stored event's JSON text (large ones are stored compressed: the store's reader)."""
+    return _text(data)
 
 
 def floor(path: Path, ids: list[str]) -> int:

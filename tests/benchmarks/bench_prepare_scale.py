@@ -36,7 +36,7 @@ from core.log import (
 )
 from core.references import SessionReferenceInput, SessionReferenceService
 from stores import SessionQuery, SqliteSessionStore
-from stores.sqlite import _body_parts, _rebuild_lines, _ReplyTexts, _unlink_runs
+from stores.sqlite import _body_parts, _rebuild_lines, _ReplyTexts, _text, _unlink_runs
 from tests.benchmarks._common import Row, Settings, median, time_async, time_sync
 
 WORDS = [
@@ -136,7 +136,7 @@ def floor(path: Path, sid: str) -> int:
                 _types, _times, lines, runs = _body_parts(body.decode())
                 count += len([json.loads(line) for line in _rebuild_lines(lines, runs)])
             else:
-                json.loads(data if isinstance(data, str) else zlib.decompress(data).decode())
+                json.loads(_text(data))
                 count += 1
         return count
     finally:
