@@ -17,7 +17,9 @@ the message's text block, which holds the texts (a reply's text is stored once).
 written before chunk runs have a header of three fields and are read as they always
 were; one extended by a later append is laid out anew, as one batch would write it. A
 single payload of 128 characters or more is stored zlib-compressed against a preset
-dictionary (``_DICTIONARY``, schema v8; a BLOB instead of TEXT). Every event
+dictionary (``_DICTIONARY``, schema v8; a BLOB instead of TEXT), and a message on a
+surface keeps its JSON without the text its search row holds (``_stored_message``;
+readers select ``_data_sql``, which appends it, and put it back). Every event
 keeps its seq, and reads return exactly what was appended (the differential and
 migration tests compare them byte for byte).
 
@@ -354,10 +356,11 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     ),
     (
         # Issue 15: single events are compressed against a preset dictionary
-        # (``_DICTIONARY``, named in each row's zlib header), which a dsh of schema v7
-        # cannot inflate: this step's number makes it refuse the file ("newer than this
-        # dsh understands") instead of calling it corrupt. Existing rows stay as they are
-        # and read as before.
+        # (``_DICTIONARY``, named in each row's zlib header), and a surface message's row
+        # may keep its JSON without the text its search row holds (``_stored_message``),
+        # neither of which a dsh of schema v7 can read: this step's number makes it
+        # refuse the file ("newer than this dsh understands") instead of calling it
+        # corrupt. Existing rows stay as they are and read as before.
         "SELECT 'dsh: rows may be compressed against the preset dictionary'",
     ),
 )
@@ -379,7 +382,22 @@ _RETRY_WINDOW_S = 30.0
 # Ids per statement in ``read_titles`` (well under SQLITE_MAX_VARIABLE_NUMBER).
 _IN_CHUNK = 500
 
-_EVENT_COLUMNS = "seq, n, type, time, kind, data, surface_op, source_event_seqs"
+
+def _data_sql(table: str) -> str:
+    """The ``data`` of a row of ``events`` (named ``table`` in the query) as readers take
+    it: a message row linked to its search row (``_LINKED``, see ``_stored_message``) gets
+    that row's text appended, so ``_text`` can rebuild its JSON (NULL when the search row
+    is missing: a damaged file, which ``_text`` names). No ", " inside: callers split
+    column lists on it."""
+    return (
+        f"CASE WHEN substr({table}.data,1,1) = x'01' THEN CAST({table}.data || (SELECT "
+        f"CAST(m.text AS BLOB) FROM search_messages AS m WHERE m.session = {table}.session "
+        f"AND m.seq = {table}.seq) AS BLOB) ELSE {table}.data END"
+    )
+
+
+_DATA = _data_sql("events")
+_EVENT_COLUMNS = f"seq, n, type, time, kind, {_DATA}, surface_op, source_event_seqs"
 _SEQS_PER_QUERY = 500
 """Seqs bound per ``IN (…)`` (well under SQLite's 32,766 host parameters)."""
 # ``read_events_at`` reads the whole range of rows between the first and the last seq
@@ -388,7 +406,8 @@ _SPAN_SLACK = 16
 # Its parameters: the session id, the two of ``_readable``, the last seq, the first.
 _SPAN_SQL = (
     f"WITH k AS (SELECT key FROM sessions AS s WHERE id = ? AND {_readable('s')}) "
-    f"SELECT {', '.join('e.' + c for c in _EVENT_COLUMNS.split(', '))} FROM k, events AS e "
+    f"SELECT e.seq, e.n, e.type, e.time, e.kind, {_data_sql('e')}, e.surface_op, "
+    "e.source_event_seqs FROM k, events AS e "
     "WHERE e.session = k.key AND e.seq <= ? AND e.seq >= coalesce((SELECT f.seq FROM "
     "events AS f WHERE f.session = k.key AND f.seq <= ? ORDER BY f.seq DESC LIMIT 1), 0) "
     "ORDER BY e.seq"
@@ -1055,8 +1074,8 @@ class SqliteSessionStore:
                     out += _unpack_events(seq, n, data, wanted, replies)
                     rows[i] = None
                     continue
-                if data.__class__ is bytes:
-                    data = _inflate(data)
+                if data.__class__ is not str:
+                    data = _text(data)
                 type_ = types.get(raw_type)
                 if type_ is None:
                     type_ = types[raw_type] = decode_text(raw_type)
@@ -1830,9 +1849,60 @@ def _last_seq(raw: sqlite3.Connection, key: int) -> int | None:
     return None if row is None else int(row[0])
 
 
-def _text(data: str | bytes) -> str:
-    """A stored single event's JSON text (a BLOB is its zlib-compressed UTF-8)."""
-    return data if data.__class__ is str else _inflate(data)  # type: ignore[arg-type]
+def _text(data: str | bytes | None) -> str:
+    """A stored single event's JSON text, from its ``data`` as ``_data_sql`` selects it
+    (a BLOB is its zlib-compressed UTF-8, or a message linked to its search row)."""
+    if data.__class__ is str:
+        return data
+    if data is None:
+        raise ValueError("a message's text is missing (its row in search_messages is gone)")
+    if data[:1] == _LINKED:
+        return _linked_text(data)  # type: ignore[arg-type]
+    return _inflate(data)  # type: ignore[arg-type]
+
+
+_LINKED = b"\x01"
+"""The first byte of a message row whose text is its search row's (``_stored_message``);
+no other row's data begins with it (JSON text begins with ``{``, zlib with ``x``)."""
+_LINK_MIN = 32
+"""Texts shorter than this are stored in the row as before (a link costs 9 bytes)."""
+
+
+def _stored_message(text_json: str, indexed: str | None) -> str | bytes:
+    """What a single event's JSON (``text_json``) is stored as when ``indexed``, the text
+    its search row holds, is written in the same transaction: when that text, escaped as
+    ``dumps_js`` escapes it, is a part of the JSON, the row keeps the JSON without it and
+    where it was (a message's text is then stored once, issue 15). Layout: ``_LINKED``,
+    the offset (code points into the JSON) and the size of the rest (4 bytes each, big
+    endian), then the rest as ``_stored_data`` stores it (compressed, or its UTF-8).
+    Readers get the search row's text appended (``_data_sql``) and put it back at the
+    offset: the very JSON that was appended, whichever occurrence was taken out."""
+    if indexed is None or len(indexed) < _LINK_MIN:
+        return _stored_data(text_json)
+    escaped = dumps_js(indexed)[1:-1]
+    at = text_json.rfind(escaped)
+    if at < 0:
+        return _stored_data(text_json)  # e.g. several text blocks, or a NUL replaced
+    rest = _stored_data(text_json[:at] + text_json[at + len(escaped) :])
+    body = rest if rest.__class__ is bytes else rest.encode("utf-8")  # type: ignore[union-attr]
+    return _LINKED + at.to_bytes(4, "big") + len(body).to_bytes(4, "big") + body
+
+
+def _linked_text(data: bytes) -> str:
+    """The JSON of a linked message row (see ``_stored_message``), its search row's text
+    appended to it. Damage raises ``ValueError`` (or ``zlib.error``)."""
+    if len(data) < 9:
+        raise ValueError("a linked message row is too short")
+    at = int.from_bytes(data[1:5], "big")
+    size = int.from_bytes(data[5:9], "big")
+    if 9 + size > len(data):
+        raise ValueError("a linked message row is shorter than it says")
+    body = data[9 : 9 + size]
+    rest = _inflate(body) if body[:1] == b"x" else body.decode("utf-8")
+    if at > len(rest):
+        raise ValueError(f"a linked message row puts its text at {at}, past its end")
+    text = data[9 + size :].decode("utf-8")
+    return rest[:at] + dumps_js(text)[1:-1] + rest[at:]
 
 
 def _inflate(data: bytes) -> str:
@@ -2086,7 +2156,7 @@ class _ReplyTexts:
     @classmethod
     def of(cls, raw: sqlite3.Connection, key: int) -> _ReplyTexts:
         """The replies of the session with this key."""
-        sql = "SELECT kind, type, data FROM events WHERE session = ? AND seq = ?"
+        sql = f"SELECT kind, type, {_DATA} FROM events WHERE session = ? AND seq = ?"
         return cls(lambda seq: raw.execute(sql, (key, seq)).fetchone())
 
     def __call__(self, seq: int, block: int) -> str:
@@ -2282,7 +2352,9 @@ def _bodies_at(
     wanted = set(seqs)
     replies = _ReplyTexts.of(raw, key)
     try:
-        for seq, n, raw_type, kind, data in _rows_at(raw, key, seqs, "seq, n, type, kind, data"):
+        for seq, n, raw_type, kind, data in _rows_at(
+            raw, key, seqs, f"seq, n, type, kind, {_DATA}"
+        ):
             if kind == KIND_PACK:
                 for event in _unpack_events(seq, n, data, wanted, replies):
                     out[event.seq] = (event.type, event.data)
@@ -2322,6 +2394,8 @@ def _insert_events(
     ]
     # The projection code of each surface event, by its index in the batch.
     codes = {i: projection_code(events[i]) for i, v in enumerate(batch) if v.surface_op is not None}
+    # The text each surface event's search row holds (the rows link to it), by index.
+    texts = {i: indexed_text(events[i]) for i in codes} if SEARCH_INDEX else {}
     pack_max = _PACK_EVENT_MAX
     packable = [
         kind == KIND_LOG and len(v.data_json) <= pack_max
@@ -2343,7 +2417,9 @@ def _insert_events(
                     encode_text(v.type),
                     v.time,
                     kinds[i],
-                    _stored_data(v.data_json),
+                    _stored_message(
+                        v.data_json, texts.get(i) if kinds[i] == KIND_SURFACE else None
+                    ),
                     None if v.surface_op is None else encode_op(v.surface_op),
                     None if v.source_event_seqs is None else encode_seqs(v.source_event_seqs),
                     codes.get(i),
@@ -2428,7 +2504,7 @@ def _insert_events(
         rows = [row if row[6].__class__ is not _PackDraft else _with_blob(row) for row in rows]
     raw.executemany(_INSERT_EVENT_SQL, rows)
     _track_surface(raw, key, first, batch, codes)
-    _index_events(raw, key, events, folder)
+    _index_events(raw, key, events, folder, texts)
     return events
 
 
@@ -2516,28 +2592,53 @@ what the index costs an append)."""
 
 
 def _index_events(
-    raw: sqlite3.Connection, key: int, events: Sequence[Event], folder: SurfaceFolder[None]
+    raw: sqlite3.Connection,
+    key: int,
+    events: Sequence[Event],
+    folder: SurfaceFolder[None],
+    texts: dict[int, str | None],
 ) -> None:
     """Keep the session's search index in step with its surface after ``events`` (in the
-    append's transaction): add their messages, drop the messages their replaces shadowed
-    (``folder`` holds the surface after the batch whenever it has a replace)."""
+    append's transaction): add their messages (``texts``: each surface event's
+    ``indexed_text``, by its index in the batch), drop the messages their replaces
+    shadowed (``folder`` holds the surface after the batch whenever it has a replace),
+    whose log rows then hold their texts again (``_unlink_messages``)."""
     if not SEARCH_INDEX:
         return
     added: list[tuple[int, int, str]] = []
     gone: list[tuple[int, int]] = []
-    for event in events:
+    for i, event in enumerate(events):
         op = event.surface_op
         if op is None:
             continue
         if op != "append":
             gone.extend((key, seq) for seq in event.source_event_seqs or () if seq not in folder)
-        text = indexed_text(event)
+        text = texts[i]
         if text is not None:
             added.append((key, event.seq, text))
     if added:
         raw.executemany(_INSERT_SEARCH_SQL, added)
     if gone:
+        _unlink_messages(raw, key, [seq for _, seq in gone])
         raw.executemany("DELETE FROM search_messages WHERE session = ? AND seq = ?", gone)
+
+
+def _unlink_messages(raw: sqlite3.Connection, key: int, seqs: Sequence[int]) -> None:
+    """Store the JSON of each of these rows that links to its search row (see
+    ``_stored_message``) in the row itself, before that search row goes: the log keeps
+    every event whole whatever the search index drops."""
+    for start in range(0, len(seqs), _SEQS_PER_QUERY):
+        chunk = seqs[start : start + _SEQS_PER_QUERY]
+        rows = raw.execute(
+            f"SELECT seq, {_DATA} FROM events WHERE session = ? AND kind = {KIND_SURFACE} "
+            f"AND substr(data,1,1) = x'01' AND seq IN ({', '.join('?' * len(chunk))})",
+            (key, *chunk),
+        ).fetchall()
+        try:
+            whole = [(_stored_data(_text(data)), key, seq) for seq, data in rows]
+        except (ValueError, TypeError, zlib.error) as err:
+            raise _DamagedPack(str(err)) from err  # the append names the file
+        raw.executemany("UPDATE events SET data = ? WHERE session = ? AND seq = ?", whole)
 
 
 _INSERT_SEARCH_SQL = "INSERT INTO search_messages (session, seq, text) VALUES (?, ?, ?)"
@@ -2551,6 +2652,7 @@ def _reindex_session(raw: sqlite3.Connection, store: SqliteSessionStore, key: in
         "ORDER BY seq",
         (key,),
     ).fetchall()
+    _unlink_messages(raw, key, [row[0] for row in rows])  # (a pending session has none)
     raw.execute("DELETE FROM search_messages WHERE session = ?", (key,))
     added = []
     for event in fold_surface(store._decode_events(rows)):
@@ -2634,7 +2736,8 @@ def _search_sql(long_terms: Sequence[bool], short_terms: int) -> str:
 
 
 class _DamagedPack(Exception):
-    """The open pack an append would extend does not decode (the append names the file)."""
+    """The open pack an append would extend, or a linked message row it must make whole,
+    does not decode (the append names the file)."""
 
 
 class _PackDraft:
@@ -2853,6 +2956,8 @@ def _outline_rows(raw: sqlite3.Connection, key: int, rows: Iterable[Any]) -> lis
         seqs = None if source_seqs is None else decode_seqs(source_seqs)
         if projection is None:  # written before projections were kept
             raw_type, time, data = raw.execute(
+                # (a row without a projection is older than linked rows: its data is
+                # plain, and this runs in the v4 upgrade, before search_messages exists)
                 "SELECT type, time, data FROM events WHERE session = ? AND seq = ?",
                 (key, seq),
             ).fetchone()

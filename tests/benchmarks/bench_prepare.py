@@ -20,14 +20,15 @@ from core import jsoncodec
 from core.log import SessionHeader, text_block
 from core.references import SessionReferenceInput, SessionReferenceService
 from stores import SessionQuery, SqliteSessionStore
-from stores.sqlite import _text
+from stores.sqlite import _DATA, _text
 from stores.validation import KIND_SURFACE
 from tests.benchmarks._common import Row, Settings, median, time_async, time_sync
 from tests.benchmarks._data import conversation
 
 SESSION_KEY = "(SELECT key FROM sessions WHERE id = ?)"
 SURFACE_SQL = (
-    f"SELECT data FROM events WHERE session = {SESSION_KEY} AND kind = {KIND_SURFACE} ORDER BY seq"
+    f"SELECT {_DATA} FROM events WHERE session = {SESSION_KEY} AND kind = {KIND_SURFACE} "
+    "ORDER BY seq"
 )
 
 

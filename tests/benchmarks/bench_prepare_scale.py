@@ -36,7 +36,7 @@ from core.log import (
 )
 from core.references import SessionReferenceInput, SessionReferenceService
 from stores import SessionQuery, SqliteSessionStore
-from stores.sqlite import _body_parts, _rebuild_lines, _ReplyTexts, _text, _unlink_runs
+from stores.sqlite import _DATA, _body_parts, _rebuild_lines, _ReplyTexts, _text, _unlink_runs
 from tests.benchmarks._common import Row, Settings, median, time_async, time_sync
 
 WORDS = [
@@ -128,7 +128,7 @@ def floor(path: Path, sid: str) -> int:
         (key,) = conn.execute("SELECT key FROM sessions WHERE id = ?", (sid.encode(),)).fetchone()
         replies = _ReplyTexts.of(conn, key)
         rows = conn.execute(
-            "SELECT seq, kind, data FROM events WHERE session = ? ORDER BY seq", (key,)
+            f"SELECT seq, kind, {_DATA} FROM events WHERE session = ? ORDER BY seq", (key,)
         )
         for seq, kind, data in rows:
             if kind == 3:

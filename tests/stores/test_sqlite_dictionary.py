@@ -32,6 +32,13 @@ TEXT = st.text(
 )
 
 
+@pytest.fixture
+def unlinked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Messages stored whole in their rows: without a search index to link to (see
+    tests/stores/test_sqlite_linked.py for the rows that link)."""
+    monkeypatch.setattr(sqlite_store, "SEARCH_INDEX", False)
+
+
 def message(kind: int, text: str) -> NewEvent:
     if kind == 0:
         return NewEvent(MSG, user_message(text, id="u"), "append", time=1)
@@ -82,7 +89,9 @@ async def test_events_read_back_as_the_memory_store_has_them(
         assert as_json(await again.read_events("s")) == want
 
 
-async def test_messages_are_stored_against_the_dictionary_and_smaller(db_path: Path) -> None:
+async def test_messages_are_stored_against_the_dictionary_and_smaller(
+    db_path: Path, unlinked: None
+) -> None:
     texts = ["Could you check why the deploy failed last night?", "好的，我来看一下部署日志。"]
     async with await SqliteSessionStore.open(db_path) as store:
         await store.create_session("s", created_at=1)
@@ -105,7 +114,9 @@ def test_the_dictionary_never_changes() -> None:
 EXPECTED_DICTIONARY_ID = "98512523"  # the Adler-32 of the dictionary of schema v8
 
 
-async def test_rows_compressed_without_the_dictionary_still_read(db_path: Path) -> None:
+async def test_rows_compressed_without_the_dictionary_still_read(
+    db_path: Path, unlinked: None
+) -> None:
     """As every dsh before schema v8 wrote them (and as the v6 fixture's upgrade shows)."""
     text = "an older row " * 40
     async with await SqliteSessionStore.open(db_path) as store:
@@ -135,7 +146,7 @@ def unknown_dictionary(data: bytes) -> bytes:
     ],
 )
 async def test_a_damaged_row_is_a_store_error_naming_the_file(
-    db_path: Path, damage: Any, says: str
+    db_path: Path, damage: Any, says: str, unlinked: None
 ) -> None:
     async with await SqliteSessionStore.open(db_path) as store:
         await store.create_session("s", created_at=1)
