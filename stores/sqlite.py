@@ -1529,7 +1529,7 @@ class SqliteSessionStore:
         """``_ReplyTexts`` of a session known by its id (a read outside a transaction:
         when the session was deleted meanwhile, that is ``SessionNotFoundError``)."""
         sql = (
-            "SELECT e.kind, e.type, e.data FROM sessions AS s JOIN events AS e "
+            f"SELECT e.kind, e.type, {_data_sql('e')} FROM sessions AS s JOIN events AS e "
             f"ON e.session = s.key WHERE s.id = ? AND {_readable('s')} AND e.seq = ?"
         )
         params = (encode_text(session_id), *self._readers)
@@ -1865,7 +1865,7 @@ _LINKED = b"\x01"
 """The first byte of a message row whose text is its search row's (``_stored_message``);
 no other row's data begins with it (JSON text begins with ``{``, zlib with ``x``)."""
 _LINK_MIN = 32
-"""Texts shorter than this are stored in the row as before (a link costs 9 bytes)."""
+"""Texts shorter than this are stored in the row as before (a link costs 13 bytes)."""
 
 
 def _stored_message(text_json: str, indexed: str | None) -> str | bytes:
@@ -1873,10 +1873,12 @@ def _stored_message(text_json: str, indexed: str | None) -> str | bytes:
     its search row holds, is written in the same transaction: when that text, escaped as
     ``dumps_js`` escapes it, is a part of the JSON, the row keeps the JSON without it and
     where it was (a message's text is then stored once, issue 15). Layout: ``_LINKED``,
-    the offset (code points into the JSON) and the size of the rest (4 bytes each, big
-    endian), then the rest as ``_stored_data`` stores it (compressed, or its UTF-8).
-    Readers get the search row's text appended (``_data_sql``) and put it back at the
-    offset: the very JSON that was appended, whichever occurrence was taken out."""
+    the offset (code points into the JSON), the size of the rest and the UTF-8 size of
+    the text (4 bytes each, big endian: a reader that did not append the text, or a
+    search row that changed, is damage, not an empty text), then the rest as
+    ``_stored_data`` stores it (compressed, or its UTF-8). Readers get the search row's
+    text appended (``_data_sql``) and put it back at the offset: the very JSON that was
+    appended, whichever occurrence was taken out."""
     if indexed is None or len(indexed) < _LINK_MIN:
         return _stored_data(text_json)
     escaped = dumps_js(indexed)[1:-1]
@@ -1885,23 +1887,28 @@ def _stored_message(text_json: str, indexed: str | None) -> str | bytes:
         return _stored_data(text_json)  # e.g. several text blocks, or a NUL replaced
     rest = _stored_data(text_json[:at] + text_json[at + len(escaped) :])
     body = rest if rest.__class__ is bytes else rest.encode("utf-8")  # type: ignore[union-attr]
-    return _LINKED + at.to_bytes(4, "big") + len(body).to_bytes(4, "big") + body
+    sizes = (at, len(body), len(indexed.encode("utf-8")))
+    return _LINKED + b"".join(n.to_bytes(4, "big") for n in sizes) + body
 
 
 def _linked_text(data: bytes) -> str:
     """The JSON of a linked message row (see ``_stored_message``), its search row's text
     appended to it. Damage raises ``ValueError`` (or ``zlib.error``)."""
-    if len(data) < 9:
+    if len(data) < 13:
         raise ValueError("a linked message row is too short")
     at = int.from_bytes(data[1:5], "big")
     size = int.from_bytes(data[5:9], "big")
-    if 9 + size > len(data):
-        raise ValueError("a linked message row is shorter than it says")
-    body = data[9 : 9 + size]
+    text_size = int.from_bytes(data[9:13], "big")
+    if 13 + size + text_size != len(data):
+        raise ValueError(
+            f"a linked message row is not the {size} bytes it says and a text of "
+            f"{text_size} (its search row's text is missing or not its own)"
+        )
+    body = data[13 : 13 + size]
     rest = _inflate(body) if body[:1] == b"x" else body.decode("utf-8")
     if at > len(rest):
         raise ValueError(f"a linked message row puts its text at {at}, past its end")
-    text = data[9 + size :].decode("utf-8")
+    text = data[13 + size :].decode("utf-8")
     return rest[:at] + dumps_js(text)[1:-1] + rest[at:]
 
 

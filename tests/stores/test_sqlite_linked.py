@@ -20,6 +20,7 @@ from core.jsoncodec import dumps_js
 from core.log import NewEvent, Replace, assistant_message, text_block, user_message
 from stores import MemorySessionStore, SessionStore, SqliteSessionStore
 from stores import sqlite as sqlite_store
+from tests.benchmarks.bench_storage import workload
 
 MSG = "user/message"
 ASSISTANT = "assistant/message"
@@ -223,7 +224,8 @@ def header_with(at: int | None = None, size: int | None = None) -> Any:
     [
         ("DELETE FROM search_messages", "missing"),
         (header_with(at=1_000_000), "past its end"),
-        (header_with(size=1_000_000), "shorter than it says"),
+        (header_with(size=1_000_000), "not the 1000000 bytes it says"),
+        ("UPDATE search_messages SET text = text || 'x'", "not its own"),
         (lambda data: data[:7], "a linked message row"),
     ],
 )
@@ -267,3 +269,23 @@ def test_no_other_row_begins_with_the_link_byte() -> None:
     """JSON text begins with ``{`` and zlib streams with ``x``: the byte is the link's."""
     assert sqlite_store._stored_data("{" + '"a":"' + "b" * 500 + '"}')[:1] == b"x"
     assert sqlite_store._LINKED not in (b"{", b"x")
+
+
+async def test_streamed_replies_read_back_with_their_runs_and_messages_linked(
+    db_path: Path,
+) -> None:
+    """A reply's chunk runs point at its message (tests/stores/test_sqlite_reply_runs.py),
+    whose row points at its search row: every read of the chunks finds the text."""
+    ids, plan = workload(1, 3, seed=4)
+    memory = MemorySessionStore()
+    async with await SqliteSessionStore.open(db_path) as store:
+        for s in (store, memory):
+            await s.create_session(ids[0], created_at=1)
+            for turn in plan[0]:
+                await s.append_batch(ids[0], [turn.user])
+                await s.append_batch(ids[0], [*turn.chunks, *turn.tail])
+        assert linked(db_path)
+        want = await everything(memory, ids[0])
+        assert await everything(store, ids[0]) == want
+        last = list(range(len(want[0]) - 50, len(want[0])))
+        assert as_json(await store.read_events_at(ids[0], last)) == want[0][-50:]
