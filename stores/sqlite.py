@@ -2111,14 +2111,25 @@ def _unlink_runs(
                     f"a chunk run reaches code point {bounds[-1]} of a text of {len(text)} "
                     f"(event {seq})"
                 )
-            pieces = [text[a:b] for a, b in pairwise(bounds)]
-            escaped = dumps_js(pieces)[2:-2].split('","')
+            escaped = _escaped_pieces([text[a:b] for a, b in pairwise(bounds)])
             if sum(map(len, escaped)) != size:
                 raise ValueError(f"a chunk run's texts are not the {size} characters it says")
             lines[start : start + count] = escaped
         runs[r] = list(run[:5])
     header = [fields[0], fields[1], fields[2], runs]
     return (_pack_header(header) + "\n" + "\n".join(lines)).encode("utf-8")
+
+
+def _escaped_pieces(pieces: list[str]) -> list[str]:
+    """Each text as ``dumps_js`` escapes it, without its quotes: one encoding of them all
+    split at the '","' between them, unless that is found inside a text too (after a
+    backslash: an escaped quote then a comma, as in a chunk ending in '",'), when each is
+    escaped alone. Inside an escaped text every quote follows a backslash, so a split
+    with no '\\","' anywhere is the right one."""
+    joined = dumps_js(pieces)[2:-2]
+    if '\\","' in joined:
+        return [dumps_js(piece)[1:-1] for piece in pieces]
+    return joined.split('","')
 
 
 def _unpack_events(

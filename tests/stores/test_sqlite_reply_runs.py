@@ -36,7 +36,10 @@ from tests.stores.test_sqlite_chunk_runs import (
 
 CHUNK = "assistant/chunk"
 MESSAGE = "assistant/message"
-HOSTILE = ["ick b", 'a"\\', "\ud83d", "\ude00", "\ud800", "\u2028", "\x00\x1f", "中文", "😀", ""]
+HOSTILE = [
+    "ick b", 'a"\\', "\ud83d", "\ude00", "\ud800", "\u2028", "\x00\x1f", "中文", "😀", "", '",',
+    "\\", ",",
+]  # fmt: skip
 
 
 def chunk(turn: int, step: int, index: int, text: str, kind: str = "text-delta") -> NewEvent:
@@ -242,6 +245,32 @@ async def test_a_reply_s_run_points_at_its_message(db_path: Path) -> None:
         dumps_js(reasoning.data).encode(),
         b"1",
     ]
+
+
+@pytest.mark.parametrize(
+    "parts",
+    [
+        ['{"a": "b",', '"c": 1}'],  # a text ending in '",' escapes to '\\",'
+        ['",', "x"],
+        ['",', '",', '","'],
+        ["\\", "y"],  # one ending in an escaped backslash, before a quote
+        ["\\", '"', ","],
+    ],
+)
+async def test_texts_ending_in_a_quote_and_a_comma_read_back(
+    db_path: Path, parts: list[str]
+) -> None:
+    """The escaped texts of a run joined end to end hold '","' inside a text too (an
+    escaped quote, then a comma): the read still finds each text's own."""
+    async with await SqliteSessionStore.open(db_path) as store:
+        await store.create_session("s", created_at=1)
+        written = await store.append_batch("s", reply(1, parts))
+        for on in (False, True):
+            with python_path(on):
+                assert texts(await store.read_events("s")) == texts(written)
+                assert texts(await store.read_events_at("s", [1])) == texts([written[1]])
+    ((_seq, _n, blob),) = packs(db_path)
+    assert [len(run) for run in header(blob)[3]] == [9]
 
 
 async def test_a_message_that_is_not_its_chunks_leaves_them_text_runs(db_path: Path) -> None:
