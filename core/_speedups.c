@@ -11,6 +11,8 @@
  *   build_events(Event, setters, first, batch)  core.log.build_event for a whole batch
  *   validate_common(events, ...)     stores.validation._validate_common's loop
  *   join_utf8(parts)     -> str   b"".join(parts).decode("utf-8"), allocated once
+ *   unlink_runs(body, first, wanted, replies) -> bytes
+ *                                 stores.sqlite._unlink_runs (or declines: ValueError)
  *
  * Nothing here keeps a reference to its input; the only state is what is registered once
  * (the two frozen types through set_types(), core.log.Event through set_event_type()),
@@ -1473,6 +1475,26 @@ put_ascii(enc_out *out, const char *s)
 
 static const char hexdigits[] = "0123456789abcdef";
 
+/* What follows the backslash of a two-character escape (char_width 2) of ch. */
+static inline Py_UCS4
+short_escape(Py_UCS4 ch)
+{
+    switch (ch) {
+    case '\b':
+        return 'b';
+    case '\f':
+        return 'f';
+    case '\n':
+        return 'n';
+    case '\r':
+        return 'r';
+    case '\t':
+        return 't';
+    default: /* '"' and '\\' */
+        return ch;
+    }
+}
+
 static void
 put_str(enc_out *out, PyObject *s)
 {
@@ -1497,26 +1519,7 @@ put_str(enc_out *out, PyObject *s)
             put(out, hexdigits[ch & 0xF]);
             continue;
         }
-        switch (ch) {
-        case '\b':
-            put(out, 'b');
-            break;
-        case '\f':
-            put(out, 'f');
-            break;
-        case '\n':
-            put(out, 'n');
-            break;
-        case '\r':
-            put(out, 'r');
-            break;
-        case '\t':
-            put(out, 't');
-            break;
-        default: /* '"' and '\\' */
-            put(out, ch);
-            break;
-        }
+        put(out, short_escape(ch));
     }
     put(out, '"');
 }
@@ -1673,6 +1676,475 @@ encode_frozen(PyObject *module, PyObject *args)
     Py_DECREF(text);
     Py_DECREF(copy);
     return pair;
+}
+
+/* -------------------------------------------------------------- unlink_runs */
+
+/* stores.sqlite._unlink_runs(body, first, wanted, replies): the very bytes it returns, in
+ * one pass over the pack's lines, or it declines (ValueError) and the caller runs the
+ * Python version (which then gives its value or names the damage). Each text of a linked
+ * run is its slice of the reply's text (by code points), escaped as dumps_js escapes a
+ * str (char_width, short_escape: the encoder's own rules) straight into UTF-8; the header
+ * is written by the encoder above, as _pack_header writes it. It declines what the store
+ * never writes (an escape in the header, lengths that are not canonical decimals, linked
+ * runs out of order, ints beyond 64 bits) and all damage. */
+
+typedef struct {
+    char *data;
+    Py_ssize_t len;
+    Py_ssize_t cap;
+} ByteBuf;
+
+/* Room for ``more`` bytes at the end of ``b``; 0, or -1 with MemoryError. */
+static int
+buf_room(ByteBuf *b, Py_ssize_t more)
+{
+    if (b->cap - b->len >= more) {
+        return 0;
+    }
+    if (more > PY_SSIZE_T_MAX / 2 - b->len) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    Py_ssize_t cap = 2 * (b->len + more);
+    char *data = PyMem_Realloc(b->data, (size_t)cap);
+    if (data == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    b->data = data;
+    b->cap = cap;
+    return 0;
+}
+
+/* ch as UTF-8 at ``out`` (ch no surrogate); how many bytes. */
+static inline Py_ssize_t
+put_utf8(char *out, Py_UCS4 ch)
+{
+    if (ch < 0x80) {
+        out[0] = (char)ch;
+        return 1;
+    }
+    if (ch < 0x800) {
+        out[0] = (char)(0xC0 | (ch >> 6));
+        out[1] = (char)(0x80 | (ch & 0x3F));
+        return 2;
+    }
+    if (ch < 0x10000) {
+        out[0] = (char)(0xE0 | (ch >> 12));
+        out[1] = (char)(0x80 | ((ch >> 6) & 0x3F));
+        out[2] = (char)(0x80 | (ch & 0x3F));
+        return 3;
+    }
+    out[0] = (char)(0xF0 | (ch >> 18));
+    out[1] = (char)(0x80 | ((ch >> 12) & 0x3F));
+    out[2] = (char)(0x80 | ((ch >> 6) & 0x3F));
+    out[3] = (char)(0x80 | (ch & 0x3F));
+    return 4;
+}
+
+/* Code points a..b of the str ``text`` escaped as dumps_js escapes them (without the
+ * quotes), in UTF-8 at the end of ``b``; the escaped text's length in code points (what
+ * a linked run's size adds up), or -1 with MemoryError. */
+static Py_ssize_t
+put_escaped(ByteBuf *b, PyObject *text, Py_ssize_t a, Py_ssize_t stop)
+{
+    if (buf_room(b, 6 * (stop - a)) < 0) { /* the widest: \udxxx, 6 bytes for 1 */
+        return -1;
+    }
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    char *w = b->data + b->len;
+    Py_ssize_t chars = 0;
+    for (Py_ssize_t i = a; i < stop; i++) {
+        Py_UCS4 ch = PyUnicode_READ(kind, data, i);
+        int raw;
+        Py_ssize_t width = char_width(ch, &raw);
+        chars += width;
+        if (raw) {
+            w += put_utf8(w, ch);
+        }
+        else if (width == 6) {
+            *w++ = '\\';
+            *w++ = 'u';
+            *w++ = hexdigits[(ch >> 12) & 0xF];
+            *w++ = hexdigits[(ch >> 8) & 0xF];
+            *w++ = hexdigits[(ch >> 4) & 0xF];
+            *w++ = hexdigits[ch & 0xF];
+        }
+        else {
+            *w++ = '\\';
+            *w++ = (char)short_escape(ch);
+        }
+    }
+    b->len = w - b->data;
+    return chars;
+}
+
+/* A linked run [start, count, turn, step, index, seq, block, offset, size] of the
+ * header's runs, checked: exact ints within 64 bits, none of the last four negative,
+ * lines start .. start + count - 1 among the ``lines`` and after ``reached`` (the end of
+ * the linked run before). 0, or -1 declining. */
+typedef struct {
+    Py_ssize_t start;
+    Py_ssize_t count;
+    long long offset;
+    long long size;
+    PyObject *seq;   /* borrowed from the header, as replies(seq, block) takes them */
+    PyObject *block;
+} LinkedRun;
+
+static int
+read_linked_run(PyObject *run, Py_ssize_t lines, Py_ssize_t reached, LinkedRun *out)
+{
+    long long v[9];
+    for (int k = 0; k < 9; k++) {
+        PyObject *x = PyList_GET_ITEM(run, k);
+        int overflow = 0;
+        if (!PyLong_CheckExact(x)) {
+            goto bad;
+        }
+        v[k] = PyLong_AsLongLongAndOverflow(x, &overflow);
+        if (overflow || (v[k] == -1 && PyErr_Occurred())) {
+            PyErr_Clear();
+            goto bad;
+        }
+    }
+    if (v[0] < reached || v[1] < 1 || v[1] > (long long)lines || v[0] > (long long)lines - v[1] ||
+        v[5] < 0 || v[6] < 0 || v[7] < 0 || v[8] < 0) {
+        goto bad;
+    }
+    out->start = (Py_ssize_t)v[0];
+    out->count = (Py_ssize_t)v[1];
+    out->offset = v[7];
+    out->size = v[8];
+    out->seq = PyList_GET_ITEM(run, 5);
+    out->block = PyList_GET_ITEM(run, 6);
+    return 0;
+bad:
+    decline("an unexpected linked chunk run");
+    return -1;
+}
+
+/* A run's k-th line as a length: a canonical decimal (as _link_runs writes it) of at
+ * most 18 digits; -1 declining otherwise. */
+static long long
+read_length(const unsigned char *p, const unsigned char *end)
+{
+    Py_ssize_t n = end - p;
+    if (n < 1 || n > 18 || (n > 1 && p[0] == '0')) {
+        goto bad;
+    }
+    long long v = 0;
+    for (; p < end; p++) {
+        if (*p < '0' || *p > '9') {
+            goto bad;
+        }
+        v = 10 * v + (*p - '0');
+    }
+    return v;
+bad:
+    decline("a chunk run's lengths are not lengths");
+    return -1;
+}
+
+/* The header with each linked run cut to its first five fields (anything else in the
+ * runs kept as it is), as _pack_header writes it (the encoder's text, in UTF-8) at the
+ * start of ``b``; how many of the runs are linked, or -1 (declined, or an error). */
+static Py_ssize_t
+put_unlinked_header(ByteBuf *b, PyObject *fields)
+{
+    PyObject *runs = PyList_GET_ITEM(fields, 3);
+    Py_ssize_t count = PyList_GET_SIZE(runs), linked = 0;
+    PyObject *cut = PyList_New(count), *header = NULL, *text = NULL;
+    if (cut == NULL) {
+        return -1;
+    }
+    for (Py_ssize_t r = 0; r < count; r++) {
+        PyObject *run = PyList_GET_ITEM(runs, r), *item;
+        if (PyList_Check(run) && PyList_GET_SIZE(run) == 9) {
+            item = PyList_GetSlice(run, 0, 5);
+            if (item == NULL) {
+                goto fail;
+            }
+            linked++;
+        }
+        else {
+            item = Py_NewRef(run);
+        }
+        PyList_SET_ITEM(cut, r, item);
+    }
+    header = PyList_New(4);
+    if (header == NULL) {
+        goto fail;
+    }
+    for (Py_ssize_t f = 0; f < 3; f++) {
+        PyList_SET_ITEM(header, f, Py_NewRef(PyList_GET_ITEM(fields, f)));
+    }
+    PyList_SET_ITEM(header, 3, Py_NewRef(cut));
+    Py_ssize_t len = 0;
+    Py_UCS4 maxchar = 0x7F;
+    int r = enc_measure(header, 0, &len, &maxchar);
+    if (r != 0) {
+        if (r == ENC_UNSUPPORTED) {
+            decline("a pack header the encoder does not write");
+        }
+        goto fail;
+    }
+    text = PyUnicode_New(len, maxchar);
+    if (text == NULL) {
+        goto fail;
+    }
+    enc_out out = {PyUnicode_KIND(text), PyUnicode_DATA(text), 0};
+    enc_write(header, &out);
+    Py_ssize_t size;
+    const char *utf8 = PyUnicode_AsUTF8AndSize(text, &size);
+    if (utf8 == NULL || buf_room(b, size + 1) < 0) {
+        goto fail;
+    }
+    memcpy(b->data + b->len, utf8, (size_t)size);
+    b->len += size;
+    b->data[b->len++] = '\n';
+    Py_DECREF(text);
+    Py_DECREF(header);
+    Py_DECREF(cut);
+    return linked;
+fail:
+    Py_XDECREF(text);
+    Py_XDECREF(header);
+    Py_DECREF(cut);
+    return -1;
+}
+
+/* Whether the header ``fields`` is one _unlink_runs rewrites: [types, index, deltas,
+ * runs], every type an exact str, the runs a list holding a linked run. */
+static int
+has_linked_runs(PyObject *fields)
+{
+    if (!PyList_Check(fields) || PyList_GET_SIZE(fields) != 4) {
+        return 0;
+    }
+    PyObject *types = PyList_GET_ITEM(fields, 0), *runs = PyList_GET_ITEM(fields, 3);
+    if (!PyList_Check(types) || !PyList_Check(runs)) {
+        return 0;
+    }
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(types); i++) {
+        if (!PyUnicode_CheckExact(PyList_GET_ITEM(types, i))) {
+            return 0;
+        }
+    }
+    for (Py_ssize_t r = 0; r < PyList_GET_SIZE(runs); r++) {
+        PyObject *run = PyList_GET_ITEM(runs, r);
+        if (PyList_Check(run) && PyList_GET_SIZE(run) == 9) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* The texts of the linked run ``run`` (its lines at line[start..]) written at the end of
+ * ``b``, one per line, each line but the last followed by a newline: sliced out of the
+ * reply's text, which ``replies(seq, block)`` gives. 0, or -1 (declined, or its error). */
+static int
+put_run_texts(ByteBuf *b, const LinkedRun *run, const unsigned char *const *line,
+              PyObject *replies)
+{
+    PyObject *text = PyObject_CallFunctionObjArgs(replies, run->seq, run->block, NULL);
+    if (text == NULL) {
+        return -1;
+    }
+    int ok = -1;
+    if (!PyUnicode_CheckExact(text) || ready(text) < 0) {
+        decline("a reply's text that is not a str");
+        goto done;
+    }
+    Py_ssize_t length = PyUnicode_GET_LENGTH(text);
+    long long at = run->offset, chars = 0;
+    for (Py_ssize_t k = 0; k < run->count; k++) { /* the bounds first, as the Python does */
+        long long n = read_length(line[run->start + k], line[run->start + k + 1] - 1);
+        if (n < 0) {
+            goto done;
+        }
+        if (at > (long long)length || n > (long long)length - at) {
+            decline("a chunk run reaches past its text");
+            goto done;
+        }
+        at += n;
+    }
+    at = run->offset;
+    for (Py_ssize_t k = 0; k < run->count; k++) {
+        long long n = read_length(line[run->start + k], line[run->start + k + 1] - 1);
+        Py_ssize_t escaped = put_escaped(b, text, (Py_ssize_t)at, (Py_ssize_t)(at + n));
+        if (escaped < 0 || (k + 1 < run->count && buf_room(b, 1) < 0)) {
+            goto done;
+        }
+        if (k + 1 < run->count) {
+            b->data[b->len++] = '\n';
+        }
+        chars += escaped;
+        at += n;
+    }
+    if (chars != run->size) {
+        decline("a chunk run's texts are not the size it says");
+        goto done;
+    }
+    ok = 0;
+done:
+    Py_DECREF(text);
+    return ok;
+}
+
+/* Where each of the ``lines`` lines after the header begins (and, at [lines], one past
+ * the end: each line ends one byte before the next begins). */
+static const unsigned char **
+line_starts(const unsigned char *p, const unsigned char *end, Py_ssize_t lines)
+{
+    const unsigned char **at = PyMem_New(const unsigned char *, (size_t)lines + 1);
+    if (at == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    Py_ssize_t i = 0;
+    at[i++] = p;
+    for (const unsigned char *q = p; (q = memchr(q, '\n', (size_t)(end - q))) != NULL;) {
+        at[i++] = ++q;
+    }
+    at[i] = end + 1;
+    return at;
+}
+
+static PyObject *
+unlink_runs(PyObject *module, PyObject *args)
+{
+    (void)module;
+    long long first;
+    PyObject *body, *wanted, *replies;
+    if (!PyArg_ParseTuple(args, "O!LOO:unlink_runs", &PyBytes_Type, &body, &first, &wanted,
+                          &replies)) {
+        return NULL;
+    }
+    if (check_types() < 0) {
+        return NULL;
+    }
+    const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(body);
+    const unsigned char *end = p + PyBytes_GET_SIZE(body);
+    const unsigned char *newline = memchr(p, '\n', (size_t)(end - p));
+    if (newline == NULL || newline - p < 3 || memcmp(newline - 3, "]]]", 3) != 0) {
+        return Py_NewRef(body); /* no chunk runs */
+    }
+    if (memchr(p, '\\', (size_t)(newline - p)) != NULL) {
+        return decline("an escape in a pack's header");
+    }
+    PyObject *fields = scan_whole(p, newline), *out = NULL;
+    if (fields == NULL) {
+        return NULL;
+    }
+    const unsigned char **line = NULL;
+    char *mask = NULL;
+    LinkedRun *linked = NULL;
+    ByteBuf b = {NULL, 0, 0};
+    if (!has_linked_runs(fields)) {
+        out = Py_NewRef(body);
+        goto done;
+    }
+    const unsigned char *rest = newline + 1;
+    if (!utf8_valid(rest, end - rest)) {
+        decline("a pack that is not UTF-8");
+        goto done;
+    }
+    Py_ssize_t lines = 1;
+    for (const unsigned char *q = rest; (q = memchr(q, '\n', (size_t)(end - q))) != NULL; q++) {
+        lines++;
+    }
+    if (first < 0 || first > LLONG_MAX - lines) {
+        decline("an unexpected pack size");
+        goto done;
+    }
+    line = line_starts(rest, end, lines);
+    if (line == NULL || buf_room(&b, (end - p) + 64) < 0) {
+        goto done;
+    }
+    Py_ssize_t count = put_unlinked_header(&b, fields);
+    if (count < 0) {
+        goto done;
+    }
+    PyObject *runs = PyList_GET_ITEM(fields, 3);
+    linked = PyMem_New(LinkedRun, (size_t)count);
+    if (linked == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Py_ssize_t reached = 0, k = 0;
+    for (Py_ssize_t r = 0; r < PyList_GET_SIZE(runs); r++) {
+        PyObject *run = PyList_GET_ITEM(runs, r);
+        if (PyList_Check(run) && PyList_GET_SIZE(run) == 9) {
+            if (read_linked_run(run, lines, reached, &linked[k]) < 0) {
+                goto done;
+            }
+            reached = linked[k].start + linked[k].count;
+            k++;
+        }
+    }
+    if (wanted != Py_None) {
+        mask = PyMem_Malloc((size_t)lines);
+        if (mask == NULL) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        memset(mask, 0, (size_t)lines);
+        if (mark_wanted(wanted, first, lines, mask) < 0) {
+            goto done;
+        }
+    }
+    Py_ssize_t i = 0; /* the next line to write */
+    for (k = 0; k < count; k++) {
+        const LinkedRun *run = &linked[k];
+        Py_ssize_t before = line[run->start] - line[i]; /* the lines before it, as they are */
+        if (buf_room(&b, before) < 0) {
+            goto done;
+        }
+        memcpy(b.data + b.len, line[i], (size_t)before);
+        b.len += before;
+        int seen = mask == NULL || memchr(mask + run->start, 1, (size_t)run->count) != NULL;
+        if (!seen) {
+            /* no reader looks at its texts: empty lines */
+            if (buf_room(&b, run->count - 1) < 0) {
+                goto done;
+            }
+            memset(b.data + b.len, '\n', (size_t)(run->count - 1));
+            b.len += run->count - 1;
+        }
+        else if (replies == Py_None) {
+            decline("a chunk run points at an event this read cannot see");
+            goto done;
+        }
+        else if (put_run_texts(&b, run, line, replies) < 0) {
+            goto done;
+        }
+        i = run->start + run->count;
+        if (i < lines) {
+            if (buf_room(&b, 1) < 0) {
+                goto done;
+            }
+            b.data[b.len++] = '\n';
+        }
+    }
+    if (i < lines) {
+        Py_ssize_t after = end - line[i];
+        if (buf_room(&b, after) < 0) {
+            goto done;
+        }
+        memcpy(b.data + b.len, line[i], (size_t)after);
+        b.len += after;
+    }
+    out = PyBytes_FromStringAndSize(b.data, b.len);
+done:
+    Py_DECREF(fields);
+    PyMem_Free(line);
+    PyMem_Free(mask);
+    PyMem_Free(linked);
+    PyMem_Free(b.data);
+    return out;
 }
 
 /* -------------------------------------------------------------- build_events */
@@ -2031,6 +2503,9 @@ static PyMethodDef methods[] = {
     {"unpack_events", unpack_events, METH_VARARGS,
      "A pack's events (stores.sqlite._unpack_events) from its inflated bytes."},
     /* end of reads */
+    {"unlink_runs", unlink_runs, METH_VARARGS,
+     "stores.sqlite._unlink_runs(body, first, wanted, replies): a pack's linked runs made "
+     "text runs; ValueError where it declines."},
     {"encode_frozen", encode_frozen, METH_VARARGS,
      "dumps_js(value) of a c_safe value within 64-bit ints (else None); with freeze, the "
      "pair of it and loads_exact of it."},

@@ -2146,7 +2146,7 @@ def _unpack_events(
     runs included: it rebuilds each run line's text, then parses it); it declines
     (``ValueError``) any pack but the plain ones ``_pack`` writes, which then take the
     reference path (``_py_unpack_events``: its value, or its error)."""
-    body = _unlink_runs(zlib.decompress(blob), first, wanted, replies)
+    body = _unlinked(zlib.decompress(blob), first, wanted, replies)
     if _C_UNPACK_EVENTS is not None:
         try:
             return _C_UNPACK_EVENTS(first, n, body, wanted)
@@ -2157,6 +2157,26 @@ def _unpack_events(
 
 _C_UNPACK_EVENTS: Callable[[int, int, bytes, Container[int] | None], list[Event]] | None = getattr(
     _speedups, "unpack_events", None
+)
+
+
+def _unlinked(
+    body: bytes, first: int, wanted: Container[int] | None, replies: _ReplyTexts | None
+) -> bytes:
+    """``_unlink_runs`` of the inflated pack: by ``core._speedups.unlink_runs`` where it
+    is built (the very bytes, in one C pass over the lines, each text escaped straight
+    into UTF-8); it declines (``ValueError``) the packs the store does not write, damaged
+    ones among them, which then take the reference path (its value, or its error)."""
+    if _C_UNLINK_RUNS is not None:
+        try:
+            return _C_UNLINK_RUNS(body, first, wanted, replies)
+        except ValueError:
+            pass
+    return _unlink_runs(body, first, wanted, replies)
+
+
+_C_UNLINK_RUNS: Callable[[bytes, int, Container[int] | None, _ReplyTexts | None], bytes] | None = (
+    getattr(_speedups, "unlink_runs", None)
 )
 
 

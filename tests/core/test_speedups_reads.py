@@ -135,6 +135,7 @@ def check_loads(text: str) -> None:
 def test_the_c_read_path_is_in_use() -> None:
     assert jsoncodec._loads_frozen is speedups.loads_frozen
     assert sqlite_store._C_UNPACK_EVENTS is speedups.unpack_events
+    assert sqlite_store._C_UNLINK_RUNS is speedups.unlink_runs
 
 
 @given(json_values)

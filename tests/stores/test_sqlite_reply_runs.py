@@ -86,14 +86,15 @@ def texts(events: list[Event]) -> list[tuple[int, str, int, str, str]]:
 
 @contextmanager
 def python_path(on: bool) -> Iterator[None]:
-    """The Python decoding of packs instead of the C one, when ``on``."""
-    saved = sqlite_store._C_UNPACK_EVENTS
+    """The Python decoding of packs (and unlinking of their runs) instead of the C one,
+    when ``on``."""
+    saved = sqlite_store._C_UNPACK_EVENTS, sqlite_store._C_UNLINK_RUNS
     if on:
-        sqlite_store._C_UNPACK_EVENTS = None
+        sqlite_store._C_UNPACK_EVENTS = sqlite_store._C_UNLINK_RUNS = None
     try:
         yield
     finally:
-        sqlite_store._C_UNPACK_EVENTS = saved
+        sqlite_store._C_UNPACK_EVENTS, sqlite_store._C_UNLINK_RUNS = saved
 
 
 # --------------------------------------------------------------------- random replies
