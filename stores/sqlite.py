@@ -1008,14 +1008,17 @@ class SqliteSessionStore:
         types: dict[bytes, str] = {}
         loads = loads_exact
         build = build_event
+        if replies is not None:
+            replies.hold(rows)
         try:
             for i, (seq, n, raw_type, time, kind, data, surface_op, source_seqs) in enumerate(rows):
                 if kind == KIND_PACK:
                     out += _unpack_events(seq, n, data, wanted, replies)
                     rows[i] = None
                     continue
-                if data.__class__ is bytes:
-                    data = _inflate(data)
+                value = None if replies is None else replies.value(seq, data)
+                if value is None:
+                    value = loads(_inflate(data) if data.__class__ is bytes else data)
                 type_ = types.get(raw_type)
                 if type_ is None:
                     type_ = types[raw_type] = decode_text(raw_type)
@@ -1026,7 +1029,7 @@ class SqliteSessionStore:
                 else:
                     op = decode_op(surface_op)
                 seqs = None if source_seqs is None else decode_seqs(source_seqs)
-                append(build(seq, type_, time, loads(data), op, seqs))
+                append(build(seq, type_, time, value, op, seqs))
                 rows[i] = None
         except (ValueError, TypeError, zlib.error) as err:
             raise StoreError(f"{self._path}: a stored event is corrupt ({err})") from err
@@ -2019,7 +2022,7 @@ class _ReplyTexts:
     that is not an assistant message, or at a block that is not text is ``ValueError``
     (the read names the file)."""
 
-    __slots__ = ("_contents", "_fetch", "_gone")
+    __slots__ = ("_contents", "_fetch", "_gone", "_held", "_values")
 
     def __init__(
         self,
@@ -2029,6 +2032,25 @@ class _ReplyTexts:
         self._fetch = fetch  # (kind, type, data) of the session's row at a seq
         self._gone = gone  # raises SessionNotFoundError when the session went meanwhile
         self._contents: dict[int, list[Any]] = {}
+        self._held: dict[int, tuple[int, bytes, str | bytes]] = {}  # see ``hold``
+        self._values: dict[int, tuple[str | bytes, Any]] = {}  # see ``value``
+
+    def hold(self, rows: Iterable[Any]) -> None:
+        """The read's own rows (``_EVENT_COLUMNS``): a reply among them is taken from
+        here instead of being fetched again (a whole read holds every reply, after the
+        packs pointing at it)."""
+        for row in rows:
+            if row[4] == KIND_SURFACE and row[2] == _ASSISTANT_MESSAGE_TYPE:
+                self._held[row[0]] = (row[4], row[2], row[5])
+
+    def value(self, seq: int, data: str | bytes) -> Any:
+        """The decoded data of the row at ``seq`` holding ``data`` when a run took its
+        texts from it, else ``None``: a read decodes each reply once (a decoded value is
+        frozen, so the event may share it). The read is done with that row: neither is
+        kept (a read holds no more raw rows than it did)."""
+        self._held.pop(seq, None)
+        found = self._values.pop(seq, None)
+        return found[1] if found is not None and found[0] == data else None
 
     @classmethod
     def of(cls, raw: sqlite3.Connection, key: int) -> _ReplyTexts:
@@ -2039,7 +2061,7 @@ class _ReplyTexts:
     def __call__(self, seq: int, block: int) -> str:
         content = self._contents.get(seq)
         if content is None:
-            row = self._fetch(seq)
+            row = self._held.get(seq) or self._fetch(seq)
             if row is None:
                 if self._gone is not None:
                     self._gone()
@@ -2048,6 +2070,7 @@ class _ReplyTexts:
             if kind != KIND_SURFACE or raw_type != _ASSISTANT_MESSAGE_TYPE:
                 raise ValueError(f"a chunk run points at event {seq}, not an assistant message")
             decoded = loads_exact(_text(data))
+            self._values[seq] = (data, decoded)
             message = decoded.get("message") if isinstance(decoded, dict) else None
             content = message.get("content") if isinstance(message, dict) else None
             if not isinstance(content, list):

@@ -274,6 +274,40 @@ async def test_texts_ending_in_a_quote_and_a_comma_read_back(
     assert [len(run) for run in header(blob)[3]] == [9]
 
 
+async def test_a_whole_read_decodes_each_reply_once_from_its_own_rows(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The read holds the reply's row already (after the packs pointing at it): it is
+    not fetched again, and decoded once for the runs' texts and the event both."""
+    parts = ["ab", '",', "\ud83d", "😀" * 300]  # a message stored compressed
+    async with await SqliteSessionStore.open(db_path) as store:
+        await store.create_session("s", created_at=1)
+        written = await store.append_batch("s", [*reply(1, parts), *reply(2, ["x", "y"])])
+        fetched: list[int] = []
+        decoded: list[str] = []
+        loads = sqlite_store.loads_exact
+
+        def fetch(seq: int) -> None:
+            fetched.append(seq)
+
+        def counting_loads(text: str, **options: Any) -> Any:
+            decoded.append(text)
+            return loads(text, **options)
+
+        monkeypatch.setattr(
+            sqlite_store._ReplyTexts, "of", classmethod(lambda cls, raw, key: cls(fetch))
+        )
+        monkeypatch.setattr(sqlite_store, "loads_exact", counting_loads)
+        for on in (False, True):
+            with python_path(on):
+                fetched.clear()
+                decoded.clear()
+                assert texts(await store.read_events("s")) == texts(written)
+                assert fetched == []
+                for message_event in (e for e in written if e.type == MESSAGE):
+                    assert decoded.count(dumps_js(message_event.data)) == 1
+
+
 async def test_a_message_that_is_not_its_chunks_leaves_them_text_runs(db_path: Path) -> None:
     events = [*reply(1, ["ab", "cd"])[:2], message(1, 0, ("text", "abXcd")), turn_end(1)]
     events += [*reply(2, ["ab", "cd"])[:2], message(2, 1, ("text", "abcd")), turn_end(2)]
