@@ -1681,13 +1681,17 @@ encode_frozen(PyObject *module, PyObject *args)
 /* -------------------------------------------------------------- unlink_runs */
 
 /* stores.sqlite._unlink_runs(body, first, wanted, replies): the very bytes it returns, in
- * one pass over the pack's lines, or it declines (ValueError) and the caller runs the
- * Python version (which then gives its value or names the damage). Each text of a linked
- * run is its slice of the reply's text (by code points), escaped as dumps_js escapes a
- * str (char_width, short_escape: the encoder's own rules) straight into UTF-8; the header
- * is written by the encoder above, as _pack_header writes it. It declines what the store
- * never writes (an escape in the header, lengths that are not canonical decimals, linked
- * runs out of order, ints beyond 64 bits) and all damage. */
+ * one pass over the pack, or it declines (ValueError) and the caller runs the Python
+ * version (which then gives its value or names the damage). Each text of a linked run
+ * is its slice of the reply's text (by code points), escaped as dumps_js escapes a str
+ * (char_width, short_escape: the encoder's own rules) straight into UTF-8.
+ *
+ * The header is read as text, never parsed into objects: it is taken only as the
+ * encoder writes it (_pack_header: no whitespace, canonical ints of at most 18 digits,
+ * strings with nothing to escape), which is then also what writing its values again
+ * gives, so everything but the linked runs' last four fields is copied as it is. It
+ * declines anything else the store never writes (lengths that are not canonical
+ * decimals, linked runs out of order, runs of other sizes) and all damage. */
 
 typedef struct {
     char *data;
@@ -1717,6 +1721,18 @@ buf_room(ByteBuf *b, Py_ssize_t more)
     return 0;
 }
 
+/* [s, e) at the end of ``b``; 0, or -1 with MemoryError. */
+static int
+buf_put(ByteBuf *b, const void *s, Py_ssize_t n)
+{
+    if (buf_room(b, n) < 0) {
+        return -1;
+    }
+    memcpy(b->data + b->len, s, (size_t)n);
+    b->len += n;
+    return 0;
+}
+
 /* ch as UTF-8 at ``out`` (ch no surrogate); how many bytes. */
 static inline Py_ssize_t
 put_utf8(char *out, Py_UCS4 ch)
@@ -1743,7 +1759,7 @@ put_utf8(char *out, Py_UCS4 ch)
     return 4;
 }
 
-/* Code points a..b of the str ``text`` escaped as dumps_js escapes them (without the
+/* Code points a..stop of the str ``text`` escaped as dumps_js escapes them (without the
  * quotes), in UTF-8 at the end of ``b``; the escaped text's length in code points (what
  * a linked run's size adds up), or -1 with MemoryError. */
 static Py_ssize_t
@@ -1781,175 +1797,255 @@ put_escaped(ByteBuf *b, PyObject *text, Py_ssize_t a, Py_ssize_t stop)
     return chars;
 }
 
-/* A linked run [start, count, turn, step, index, seq, block, offset, size] of the
- * header's runs, checked: exact ints within 64 bits, none of the last four negative,
- * lines start .. start + count - 1 among the ``lines`` and after ``reached`` (the end of
- * the linked run before). 0, or -1 declining. */
-typedef struct {
-    Py_ssize_t start;
-    Py_ssize_t count;
-    long long offset;
-    long long size;
-    PyObject *seq;   /* borrowed from the header, as replies(seq, block) takes them */
-    PyObject *block;
-} LinkedRun;
-
+/* The int at *q as the encoder writes one (no "-0", no leading zero; at most 18 digits,
+ * so it fits a long long) into *v, *q moved past it; 0, or -1 when there is none. */
 static int
-read_linked_run(PyObject *run, Py_ssize_t lines, Py_ssize_t reached, LinkedRun *out)
+read_int(const unsigned char **q, const unsigned char *end, long long *v)
 {
-    long long v[9];
-    for (int k = 0; k < 9; k++) {
-        PyObject *x = PyList_GET_ITEM(run, k);
-        int overflow = 0;
-        if (!PyLong_CheckExact(x)) {
-            goto bad;
+    const unsigned char *s = *q;
+    int neg = s < end && *s == '-';
+    const unsigned char *digits = s + neg;
+    long long x = 0;
+    for (s = digits; s < end && *s >= '0' && *s <= '9'; s++) {
+        if (s - digits == 18) {
+            return -1;
         }
-        v[k] = PyLong_AsLongLongAndOverflow(x, &overflow);
-        if (overflow || (v[k] == -1 && PyErr_Occurred())) {
-            PyErr_Clear();
-            goto bad;
-        }
+        x = 10 * x + (*s - '0');
     }
-    if (v[0] < reached || v[1] < 1 || v[1] > (long long)lines || v[0] > (long long)lines - v[1] ||
-        v[5] < 0 || v[6] < 0 || v[7] < 0 || v[8] < 0) {
-        goto bad;
+    if (s == digits || (s - digits > 1 && *digits == '0') || (neg && x == 0)) {
+        return -1;
     }
-    out->start = (Py_ssize_t)v[0];
-    out->count = (Py_ssize_t)v[1];
-    out->offset = v[7];
-    out->size = v[8];
-    out->seq = PyList_GET_ITEM(run, 5);
-    out->block = PyList_GET_ITEM(run, 6);
+    *v = neg ? -x : x;
+    *q = s;
     return 0;
-bad:
-    decline("an unexpected linked chunk run");
-    return -1;
 }
 
-/* A run's k-th line as a length: a canonical decimal (as _link_runs writes it) of at
- * most 18 digits; -1 declining otherwise. */
-static long long
-read_length(const unsigned char *p, const unsigned char *end)
+/* A list of such ints at *q ("[1,-2,3]", or "[]"): how many (up to ``max`` kept in
+ * ``v`` when given), *q moved past it; -1 when there is none. */
+static Py_ssize_t
+read_ints(const unsigned char **q, const unsigned char *end, long long *v, Py_ssize_t max)
 {
-    Py_ssize_t n = end - p;
-    if (n < 1 || n > 18 || (n > 1 && p[0] == '0')) {
+    const unsigned char *s = *q;
+    if (s >= end || *s++ != '[') {
+        return -1;
+    }
+    Py_ssize_t n = 0;
+    if (s < end && *s == ']') {
+        *q = s + 1;
+        return 0;
+    }
+    for (;;) {
+        long long x;
+        if (read_int(&s, end, &x) < 0) {
+            return -1;
+        }
+        if (v != NULL && n < max) {
+            v[n] = x;
+        }
+        n++;
+        if (s < end && *s == ',') {
+            s++;
+        }
+        else if (s < end && *s == ']') {
+            *q = s + 1;
+            return n;
+        }
+        else {
+            return -1;
+        }
+    }
+}
+
+/* A list of strings at *q with nothing to escape (no control character; the header
+ * holds no backslash), *q moved past it; 0, or -1 when there is none. */
+static int
+read_strs(const unsigned char **q, const unsigned char *end)
+{
+    const unsigned char *s = *q;
+    if (s >= end || *s++ != '[') {
+        return -1;
+    }
+    if (s < end && *s == ']') {
+        *q = s + 1;
+        return 0;
+    }
+    for (;;) {
+        if (s >= end || *s++ != '"') {
+            return -1;
+        }
+        while (s < end && *s != '"' && *s >= 0x20) {
+            s++;
+        }
+        if (s >= end || *s++ != '"') {
+            return -1;
+        }
+        if (s < end && *s == ',') {
+            s++;
+        }
+        else if (s < end && *s == ']') {
+            *q = s + 1;
+            return 0;
+        }
+        else {
+            return -1;
+        }
+    }
+}
+
+/* A run of the header's runs: where its text is, and for a linked one [start, count,
+ * turn, step, index, seq, block, offset, size] its fields and where its fifth ends. */
+typedef struct {
+    const unsigned char *text;
+    const unsigned char *end;
+    const unsigned char *cut;
+    int linked;
+    long long v[9];
+} HeaderRun;
+
+/* The header [p, end) read as the encoder writes it: [types, index, deltas, runs], each
+ * run of five or nine ints. Its runs into ``*runs`` (``*count``), where the runs field
+ * begins into ``*field``; 1, 0 when it holds no linked run, -1 declining. */
+static int
+read_pack_header(const unsigned char *p, const unsigned char *end, HeaderRun **runs,
+                 Py_ssize_t *count, const unsigned char **field)
+{
+    const unsigned char *q = p;
+    long long index;
+    if (q >= end || *q++ != '[' || read_strs(&q, end) < 0 || q >= end || *q++ != ',') {
         goto bad;
     }
-    long long v = 0;
-    for (; p < end; p++) {
-        if (*p < '0' || *p > '9') {
+    if (q < end && *q == '[' ? read_ints(&q, end, NULL, 0) < 0 : read_int(&q, end, &index) < 0) {
+        goto bad;
+    }
+    if (q >= end || *q++ != ',' || read_ints(&q, end, NULL, 0) < 0 || q >= end || *q++ != ',') {
+        goto bad;
+    }
+    *field = q;
+    if (q >= end || *q++ != '[') {
+        goto bad;
+    }
+    *runs = PyMem_New(HeaderRun, (size_t)((end - q) / 12 + 1)); /* a run: at least 11 */
+    if (*runs == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    Py_ssize_t n = 0;
+    int linked = 0;
+    while (q < end && *q != ']') {
+        HeaderRun *run = &(*runs)[n];
+        run->text = q;
+        Py_ssize_t fields = read_ints(&q, end, run->v, 9);
+        if (fields != 5 && fields != 9) {
             goto bad;
         }
-        v = 10 * v + (*p - '0');
+        run->end = q;
+        run->linked = fields == 9;
+        if (run->linked) {
+            const unsigned char *c = run->text;
+            for (int commas = 0; commas < 5; c++) {
+                commas += *c == ',';
+            }
+            run->cut = c - 1;
+            linked = 1;
+        }
+        n++;
+        if (q < end && *q == ',' && q + 1 < end && q[1] == '[') {
+            q++;
+        }
+        else if (q >= end || *q != ']') {
+            goto bad;
+        }
     }
-    return v;
+    if (q + 2 != end || q[0] != ']' || q[1] != ']') {
+        goto bad;
+    }
+    *count = n;
+    return linked;
 bad:
-    decline("a chunk run's lengths are not lengths");
+    decline("a pack header the encoder does not write");
     return -1;
 }
 
-/* The header with each linked run cut to its first five fields (anything else in the
- * runs kept as it is), as _pack_header writes it (the encoder's text, in UTF-8) at the
- * start of ``b``; how many of the runs are linked, or -1 (declined, or an error). */
-static Py_ssize_t
-put_unlinked_header(ByteBuf *b, PyObject *fields)
+/* The header with each linked run cut to its first five fields, the rest as it is, at
+ * the end of ``b``; 0, or -1 with MemoryError. */
+static int
+put_unlinked_header(ByteBuf *b, const unsigned char *p, const unsigned char *field,
+                    const HeaderRun *runs, Py_ssize_t count)
 {
-    PyObject *runs = PyList_GET_ITEM(fields, 3);
-    Py_ssize_t count = PyList_GET_SIZE(runs), linked = 0;
-    PyObject *cut = PyList_New(count), *header = NULL, *text = NULL;
-    if (cut == NULL) {
+    if (buf_put(b, p, field + 1 - p) < 0) { /* up to the runs' "[" */
         return -1;
     }
     for (Py_ssize_t r = 0; r < count; r++) {
-        PyObject *run = PyList_GET_ITEM(runs, r), *item;
-        if (PyList_Check(run) && PyList_GET_SIZE(run) == 9) {
-            item = PyList_GetSlice(run, 0, 5);
-            if (item == NULL) {
-                goto fail;
-            }
-            linked++;
+        const HeaderRun *run = &runs[r];
+        if ((r && buf_put(b, ",", 1) < 0) ||
+            buf_put(b, run->text, (run->linked ? run->cut : run->end) - run->text) < 0 ||
+            (run->linked && buf_put(b, "]", 1) < 0)) {
+            return -1;
         }
-        else {
-            item = Py_NewRef(run);
-        }
-        PyList_SET_ITEM(cut, r, item);
     }
-    header = PyList_New(4);
-    if (header == NULL) {
-        goto fail;
-    }
-    for (Py_ssize_t f = 0; f < 3; f++) {
-        PyList_SET_ITEM(header, f, Py_NewRef(PyList_GET_ITEM(fields, f)));
-    }
-    PyList_SET_ITEM(header, 3, Py_NewRef(cut));
-    Py_ssize_t len = 0;
-    Py_UCS4 maxchar = 0x7F;
-    int r = enc_measure(header, 0, &len, &maxchar);
-    if (r != 0) {
-        if (r == ENC_UNSUPPORTED) {
-            decline("a pack header the encoder does not write");
-        }
-        goto fail;
-    }
-    text = PyUnicode_New(len, maxchar);
-    if (text == NULL) {
-        goto fail;
-    }
-    enc_out out = {PyUnicode_KIND(text), PyUnicode_DATA(text), 0};
-    enc_write(header, &out);
-    Py_ssize_t size;
-    const char *utf8 = PyUnicode_AsUTF8AndSize(text, &size);
-    if (utf8 == NULL || buf_room(b, size + 1) < 0) {
-        goto fail;
-    }
-    memcpy(b->data + b->len, utf8, (size_t)size);
-    b->len += size;
-    b->data[b->len++] = '\n';
-    Py_DECREF(text);
-    Py_DECREF(header);
-    Py_DECREF(cut);
-    return linked;
-fail:
-    Py_XDECREF(text);
-    Py_XDECREF(header);
-    Py_DECREF(cut);
-    return -1;
+    return buf_put(b, "]]\n", 3);
 }
 
-/* Whether the header ``fields`` is one _unlink_runs rewrites: [types, index, deltas,
- * runs], every type an exact str, the runs a list holding a linked run. */
-static int
-has_linked_runs(PyObject *fields)
+/* The line after *q, [*q, its end), *q moved to the next one; -1 past the last line
+ * (at ``end + 1``). */
+static const unsigned char *
+next_line(const unsigned char **q, const unsigned char *end)
 {
-    if (!PyList_Check(fields) || PyList_GET_SIZE(fields) != 4) {
-        return 0;
+    const unsigned char *s = *q;
+    if (s > end) {
+        return NULL;
     }
-    PyObject *types = PyList_GET_ITEM(fields, 0), *runs = PyList_GET_ITEM(fields, 3);
-    if (!PyList_Check(types) || !PyList_Check(runs)) {
-        return 0;
+    const unsigned char *stop = memchr(s, '\n', (size_t)(end - s));
+    if (stop == NULL) {
+        stop = end;
     }
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(types); i++) {
-        if (!PyUnicode_CheckExact(PyList_GET_ITEM(types, i))) {
-            return 0;
-        }
-    }
-    for (Py_ssize_t r = 0; r < PyList_GET_SIZE(runs); r++) {
-        PyObject *run = PyList_GET_ITEM(runs, r);
-        if (PyList_Check(run) && PyList_GET_SIZE(run) == 9) {
-            return 1;
-        }
-    }
-    return 0;
+    *q = stop + 1;
+    return stop;
 }
 
-/* The texts of the linked run ``run`` (its lines at line[start..]) written at the end of
- * ``b``, one per line, each line but the last followed by a newline: sliced out of the
- * reply's text, which ``replies(seq, block)`` gives. 0, or -1 (declined, or its error). */
+/* Whether any of seqs from .. from + count - 1 is ``wanted`` (None: all are); ``mask``
+ * has room for ``count``. 1, 0, or -1 with the error set. */
 static int
-put_run_texts(ByteBuf *b, const LinkedRun *run, const unsigned char *const *line,
-              PyObject *replies)
+any_wanted(PyObject *wanted, long long from, Py_ssize_t count, char *mask)
 {
-    PyObject *text = PyObject_CallFunctionObjArgs(replies, run->seq, run->block, NULL);
+    if (wanted == Py_None) {
+        return 1;
+    }
+    memset(mask, 0, (size_t)count);
+    if (mark_wanted(wanted, from, count, mask) < 0) {
+        return -1;
+    }
+    return memchr(mask, 1, (size_t)count) != NULL;
+}
+
+/* The texts of the linked run ``run`` written at the end of ``b``, one per line with a
+ * newline between them: its lines (at *q, moved past them) hold their lengths, each
+ * text sliced out of the reply's text that ``replies(seq, block)`` gives. 0, or -1
+ * (declined, or its error). */
+static int
+put_run_texts(ByteBuf *b, const HeaderRun *run, const unsigned char **q,
+              const unsigned char *end, PyObject *replies, long long *lengths)
+{
+    long long count = run->v[1], offset = run->v[7], at = offset, chars = 0;
+    for (long long k = 0; k < count; k++) {
+        const unsigned char *line = *q, *stop = next_line(q, end);
+        if (stop == NULL || read_int(&line, stop, &lengths[k]) < 0 || line != stop ||
+            lengths[k] < 0) {
+            decline("a chunk run's lengths are not lengths");
+            return -1;
+        }
+        if (lengths[k] > LLONG_MAX - at) {
+            decline("a chunk run reaches past its text");
+            return -1;
+        }
+        at += lengths[k];
+    }
+    PyObject *seq = PyLong_FromLongLong(run->v[5]), *block = PyLong_FromLongLong(run->v[6]);
+    PyObject *text = seq == NULL || block == NULL
+                         ? NULL
+                         : PyObject_CallFunctionObjArgs(replies, seq, block, NULL);
+    Py_XDECREF(seq);
+    Py_XDECREF(block);
     if (text == NULL) {
         return -1;
     }
@@ -1958,33 +2054,20 @@ put_run_texts(ByteBuf *b, const LinkedRun *run, const unsigned char *const *line
         decline("a reply's text that is not a str");
         goto done;
     }
-    Py_ssize_t length = PyUnicode_GET_LENGTH(text);
-    long long at = run->offset, chars = 0;
-    for (Py_ssize_t k = 0; k < run->count; k++) { /* the bounds first, as the Python does */
-        long long n = read_length(line[run->start + k], line[run->start + k + 1] - 1);
-        if (n < 0) {
-            goto done;
-        }
-        if (at > (long long)length || n > (long long)length - at) {
-            decline("a chunk run reaches past its text");
-            goto done;
-        }
-        at += n;
+    if (at > (long long)PyUnicode_GET_LENGTH(text)) {
+        decline("a chunk run reaches past its text");
+        goto done;
     }
-    at = run->offset;
-    for (Py_ssize_t k = 0; k < run->count; k++) {
-        long long n = read_length(line[run->start + k], line[run->start + k + 1] - 1);
-        Py_ssize_t escaped = put_escaped(b, text, (Py_ssize_t)at, (Py_ssize_t)(at + n));
-        if (escaped < 0 || (k + 1 < run->count && buf_room(b, 1) < 0)) {
+    at = offset;
+    for (long long k = 0; k < count; k++) {
+        Py_ssize_t escaped = put_escaped(b, text, (Py_ssize_t)at, (Py_ssize_t)(at + lengths[k]));
+        if (escaped < 0 || (k + 1 < count && buf_put(b, "\n", 1) < 0)) {
             goto done;
-        }
-        if (k + 1 < run->count) {
-            b->data[b->len++] = '\n';
         }
         chars += escaped;
-        at += n;
+        at += lengths[k];
     }
-    if (chars != run->size) {
+    if (chars != run->v[8]) {
         decline("a chunk run's texts are not the size it says");
         goto done;
     }
@@ -1994,23 +2077,61 @@ done:
     return ok;
 }
 
-/* Where each of the ``lines`` lines after the header begins (and, at [lines], one past
- * the end: each line ends one byte before the next begins). */
-static const unsigned char **
-line_starts(const unsigned char *p, const unsigned char *end, Py_ssize_t lines)
+/* The linked run ``run`` at *q (its lines, *q moved past them) unlinked at the end of
+ * ``b``: its texts, or empty lines when none of its seqs is wanted. 0, or -1. */
+static int
+put_linked_run(ByteBuf *b, const HeaderRun *run, const unsigned char **q,
+               const unsigned char *end, long long first, PyObject *wanted, PyObject *replies,
+               char *scratch)
 {
-    const unsigned char **at = PyMem_New(const unsigned char *, (size_t)lines + 1);
-    if (at == NULL) {
-        PyErr_NoMemory();
-        return NULL;
+    Py_ssize_t count = (Py_ssize_t)run->v[1];
+    int seen = any_wanted(wanted, first + run->v[0], count, scratch);
+    if (seen < 0) {
+        return -1;
     }
-    Py_ssize_t i = 0;
-    at[i++] = p;
-    for (const unsigned char *q = p; (q = memchr(q, '\n', (size_t)(end - q))) != NULL;) {
-        at[i++] = ++q;
+    if (seen) {
+        if (replies == Py_None) {
+            decline("a chunk run points at an event this read cannot see");
+            return -1;
+        }
+        return put_run_texts(b, run, q, end, replies, (long long *)scratch);
     }
-    at[i] = end + 1;
-    return at;
+    for (Py_ssize_t k = 0; k < count; k++) {
+        if (next_line(q, end) == NULL) {
+            decline("a chunk run past the lines");
+            return -1;
+        }
+    }
+    if (buf_room(b, count - 1) < 0) {
+        return -1;
+    }
+    memset(b->data + b->len, '\n', (size_t)(count - 1));
+    b->len += count - 1;
+    return 0;
+}
+
+/* The linked runs of ``runs`` checked as the Python version checks them (none of their
+ * fields negative, none empty) and, further, in order and apart, reaching no further
+ * than ``first`` allows; the most lines one holds, or -1 declining. */
+static Py_ssize_t
+check_linked_runs(const HeaderRun *runs, Py_ssize_t count, long long first,
+                  Py_ssize_t lines_max)
+{
+    long long reached = 0, widest = 1;
+    for (Py_ssize_t r = 0; r < count; r++) {
+        const long long *v = runs[r].v;
+        if (!runs[r].linked) {
+            continue;
+        }
+        if (v[0] < reached || v[1] < 1 || v[1] > lines_max || v[0] > lines_max - v[1] ||
+            v[5] < 0 || v[6] < 0 || v[7] < 0 || v[8] < 0 || first > LLONG_MAX - v[0] - v[1]) {
+            decline("an unexpected linked chunk run");
+            return -1;
+        }
+        reached = v[0] + v[1];
+        widest = v[1] > widest ? v[1] : widest;
+    }
+    return (Py_ssize_t)widest;
 }
 
 static PyObject *
@@ -2023,9 +2144,6 @@ unlink_runs(PyObject *module, PyObject *args)
                           &replies)) {
         return NULL;
     }
-    if (check_types() < 0) {
-        return NULL;
-    }
     const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(body);
     const unsigned char *end = p + PyBytes_GET_SIZE(body);
     const unsigned char *newline = memchr(p, '\n', (size_t)(end - p));
@@ -2035,114 +2153,67 @@ unlink_runs(PyObject *module, PyObject *args)
     if (memchr(p, '\\', (size_t)(newline - p)) != NULL) {
         return decline("an escape in a pack's header");
     }
-    PyObject *fields = scan_whole(p, newline), *out = NULL;
-    if (fields == NULL) {
-        return NULL;
-    }
-    const unsigned char **line = NULL;
-    char *mask = NULL;
-    LinkedRun *linked = NULL;
+    HeaderRun *runs = NULL;
+    Py_ssize_t count = 0;
+    const unsigned char *field = NULL;
+    int linked = read_pack_header(p, newline, &runs, &count, &field);
+    PyObject *out = NULL;
+    char *scratch = NULL;
     ByteBuf b = {NULL, 0, 0};
-    if (!has_linked_runs(fields)) {
-        out = Py_NewRef(body);
+    if (linked < 0) {
         goto done;
     }
-    const unsigned char *rest = newline + 1;
-    if (!utf8_valid(rest, end - rest)) {
+    /* the Python version decodes the header, and the lines too when it has linked runs */
+    if (!utf8_valid(p, (linked ? end : newline) - p)) {
         decline("a pack that is not UTF-8");
         goto done;
     }
-    Py_ssize_t lines = 1;
-    for (const unsigned char *q = rest; (q = memchr(q, '\n', (size_t)(end - q))) != NULL; q++) {
-        lines++;
-    }
-    if (first < 0 || first > LLONG_MAX - lines) {
-        decline("an unexpected pack size");
+    if (!linked) {
+        out = Py_NewRef(body);
         goto done;
     }
-    line = line_starts(rest, end, lines);
-    if (line == NULL || buf_room(&b, (end - p) + 64) < 0) {
+    Py_ssize_t widest = check_linked_runs(runs, count, first, end - newline);
+    if (widest < 0) {
         goto done;
     }
-    Py_ssize_t count = put_unlinked_header(&b, fields);
-    if (count < 0) {
-        goto done;
-    }
-    PyObject *runs = PyList_GET_ITEM(fields, 3);
-    linked = PyMem_New(LinkedRun, (size_t)count);
-    if (linked == NULL) {
+    scratch = PyMem_Malloc((size_t)widest * sizeof(long long)); /* a mask, or lengths */
+    if (scratch == NULL) {
         PyErr_NoMemory();
         goto done;
     }
-    Py_ssize_t reached = 0, k = 0;
-    for (Py_ssize_t r = 0; r < PyList_GET_SIZE(runs); r++) {
-        PyObject *run = PyList_GET_ITEM(runs, r);
-        if (PyList_Check(run) && PyList_GET_SIZE(run) == 9) {
-            if (read_linked_run(run, lines, reached, &linked[k]) < 0) {
+    if (buf_room(&b, (end - p) + 64) < 0 || put_unlinked_header(&b, p, field, runs, count) < 0) {
+        goto done;
+    }
+    const unsigned char *q = newline + 1; /* the next line to write */
+    long long i = 0;                      /* its index */
+    for (Py_ssize_t r = 0; r < count; r++) {
+        const HeaderRun *run = &runs[r];
+        if (!run->linked) {
+            continue;
+        }
+        const unsigned char *from = q;
+        for (; i < run->v[0]; i++) { /* the lines before it, as they are */
+            if (next_line(&q, end) == NULL) {
+                decline("a chunk run past the lines");
                 goto done;
             }
-            reached = linked[k].start + linked[k].count;
-            k++;
         }
-    }
-    if (wanted != Py_None) {
-        mask = PyMem_Malloc((size_t)lines);
-        if (mask == NULL) {
-            PyErr_NoMemory();
+        if (buf_put(&b, from, q - from) < 0 ||
+            put_linked_run(&b, run, &q, end, first, wanted, replies, scratch) < 0) {
             goto done;
         }
-        memset(mask, 0, (size_t)lines);
-        if (mark_wanted(wanted, first, lines, mask) < 0) {
+        i += run->v[1];
+        if (q <= end && buf_put(&b, "\n", 1) < 0) {
             goto done;
         }
     }
-    Py_ssize_t i = 0; /* the next line to write */
-    for (k = 0; k < count; k++) {
-        const LinkedRun *run = &linked[k];
-        Py_ssize_t before = line[run->start] - line[i]; /* the lines before it, as they are */
-        if (buf_room(&b, before) < 0) {
-            goto done;
-        }
-        memcpy(b.data + b.len, line[i], (size_t)before);
-        b.len += before;
-        int seen = mask == NULL || memchr(mask + run->start, 1, (size_t)run->count) != NULL;
-        if (!seen) {
-            /* no reader looks at its texts: empty lines */
-            if (buf_room(&b, run->count - 1) < 0) {
-                goto done;
-            }
-            memset(b.data + b.len, '\n', (size_t)(run->count - 1));
-            b.len += run->count - 1;
-        }
-        else if (replies == Py_None) {
-            decline("a chunk run points at an event this read cannot see");
-            goto done;
-        }
-        else if (put_run_texts(&b, run, line, replies) < 0) {
-            goto done;
-        }
-        i = run->start + run->count;
-        if (i < lines) {
-            if (buf_room(&b, 1) < 0) {
-                goto done;
-            }
-            b.data[b.len++] = '\n';
-        }
-    }
-    if (i < lines) {
-        Py_ssize_t after = end - line[i];
-        if (buf_room(&b, after) < 0) {
-            goto done;
-        }
-        memcpy(b.data + b.len, line[i], (size_t)after);
-        b.len += after;
+    if (q <= end && buf_put(&b, q, end - q) < 0) {
+        goto done;
     }
     out = PyBytes_FromStringAndSize(b.data, b.len);
 done:
-    Py_DECREF(fields);
-    PyMem_Free(line);
-    PyMem_Free(mask);
-    PyMem_Free(linked);
+    PyMem_Free(runs);
+    PyMem_Free(scratch);
     PyMem_Free(b.data);
     return out;
 }

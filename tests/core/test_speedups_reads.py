@@ -702,6 +702,33 @@ def test_unlink_runs_on_hand_made_links() -> None:
                     check_unlink(body, 7, wanted, None)
                     for n in (2, 3, 4):
                         check_linked_pack(7, n, zlib.compress(body), wanted, replies)
+    run = b"[0,3,1,0,0,9,1,0,12]"
+    for head in [
+        b'[["t"],0,[5,1,1],[' + run + b"]]", b'[["t"],0,[5,1,1],[' + run + b",[3,1,1,0,3]]]",
+        b'[["t"],0,[5,1,1],[' + run + b",[3,1,1,0]]]", b'[["t"],0,[5,1,1],[' + run + b",[3,1,1,0,3,4]]]",
+        b'[["t"],0,[5,1,1],[' + run + b",]]", b'[["t"],0,[5,1,1],[' + run + b"],[]]",
+        b'[["t"],0,[5,1,1],[' + run + b"]] ", b' [["t"],0,[5,1,1],[' + run + b"]]",
+        b'[["t","u"],[0,1,0],[5,1,1],[' + run + b"]]", b'[[],0,[5,1,1],[' + run + b"]]",
+        b'[["\xc3\xa9\xe2\x80\xa8\x7f"],0,[5,1,1],[' + run + b"]]",
+        b'[["\x01"],0,[5,1,1],[' + run + b"]]", b'[["\xed\xa0\x80"],0,[5,1,1],[' + run + b"]]",
+        b'[["\xff"],0,[5,1,1],[' + run + b"]]", b'[["\xff"],0,[5,1,1],[[0,3,1,0,0]]]',
+        b'[["t"],0,[5,-0,1],[' + run + b"]]", b'[["t"],0,[5,01,1],[' + run + b"]]",
+        b'[["t"],0,[5,1.0,1],[' + run + b"]]", b'[["t"],-0,[5,1,1],[' + run + b"]]",
+        b'[["t"],0,[1234567890123456789,1,1],[' + run + b"]]", b'[["t"],0,[],[' + run + b"]]",
+        b'[["t"],0,[5,1,1],[[0,3,1,0,0,9,1,0,012]]]', b'[["t"],0,[5,1,1],[[0,3,-0,0,0,9,1,0,12]]]',
+        b'[["t"],0,[5,1,1],[[0,3,1,0,0,9,1,0,1e1]]]', b'[["t"],0,[5,1,1],[[0,3,1,0,0,9,1,0,12]]',
+        b'[["t"],0,[5,1,1],[[0,3,1,0,0,9,1,0,12]]]]', b'[["t"];0,[5,1,1],[' + run + b"]]",
+        b'["t",0,[5,1,1],[' + run + b"]]", b'[["t"],0,[5,1,1],[' + run + b"],7]",
+    ]:  # fmt: skip
+        for wanted in (None, {7}, {9}):
+            body = head + b"\n" + lines
+            check_unlink(body, 7, wanted, replies)
+            check_linked_pack(7, 3, zlib.compress(body), wanted, replies)
+    for head in [  # as the encoder writes them: taken
+        b'[["t"],0,[5,1,1],[' + run + b",[3,1,1,0,3]]]", b'[[],0,[],[[0,1,2,3,4],' + run + b"]]",
+        b'[["t","u"],[0,1,0],[5,-1,1],[' + run + b"]]", b'[["\xc3\xa9\xe2\x80\xa8"],0,[5],[' + run + b"]]",
+    ]:  # fmt: skip
+        speedups.unlink_runs(head + b"\n" + lines, 7, None, reply_texts(replies))
     body = b'[["t"],0,[5,1,1],[[0,3,1,0,0,9,1,0,12]]]\n' + lines
     assert check_unlink(body, 7, None, replies) == (
         "value",
