@@ -1986,8 +1986,8 @@ put_unlinked_header(ByteBuf *b, const unsigned char *p, const unsigned char *fie
     return buf_put(b, "]]\n", 3);
 }
 
-/* The line after *q, [*q, its end), *q moved to the next one; -1 past the last line
- * (at ``end + 1``). */
+/* The end of the line at *q (the line is [*q, its end)), *q moved to the next one;
+ * NULL past the last line (*q at ``end + 1``: the bytes object's own trailing NUL). */
 static const unsigned char *
 next_line(const unsigned char **q, const unsigned char *end)
 {
