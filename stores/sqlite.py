@@ -1068,14 +1068,17 @@ class SqliteSessionStore:
         types: dict[bytes, str] = {}
         loads = loads_exact
         build = build_event
+        if replies is not None:
+            replies.hold(rows)
         try:
             for i, (seq, n, raw_type, time, kind, data, surface_op, source_seqs) in enumerate(rows):
                 if kind == KIND_PACK:
                     out += _unpack_events(seq, n, data, wanted, replies)
                     rows[i] = None
                     continue
-                if data.__class__ is not str:
-                    data = _text(data)
+                value = None if replies is None else replies.value(seq, data)
+                if value is None:
+                    value = loads(data if data.__class__ is str else _text(data))
                 type_ = types.get(raw_type)
                 if type_ is None:
                     type_ = types[raw_type] = decode_text(raw_type)
@@ -1086,7 +1089,7 @@ class SqliteSessionStore:
                 else:
                     op = decode_op(surface_op)
                 seqs = None if source_seqs is None else decode_seqs(source_seqs)
-                append(build(seq, type_, time, loads(data), op, seqs))
+                append(build(seq, type_, time, value, op, seqs))
                 rows[i] = None
         except (ValueError, TypeError, zlib.error) as err:
             raise StoreError(f"{self._path}: a stored event is corrupt ({err})") from err
@@ -2149,7 +2152,7 @@ class _ReplyTexts:
     that is not an assistant message, or at a block that is not text is ``ValueError``
     (the read names the file)."""
 
-    __slots__ = ("_contents", "_fetch", "_gone")
+    __slots__ = ("_contents", "_fetch", "_gone", "_held", "_values")
 
     def __init__(
         self,
@@ -2159,6 +2162,25 @@ class _ReplyTexts:
         self._fetch = fetch  # (kind, type, data) of the session's row at a seq
         self._gone = gone  # raises SessionNotFoundError when the session went meanwhile
         self._contents: dict[int, list[Any]] = {}
+        self._held: dict[int, tuple[int, bytes, str | bytes]] = {}  # see ``hold``
+        self._values: dict[int, tuple[str | bytes, Any]] = {}  # see ``value``
+
+    def hold(self, rows: Iterable[Any]) -> None:
+        """The read's own rows (``_EVENT_COLUMNS``): a reply among them is taken from
+        here instead of being fetched again (a whole read holds every reply, after the
+        packs pointing at it)."""
+        for row in rows:
+            if row[4] == KIND_SURFACE and row[2] == _ASSISTANT_MESSAGE_TYPE:
+                self._held[row[0]] = (row[4], row[2], row[5])
+
+    def value(self, seq: int, data: str | bytes) -> Any:
+        """The decoded data of the row at ``seq`` holding ``data`` when a run took its
+        texts from it, else ``None``: a read decodes each reply once (a decoded value is
+        frozen, so the event may share it). The read is done with that row: neither is
+        kept (a read holds no more raw rows than it did)."""
+        self._held.pop(seq, None)
+        found = self._values.pop(seq, None)
+        return found[1] if found is not None and found[0] == data else None
 
     @classmethod
     def of(cls, raw: sqlite3.Connection, key: int) -> _ReplyTexts:
@@ -2169,7 +2191,7 @@ class _ReplyTexts:
     def __call__(self, seq: int, block: int) -> str:
         content = self._contents.get(seq)
         if content is None:
-            row = self._fetch(seq)
+            row = self._held.get(seq) or self._fetch(seq)
             if row is None:
                 if self._gone is not None:
                     self._gone()
@@ -2178,6 +2200,7 @@ class _ReplyTexts:
             if kind != KIND_SURFACE or raw_type != _ASSISTANT_MESSAGE_TYPE:
                 raise ValueError(f"a chunk run points at event {seq}, not an assistant message")
             decoded = loads_exact(_text(data))
+            self._values[seq] = (data, decoded)
             message = decoded.get("message") if isinstance(decoded, dict) else None
             content = message.get("content") if isinstance(message, dict) else None
             if not isinstance(content, list):
@@ -2241,14 +2264,25 @@ def _unlink_runs(
                     f"a chunk run reaches code point {bounds[-1]} of a text of {len(text)} "
                     f"(event {seq})"
                 )
-            pieces = [text[a:b] for a, b in pairwise(bounds)]
-            escaped = dumps_js(pieces)[2:-2].split('","')
+            escaped = _escaped_pieces([text[a:b] for a, b in pairwise(bounds)])
             if sum(map(len, escaped)) != size:
                 raise ValueError(f"a chunk run's texts are not the {size} characters it says")
             lines[start : start + count] = escaped
         runs[r] = list(run[:5])
     header = [fields[0], fields[1], fields[2], runs]
     return (_pack_header(header) + "\n" + "\n".join(lines)).encode("utf-8")
+
+
+def _escaped_pieces(pieces: list[str]) -> list[str]:
+    """Each text as ``dumps_js`` escapes it, without its quotes: one encoding of them all
+    split at the '","' between them, unless that is found inside a text too (after a
+    backslash: an escaped quote then a comma, as in a chunk ending in '",'), when each is
+    escaped alone. Inside an escaped text every quote follows a backslash, so a split
+    with no '\\","' anywhere is the right one."""
+    joined = dumps_js(pieces)[2:-2]
+    if '\\","' in joined:
+        return [dumps_js(piece)[1:-1] for piece in pieces]
+    return joined.split('","')
 
 
 def _unpack_events(
@@ -2265,7 +2299,7 @@ def _unpack_events(
     runs included: it rebuilds each run line's text, then parses it); it declines
     (``ValueError``) any pack but the plain ones ``_pack`` writes, which then take the
     reference path (``_py_unpack_events``: its value, or its error)."""
-    body = _unlink_runs(zlib.decompress(blob), first, wanted, replies)
+    body = _unlinked(zlib.decompress(blob), first, wanted, replies)
     if _C_UNPACK_EVENTS is not None:
         try:
             return _C_UNPACK_EVENTS(first, n, body, wanted)
@@ -2276,6 +2310,26 @@ def _unpack_events(
 
 _C_UNPACK_EVENTS: Callable[[int, int, bytes, Container[int] | None], list[Event]] | None = getattr(
     _speedups, "unpack_events", None
+)
+
+
+def _unlinked(
+    body: bytes, first: int, wanted: Container[int] | None, replies: _ReplyTexts | None
+) -> bytes:
+    """``_unlink_runs`` of the inflated pack: by ``core._speedups.unlink_runs`` where it
+    is built (the very bytes, in one C pass over the lines, each text escaped straight
+    into UTF-8); it declines (``ValueError``) the packs the store does not write, damaged
+    ones among them, which then take the reference path (its value, or its error)."""
+    if _C_UNLINK_RUNS is not None:
+        try:
+            return _C_UNLINK_RUNS(body, first, wanted, replies)
+        except ValueError:
+            pass
+    return _unlink_runs(body, first, wanted, replies)
+
+
+_C_UNLINK_RUNS: Callable[[bytes, int, Container[int] | None, _ReplyTexts | None], bytes] | None = (
+    getattr(_speedups, "unlink_runs", None)
 )
 
 

@@ -36,7 +36,10 @@ from tests.stores.test_sqlite_chunk_runs import (
 
 CHUNK = "assistant/chunk"
 MESSAGE = "assistant/message"
-HOSTILE = ["ick b", 'a"\\', "\ud83d", "\ude00", "\ud800", "\u2028", "\x00\x1f", "中文", "😀", ""]
+HOSTILE = [
+    "ick b", 'a"\\', "\ud83d", "\ude00", "\ud800", "\u2028", "\x00\x1f", "中文", "😀", "", '",',
+    "\\", ",",
+]  # fmt: skip
 
 
 def chunk(turn: int, step: int, index: int, text: str, kind: str = "text-delta") -> NewEvent:
@@ -83,14 +86,15 @@ def texts(events: list[Event]) -> list[tuple[int, str, int, str, str]]:
 
 @contextmanager
 def python_path(on: bool) -> Iterator[None]:
-    """The Python decoding of packs instead of the C one, when ``on``."""
-    saved = sqlite_store._C_UNPACK_EVENTS
+    """The Python decoding of packs (and unlinking of their runs) instead of the C one,
+    when ``on``."""
+    saved = sqlite_store._C_UNPACK_EVENTS, sqlite_store._C_UNLINK_RUNS
     if on:
-        sqlite_store._C_UNPACK_EVENTS = None
+        sqlite_store._C_UNPACK_EVENTS = sqlite_store._C_UNLINK_RUNS = None
     try:
         yield
     finally:
-        sqlite_store._C_UNPACK_EVENTS = saved
+        sqlite_store._C_UNPACK_EVENTS, sqlite_store._C_UNLINK_RUNS = saved
 
 
 # --------------------------------------------------------------------- random replies
@@ -242,6 +246,66 @@ async def test_a_reply_s_run_points_at_its_message(db_path: Path) -> None:
         dumps_js(reasoning.data).encode(),
         b"1",
     ]
+
+
+@pytest.mark.parametrize(
+    "parts",
+    [
+        ['{"a": "b",', '"c": 1}'],  # a text ending in '",' escapes to '\\",'
+        ['",', "x"],
+        ['",', '",', '","'],
+        ["\\", "y"],  # one ending in an escaped backslash, before a quote
+        ["\\", '"', ","],
+    ],
+)
+async def test_texts_ending_in_a_quote_and_a_comma_read_back(
+    db_path: Path, parts: list[str]
+) -> None:
+    """The escaped texts of a run joined end to end hold '","' inside a text too (an
+    escaped quote, then a comma): the read still finds each text's own."""
+    async with await SqliteSessionStore.open(db_path) as store:
+        await store.create_session("s", created_at=1)
+        written = await store.append_batch("s", reply(1, parts))
+        for on in (False, True):
+            with python_path(on):
+                assert texts(await store.read_events("s")) == texts(written)
+                assert texts(await store.read_events_at("s", [1])) == texts([written[1]])
+    ((_seq, _n, blob),) = packs(db_path)
+    assert [len(run) for run in header(blob)[3]] == [9]
+
+
+async def test_a_whole_read_decodes_each_reply_once_from_its_own_rows(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The read holds the reply's row already (after the packs pointing at it): it is
+    not fetched again, and decoded once for the runs' texts and the event both."""
+    parts = ["ab", '",', "\ud83d", "😀" * 300]  # a message stored compressed
+    async with await SqliteSessionStore.open(db_path) as store:
+        await store.create_session("s", created_at=1)
+        written = await store.append_batch("s", [*reply(1, parts), *reply(2, ["x", "y"])])
+        fetched: list[int] = []
+        decoded: list[str] = []
+        loads = sqlite_store.loads_exact
+
+        def fetch(seq: int) -> None:
+            fetched.append(seq)
+
+        def counting_loads(text: str, **options: Any) -> Any:
+            decoded.append(text)
+            return loads(text, **options)
+
+        monkeypatch.setattr(
+            sqlite_store._ReplyTexts, "of", classmethod(lambda cls, raw, key: cls(fetch))
+        )
+        monkeypatch.setattr(sqlite_store, "loads_exact", counting_loads)
+        for on in (False, True):
+            with python_path(on):
+                fetched.clear()
+                decoded.clear()
+                assert texts(await store.read_events("s")) == texts(written)
+                assert fetched == []
+                for message_event in (e for e in written if e.type == MESSAGE):
+                    assert decoded.count(dumps_js(message_event.data)) == 1
 
 
 async def test_a_message_that_is_not_its_chunks_leaves_them_text_runs(db_path: Path) -> None:
