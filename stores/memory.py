@@ -294,6 +294,17 @@ class MemorySessionStore:
             ],
         )
 
+    async def read_surface_nodes(
+        self, session_id: str
+    ) -> tuple[SessionHeader, int | None, tuple[int, ...], int]:
+        session = self._session(session_id)
+        events = session.events
+        # The live fold's nodes, not a pass over the log. The newest replace is one of
+        # them: only a later replace could shadow it, and there is none.
+        seqs = tuple(session.folder.seqs())
+        floor = max((seq for seq in seqs if events[seq].surface_op != "append"), default=-1)
+        return session.header, events[-1].seq if events else None, seqs, floor
+
     async def read_surface_tail(
         self, session_id: str, count: int
     ) -> tuple[SessionHeader, int | None, list[SurfaceRow]]:
