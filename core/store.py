@@ -73,6 +73,17 @@ class SessionStore(Protocol):
         surface and learn its seqs cheaply (then ``read_events_at`` fetches what is shown)."""
         ...
 
+    async def read_surface_nodes(
+        self, session_id: str
+    ) -> tuple[SessionHeader, int | None, tuple[int, ...], int]:
+        """Header, last raw seq, the current surface's seqs in node order and the seq of
+        the session's newest replace (``-1``: none; ``stores.query.unknown_floor``), in
+        one consistent read: what folding ``read_surface_rows`` gives, without the fold.
+        A store keeps the folded surface up to date in each append's transaction (see
+        ``read_message_tail``) and finds the newest replace through an index of replaces,
+        so opening a long session reads its nodes' seqs, not every surface row."""
+        ...
+
     async def read_surface_tail(
         self, session_id: str, count: int
     ) -> tuple[SessionHeader, int | None, list[SurfaceRow]]:

@@ -294,12 +294,33 @@ class MemorySessionStore:
             ],
         )
 
+    async def read_surface_nodes(
+        self, session_id: str
+    ) -> tuple[SessionHeader, int | None, tuple[int, ...], int]:
+        session = self._session(session_id)
+        events = session.events
+        # The live fold's nodes, not a pass over the log. The newest replace is one of
+        # them: only a later replace could shadow it, and there is none.
+        seqs = tuple(session.folder.seqs())
+        floor = max((seq for seq in seqs if events[seq].surface_op != "append"), default=-1)
+        return session.header, events[-1].seq if events else None, seqs, floor
+
     async def read_surface_tail(
         self, session_id: str, count: int
     ) -> tuple[SessionHeader, int | None, list[SurfaceRow]]:
         limit = check_count(count)
-        header, last, rows = await self.read_surface_rows(session_id)
-        return header, last, rows[len(rows) - min(limit, len(rows)) :]
+        session = self._session(session_id)
+        events = session.events
+        # Backwards from the last event: the cost of the tail, not of the log (the app
+        # opens a page with this, a replay of a long log included).
+        rows: list[SurfaceRow] = []
+        for event in reversed(events):
+            if len(rows) >= limit:
+                break
+            if event.surface_op is not None:
+                rows.append(SurfaceRow(event.seq, event.surface_op, event.source_event_seqs))
+        rows.reverse()
+        return session.header, events[-1].seq if events else None, rows
 
     async def read_surface_outline(
         self, session_id: str

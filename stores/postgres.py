@@ -265,6 +265,11 @@ def owners_and_shares() -> tuple[str, ...]:
     )
 
 
+_IS_REPLACE = """kind = 1 AND surface_op <> '"append"'"""
+"""A surface event that is not an append: the WHERE of the ``dsh_events_replaces`` index
+(migration step 6 wrote it: never change it) and of the query that reads it
+(``read_surface_nodes``), which the planner can prove implies the index's."""
+
 # Forward migrations: MIGRATIONS[i] takes schema version i to i + 1, in one transaction.
 # To change the schema, append a step; never edit a released one.
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
@@ -399,6 +404,13 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     # Edited in place before its release (the owner column of each session-keyed table,
     # for cheap policies): no database holds the first form.
     owners_and_shares(),
+    (
+        # The newest replace of a session (the floor of its unknown events) without
+        # reading every surface row, as on SQLite: a window's fold comes from
+        # dsh_surface_nodes, and only this stayed a walk of the whole surface. Replaces
+        # are few (compactions), so the index is small.
+        f"CREATE INDEX dsh_events_replaces ON dsh_events (session_key, seq) WHERE {_IS_REPLACE}",
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -1138,6 +1150,42 @@ class PostgresSessionStore:
         return await self._read_surface(
             session_id, "seq, surface_op, source_event_seqs", self._decode_surface_rows
         )
+
+    async def read_surface_nodes(
+        self, session_id: str
+    ) -> tuple[SessionHeader, int | None, tuple[int, ...], int]:
+        sid = check_session_id(session_id)
+
+        async def body(conn: asyncpg.Connection) -> tuple[SessionHeader, Any, list[Any], int]:
+            key, header = await self._require_session(conn, sid)
+            last = await conn.fetchval(
+                "SELECT seq FROM dsh_events WHERE session_key = $1 ORDER BY seq DESC LIMIT 1",
+                key,
+            )
+            # dsh_surface_nodes' primary key, in node order: no event read, no fold.
+            seqs = await conn.fetch(
+                "SELECT seq FROM dsh_surface_nodes WHERE session_key = $1 ORDER BY pos", key
+            )
+            # dsh_events_replaces backwards: the newest replace is its last entry (its
+            # op decoded, so one that does not decode is a StoreError, as in a fold).
+            floor = -1
+            async for seq, op in conn.cursor(
+                "SELECT seq, surface_op FROM dsh_events "
+                f"WHERE session_key = $1 AND {_IS_REPLACE} ORDER BY seq DESC",
+                key,
+                prefetch=4,
+            ):
+                try:
+                    if decode_op(op) != "append":
+                        floor = seq
+                        break
+                except (ValueError, TypeError) as err:
+                    raise StoreError(f"{self.location}: a stored event is corrupt ({err})") from err
+            return header, last, seqs, floor
+
+        # One snapshot for the four reads.
+        header, last, rows, floor = await self._run(body, write=False, isolation="repeatable_read")
+        return header, last, tuple([row[0] for row in rows]), floor
 
     async def read_surface_tail(
         self, session_id: str, count: int

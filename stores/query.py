@@ -92,15 +92,15 @@ class SessionQuery:
         return SurfaceSnapshot(window.session, window.captured_through_seq, window.events)
 
     async def read_surface_window(self, session_id: str, newest: int) -> SurfaceWindow:
-        """The surface's seqs and the events of its ``newest`` last nodes: folding reads
-        only seqs and surface ops, so opening a long session costs one page of data."""
+        """The surface's seqs and the events of its ``newest`` last nodes: the seqs and the
+        newest replace come from the store's folded surface (``read_surface_nodes``), so
+        opening a long session costs one page of data and its nodes' seqs, neither a read
+        nor a fold of every surface row."""
         if isinstance(newest, bool) or not isinstance(newest, int) or newest < 0:
             raise ValueError(f"newest must be a non-negative int, not {newest!r}")
-        header, last_seq, rows = await self._store.read_surface_rows(session_id)
-        seqs = tuple(row.seq for row in fold_surface(rows))
+        header, last_seq, seqs, floor = await self._store.read_surface_nodes(session_id)
         tail = seqs[len(seqs) - min(newest, len(seqs)) :]
         events = await self.read_events_at(session_id, tail) if tail else []
-        floor = unknown_floor(rows)
         low = max(floor, tail[0]) if tail and len(tail) < len(seqs) else floor
         unknown = await self.read_unknown_events(session_id, low, last_seq)
         return SurfaceWindow(
@@ -132,9 +132,9 @@ class SessionQuery:
     async def read_surface_seqs(self, session_id: str) -> tuple[tuple[int, ...], int]:
         """Every seq of the current surface (node order) and its ``unknown_floor``: what
         a transcript opened by ``read_surface_page`` reads when earlier items are wanted
-        (seqs and surface ops only: SQLite reads the surface index alone)."""
-        _header, _last, rows = await self._store.read_surface_rows(session_id)
-        return tuple(row.seq for row in fold_surface(rows)), unknown_floor(rows)
+        (the store's folded surface: ``read_surface_nodes``)."""
+        _header, _last, seqs, floor = await self._store.read_surface_nodes(session_id)
+        return seqs, floor
 
     async def read_unknown_events(
         self, session_id: str, after: int, through: int | None

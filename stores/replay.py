@@ -386,6 +386,12 @@ class LazyReplayStore(ReplayStore):
         await self.wait_loaded()
         return await super().read_surface_rows(session_id)
 
+    async def read_surface_nodes(
+        self, session_id: str
+    ) -> tuple[SessionHeader, int | None, tuple[int, ...], int]:
+        await self.wait_loaded()
+        return await super().read_surface_nodes(session_id)
+
     async def read_surface_outline(
         self, session_id: str
     ) -> tuple[SessionHeader, int | None, list[SurfaceOutline]]:

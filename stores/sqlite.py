@@ -27,7 +27,9 @@ Beside the log, each append's transaction keeps the current surface of its sessi
 date (``surface_nodes``: its nodes in order, with each one's projection code;
 ``surface_sums``: the count and UTF-8 bytes of its non-checkpoint messages), so
 ``read_message_tail`` reads the newest messages, the checkpoints and two sums instead of
-folding every surface row (``prepare`` is then bounded by what retention keeps).
+folding every surface row (``prepare`` is then bounded by what retention keeps), and
+``read_surface_nodes`` (a window's seqs, when a session is opened) reads the nodes' seqs
+and the end of ``events_replaces`` (schema v8: an index of the replaces alone).
 
 Search (schema v7, ``core.search``): ``search_messages`` holds the indexed text of each
 message on a surface, ``search_index`` a trigram FTS5 index over it without positions
@@ -146,6 +148,11 @@ _BACKFILL = "SELECT 'dsh: fold every surface into its nodes'"
 """A migration statement run as Python (``_backfill_surfaces``), a no-op as SQL."""
 _REBUILD_SEARCH = "SELECT 'dsh: rebuild the search index from its rows'"
 """A migration statement run as Python (``_rebuild_search_index``), a no-op as SQL."""
+
+_IS_REPLACE = """kind = 1 AND surface_op <> '"append"'"""
+"""A surface event that is not an append: the WHERE of the ``events_replaces`` index
+(migration step 8 wrote it: never change it), and of the query that reads it
+(``_NEWEST_REPLACES_SQL``), which SQLite uses only when its WHERE implies the index's."""
 
 # Forward migrations: MIGRATIONS[i] takes user_version i to i + 1, in one transaction.
 # To change the schema, append a step; never edit a released one.
@@ -362,6 +369,11 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         # refuse the file ("newer than this dsh understands") instead of calling it
         # corrupt. Existing rows stay as they are and read as before.
         "SELECT 'dsh: rows may be compressed against the preset dictionary'",
+        # The newest replace of a session (the floor of its unknown events) without
+        # reading every surface row: a window's fold now comes from surface_nodes, and
+        # only this stayed a walk of the whole surface. Replaces are few (compactions),
+        # so the index is small.
+        f"CREATE INDEX events_replaces ON events (session, seq) WHERE {_IS_REPLACE}",
     ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -1391,6 +1403,36 @@ class SqliteSessionStore:
             session_id, "seq, surface_op, source_event_seqs", self._decode_surface_rows
         )
 
+    async def read_surface_nodes(
+        self, session_id: str
+    ) -> tuple[SessionHeader, int | None, tuple[int, ...], int]:
+        sid = check_session_id(session_id)
+
+        def body(raw: sqlite3.Connection) -> tuple[SessionHeader, int | None, tuple[int, ...], int]:
+            key, header = self._session(raw, sid)
+            last = _last_seq(raw, key)
+            # One range of surface_nodes' primary key (the table itself: WITHOUT ROWID),
+            # already in node order: no event row is read and nothing is folded.
+            rows = raw.execute(_NODE_SEQS_SQL, (key,)).fetchall()
+            return header, last, tuple([seq for (seq,) in rows]), self._newest_replace(raw, key)
+
+        return await self._run_sync(body, write=False)
+
+    def _newest_replace(self, raw: sqlite3.Connection, key: int) -> int:
+        """The seq of the session's newest replace, ``-1`` without one: the last entry of
+        ``events_replaces`` (its op decoded, so a stored op that does not decode is a
+        ``StoreError`` here as in a fold)."""
+        cursor = raw.execute(_NEWEST_REPLACES_SQL, (key,))
+        try:
+            for seq, op in cursor:
+                if decode_op(op) != "append":
+                    return int(seq)
+            return -1
+        except (ValueError, TypeError) as err:
+            raise StoreError(f"{self._path}: a stored event is corrupt ({err})") from err
+        finally:
+            cursor.close()
+
     async def read_surface_tail(
         self, session_id: str, count: int
     ) -> tuple[SessionHeader, int | None, list[SurfaceRow]]:
@@ -1843,6 +1885,15 @@ _INSERT_EVENT_SQL = (
     "INSERT INTO events (session, seq, n, type, time, kind, data, surface_op, "
     "source_event_seqs, projection) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
+
+
+_NODE_SEQS_SQL = "SELECT seq FROM surface_nodes WHERE session = ? ORDER BY pos"
+"""A session's current surface, seqs in node order (``read_surface_nodes``)."""
+_NEWEST_REPLACES_SQL = (
+    f"SELECT seq, surface_op FROM events WHERE session = ? AND {_IS_REPLACE} ORDER BY seq DESC"
+)
+"""A session's replaces, newest first, through ``events_replaces`` (its WHERE implies
+the index's, so the planner reads the index backwards; tests/stores assert the plan)."""
 
 
 def _last_seq(raw: sqlite3.Connection, key: int) -> int | None:

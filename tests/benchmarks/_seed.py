@@ -21,9 +21,12 @@ from core.log import (
     USER_MESSAGE,
     SessionHeader,
     assistant_message,
+    build_event,
     user_message,
 )
-from stores import SqliteSessionStore
+from core.query import message_tail
+from core.references.projection import MessageSums, projection_code
+from stores import SessionQuery, SqliteSessionStore
 from stores.sharing import os_user
 from stores.validation import KIND_SURFACE, KIND_TITLE
 
@@ -60,7 +63,11 @@ def seed_sessions(path: Path, count: int) -> list[SessionHeader]:
     """``count`` titled sessions (a third renamed once), each with one short exchange."""
     headers: list[SessionHeader] = []
     session_rows: list[tuple[bytes, int, bytes | None]] = []
-    event_rows: list[tuple[bytes, int, bytes, int, int, str, str | None]] = []
+    event_rows: list[tuple[bytes, int, bytes, int, int, str, str | None, int | None]] = []
+    # The surface the store keeps beside the log in each append's transaction (issue 15:
+    # what read_message_tail and read_surface_nodes read): every message is a node.
+    node_rows: list[tuple[bytes, int, int, int]] = []
+    sum_rows: list[tuple[bytes, int, int]] = []
     for i in range(count):
         sid = session_id(i)
         cwd = PROJECTS[i % len(PROJECTS)]
@@ -97,8 +104,18 @@ def seed_sessions(path: Path, count: int) -> list[SessionHeader]:
                 None,
             ),
         ]
+        codes: list[int] = []
         for seq, (type_, data, kind, op) in enumerate(events):
-            event_rows.append((key, seq, _enc(type_), created + seq, kind, dumps_js(data), op))
+            code = None
+            if kind == KIND_SURFACE:
+                code = projection_code(build_event(seq, type_, created + seq, data, "append"))
+                node_rows.append((key, seq, seq, code))
+                codes.append(code)
+            event_rows.append(
+                (key, seq, _enc(type_), created + seq, kind, dumps_js(data), op, code)
+            )
+        sums = MessageSums(codes)
+        sum_rows.append((key, sums.messages, sums.bytes))
     conn = sqlite3.connect(path, isolation_level=None)
     try:
         conn.execute("BEGIN IMMEDIATE")
@@ -110,9 +127,17 @@ def seed_sessions(path: Path, count: int) -> list[SessionHeader]:
         )
         keys = dict(conn.execute("SELECT id, key FROM sessions"))
         conn.executemany(
-            "INSERT INTO events (session, seq, type, time, kind, data, surface_op) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO events (session, seq, type, time, kind, data, surface_op, projection) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             ((keys[row[0]], *row[1:]) for row in event_rows),
+        )
+        conn.executemany(
+            "INSERT INTO surface_nodes (session, pos, seq, projection) VALUES (?, ?, ?, ?)",
+            ((keys[row[0]], *row[1:]) for row in node_rows),
+        )
+        conn.executemany(
+            "INSERT INTO surface_sums (session, messages, bytes) VALUES (?, ?, ?)",
+            ((keys[row[0]], *row[1:]) for row in sum_rows),
         )
         conn.execute("COMMIT")
     finally:
@@ -133,3 +158,13 @@ async def check_seeded(path: Path, headers: list[SessionHeader]) -> None:
         events = await store.read_events(sample.id)
         if [e.seq for e in events] != [0, 1, 2, 3] or not json.dumps(events[1].data):
             raise AssertionError("seeded events do not read back")
+        # The surface as the store keeps it (surface_nodes, surface_sums) is the fold.
+        query = SessionQuery(store)
+        window = await query.read_surface_window(sample.id, 10)
+        nodes = [(n.seq, n.projection) for n in (await query.read_surface_outline(sample.id)).nodes]
+        for budget in (0, 10, 10_000):
+            tail = (await query.read_message_tail(sample.id, budget)).tail
+            if tail != message_tail(nodes, budget):
+                raise AssertionError("the seeded surface's sums do not read back")
+        if window.seqs != (1, 2) or window.events != tuple(e for e in events if e.is_surface):
+            raise AssertionError("the seeded surface does not read back")

@@ -5,7 +5,7 @@ N`` takes the same time at 10,000 and at 1,000,000 events.
 The session has the shape of ``prepare_scale``'s source (turns of a user message, 80
 streamed chunks, a tool call and its result, the answer and a turn end; a compaction of
 the first tenth). It is built once through the store's ``import_session`` and cached in
-``/tmp`` (``dsh-bench-open-v1-*.sqlite3``; delete it to rebuild).
+``/tmp`` (``dsh-bench-open-v1-s<schema>-*.sqlite3``; delete it to rebuild).
 
 * open: ``app.open_session`` from a small session until the newest item is mounted, laid
   out and the screen refreshed (the count of the earlier items that follows, for the
@@ -29,6 +29,7 @@ from core.config import DshConfig
 from core.log import SessionHeader
 from core.providers.offline import OfflineProvider
 from stores import SessionQuery, SqliteSessionStore
+from stores.sqlite import SCHEMA_VERSION
 from tests.benchmarks._common import Row, Settings, median, time_async
 from tests.benchmarks.bench_prepare_scale import source_events
 from tests.ui.conftest import make_app
@@ -44,7 +45,9 @@ VERSION = "v1"
 async def cached_database(long_events: int) -> Path:
     """The benchmark's database, built once (its sessions: ``long`` of ``long_events``
     events, ``short`` of 10,000, ``small`` of a few)."""
-    path = Path(f"/tmp/dsh-bench-open-{VERSION}-{long_events}.sqlite3")
+    # Per schema version too: a dsh of a newer schema upgrades the file it opens, which
+    # a dsh of an older one then refuses (another checkout's run of this benchmark).
+    path = Path(f"/tmp/dsh-bench-open-{VERSION}-s{SCHEMA_VERSION}-{long_events}.sqlite3")
     if await asyncio.to_thread(path.exists):
         return path
     partial = path.with_suffix(".building")

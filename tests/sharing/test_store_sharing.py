@@ -68,6 +68,7 @@ async def reads(store: SessionStore, sid: str) -> list[Any]:
         await store.read_events(sid),
         await store.read_surface_events(sid),
         await store.read_surface_rows(sid),
+        await store.read_surface_nodes(sid),
         await store.read_surface_tail(sid, 5),
         await store.read_surface_outline(sid),
         await store.read_events_at(sid, [0]),
@@ -83,6 +84,7 @@ READS = [
     "read_events",
     "read_surface_events",
     "read_surface_rows",
+    "read_surface_nodes",  # the window's fold, kept by the store
     "read_surface_tail",
     "read_surface_outline",
     "read_events_at",

@@ -53,6 +53,8 @@ UNDO: dict[int, str] = {
             "ALTER TABLE dsh_sessions DROP COLUMN owner",
         ]
     ),
+    # Step 5: the index of replaces (the newest replace without a walk of the surface).
+    5: "DROP INDEX dsh_events_replaces",
 }
 
 

@@ -19,6 +19,7 @@ from core.errors import SessionNotFoundError
 from core.log import NewEvent, Replace, SurfaceOp
 from core.surface import fold_surface
 from stores import MemorySessionStore, SessionQuery, SessionStore, open_store
+from stores.query import unknown_floor
 from tests.pgcluster import Cluster
 from tests.storekinds import pg_schema_url
 
@@ -229,6 +230,9 @@ async def run(ops: list[Op], db: Path | str) -> None:
                 newest = min(op.args[0], len(whole.events))
                 assert window.events == whole.events[len(whole.events) - newest :]
                 assert window.captured_through_seq == whole.captured_through_seq
+                # Its floor is the newest replace among every surface row (as folded).
+                _, _, rows = await memory.read_surface_rows(op.session_id)
+                assert window.unknown_floor == unknown_floor(rows)
             label = f"{op.name} {expected[0]}"
             if op.name in ("append", "batch") and expected[0] == "ok":
                 events = expected[1] if op.name == "batch" else [expected[1]]
