@@ -374,6 +374,15 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         # only this stayed a walk of the whole surface. Replaces are few (compactions),
         # so the index is small.
         f"CREATE INDEX events_replaces ON events (session, seq) WHERE {_IS_REPLACE}",
+        # A search row a message's row links to holds that message's only copy of its
+        # text: deleting it first is refused (the store makes the row whole before it
+        # drops one, ``_unlink_messages``); a deleted session's rows all go together (the
+        # cascade runs after its sessions row is gone).
+        "CREATE TRIGGER search_messages_linked BEFORE DELETE ON search_messages "
+        "WHEN EXISTS (SELECT 1 FROM sessions WHERE key = old.session) AND EXISTS (SELECT 1 "
+        "FROM events WHERE session = old.session AND seq = old.seq AND kind = 1 "
+        "AND substr(data,1,1) = x'01') BEGIN SELECT RAISE(ABORT, 'dsh: a message row links "
+        "to this text (make it whole first)'); END",
     ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -2764,7 +2773,10 @@ def _reindex_session(raw: sqlite3.Connection, store: SqliteSessionStore, key: in
         "ORDER BY seq",
         (key,),
     ).fetchall()
-    _unlink_messages(raw, key, [row[0] for row in rows])  # (a pending session has none)
+    try:
+        _unlink_messages(raw, key, [row[0] for row in rows])  # (a pending session has none)
+    except _DamagedPack as err:
+        raise StoreError(f"{store._path}: a stored event is corrupt ({err})") from err
     raw.execute("DELETE FROM search_messages WHERE session = ?", (key,))
     added = []
     for event in fold_surface(store._decode_events(rows)):

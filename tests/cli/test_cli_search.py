@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from stores import sqlite as sqlite_store
 from tests.cli.conftest import Run
 from tui.shared.cells import cell_len
 
@@ -114,6 +115,12 @@ def test_search_on_a_read_only_database_says_what_is_not_indexed_yet(
     assert dsh("send", a, "the retry policy").code == 0
     with sqlite3.connect(dsh_env) as conn:
         conn.execute("PRAGMA foreign_keys = ON")
+        # As a file from before the index looks: messages whole in their rows.
+        for (key,) in conn.execute("SELECT key FROM sessions").fetchall():
+            seqs = [
+                seq for (seq,) in conn.execute("SELECT seq FROM events WHERE session = ?", (key,))
+            ]
+            sqlite_store._unlink_messages(conn, key, seqs)
         conn.execute("DELETE FROM search_messages")
         conn.execute("INSERT INTO search_pending (session) SELECT key FROM sessions")
     dsh_env.chmod(0o444)

@@ -17,9 +17,10 @@ from hypothesis import strategies as st
 
 from core.errors import StoreError
 from core.jsoncodec import dumps_js
-from core.log import NewEvent, assistant_message, user_message
+from core.log import NewEvent
 from stores import MemorySessionStore, SqliteSessionStore
 from stores import sqlite as sqlite_store
+from tests.stores.test_sqlite_linked import reply, user
 
 MSG = "user/message"
 ASSISTANT = "assistant/message"
@@ -40,15 +41,7 @@ def unlinked(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def message(kind: int, text: str) -> NewEvent:
-    if kind == 0:
-        return NewEvent(MSG, user_message(text, id="u"), "append", time=1)
-    reply = {
-        "turn": 1,
-        "step": 0,
-        "message": assistant_message(text, provider="offline", model="offline", id="a"),
-        "finish": "completed",
-    }
-    return NewEvent(ASSISTANT, reply, "append", time=2)
+    return user(text) if kind == 0 else reply(text)
 
 
 def rows(path: Path) -> list[tuple[int, Any]]:

@@ -222,7 +222,7 @@ def header_with(at: int | None = None, size: int | None = None) -> Any:
 @pytest.mark.parametrize(
     ("damage", "says"),
     [
-        ("DELETE FROM search_messages", "missing"),
+        ("DROP TRIGGER search_messages_linked; DELETE FROM search_messages", "missing"),
         (header_with(at=1_000_000), "past its end"),
         (header_with(size=1_000_000), "not the 1000000 bytes it says"),
         ("UPDATE search_messages SET text = text || 'x'", "not its own"),
@@ -237,7 +237,8 @@ async def test_a_damaged_link_is_a_store_error_naming_the_file(
         await store.append_batch("s", [user("a message long enough to be linked to its row")])
     assert linked(db_path) == [0]
     if isinstance(damage, str):
-        set_row(db_path, damage)
+        with closing(sqlite3.connect(db_path)) as conn, conn:
+            conn.executescript(damage)
     else:
         set_row(db_path, "UPDATE events SET data = ? WHERE seq = 0", damage(rows(db_path)[0]))
     async with await SqliteSessionStore.open(db_path) as store:
@@ -289,3 +290,21 @@ async def test_streamed_replies_read_back_with_their_runs_and_messages_linked(
         assert await everything(store, ids[0]) == want
         last = list(range(len(want[0]) - 50, len(want[0])))
         assert as_json(await store.read_events_at(ids[0], last)) == want[0][-50:]
+
+
+async def test_a_search_row_a_message_links_to_cannot_be_deleted_first(db_path: Path) -> None:
+    """Its text is the message's only copy: the file refuses to drop it (a tool or a
+    later dsh clearing the index would otherwise lose messages), and the store's own
+    path (the row made whole first) still may."""
+    async with await SqliteSessionStore.open(db_path) as store:
+        await store.create_session("s", created_at=1)
+        await store.append_batch("s", [user("a message long enough to be linked to its row")])
+        want = as_json(await store.read_events("s"))
+    with pytest.raises(sqlite3.IntegrityError, match="links to this text"):
+        set_row(db_path, "DELETE FROM search_messages")
+    with closing(sqlite3.connect(db_path)) as conn, conn:
+        sqlite_store._unlink_messages(conn, 1, [0])
+        conn.execute("DELETE FROM search_messages")
+    assert linked(db_path) == [] and search_rows(db_path) == []
+    async with await SqliteSessionStore.open(db_path) as store:
+        assert as_json(await store.read_events("s")) == want
