@@ -149,6 +149,18 @@ _BACKFILL = "SELECT 'dsh: fold every surface into its nodes'"
 _REBUILD_SEARCH = "SELECT 'dsh: rebuild the search index from its rows'"
 """A migration statement run as Python (``_rebuild_search_index``), a no-op as SQL."""
 
+_LINKED = b"\x01"
+"""The first byte of a message row whose text is its search row's (``_stored_message``);
+no other row's data begins with it (JSON text begins with ``{``, zlib with ``x``)."""
+
+
+def _is_linked(table: str) -> str:
+    """SQL: whether the row of ``events`` named ``table`` is a linked message row (its
+    data begins with ``_LINKED``). The trigger of migration step 8 holds it: never change
+    it."""
+    return f"substr({table}.data,1,1) = x'{_LINKED.hex()}'"
+
+
 _IS_REPLACE = """kind = 1 AND surface_op <> '"append"'"""
 """A surface event that is not an append: the WHERE of the ``events_replaces`` index
 (migration step 8 wrote it: never change it), and of the query that reads it
@@ -381,7 +393,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE TRIGGER search_messages_linked BEFORE DELETE ON search_messages "
         "WHEN EXISTS (SELECT 1 FROM sessions WHERE key = old.session) AND EXISTS (SELECT 1 "
         "FROM events WHERE session = old.session AND seq = old.seq AND kind = 1 "
-        "AND substr(data,1,1) = x'01') BEGIN SELECT RAISE(ABORT, 'dsh: a message row links "
+        f"AND {_is_linked('events')}) BEGIN SELECT RAISE(ABORT, 'dsh: a message row links "
         "to this text (make it whole first)'); END",
     ),
 )
@@ -411,7 +423,7 @@ def _data_sql(table: str) -> str:
     is missing: a damaged file, which ``_text`` names). No ", " inside: callers split
     column lists on it."""
     return (
-        f"CASE WHEN substr({table}.data,1,1) = x'01' THEN CAST({table}.data || (SELECT "
+        f"CASE WHEN {_is_linked(table)} THEN CAST({table}.data || (SELECT "
         f"CAST(m.text AS BLOB) FROM search_messages AS m WHERE m.session = {table}.session "
         f"AND m.seq = {table}.seq) AS BLOB) ELSE {table}.data END"
     )
@@ -1924,9 +1936,6 @@ def _text(data: str | bytes | None) -> str:
     return _inflate(data)  # type: ignore[arg-type]
 
 
-_LINKED = b"\x01"
-"""The first byte of a message row whose text is its search row's (``_stored_message``);
-no other row's data begins with it (JSON text begins with ``{``, zlib with ``x``)."""
 _LINK_MIN = 32
 """Texts shorter than this are stored in the row as before (a link costs 13 bytes)."""
 
@@ -2103,9 +2112,8 @@ def _pack_blob(
         position = {t: i for i, t in enumerate(table)}
         index = [position[t] for t in types]
     deltas = [times[0], *(b - a for a, b in pairwise(times))]
-    plain = all(t.isascii() and t.isprintable() for t in table)
     header: list[Any] = (
-        [table, index, deltas, runs] if runs or not plain else [table, index, deltas]
+        [table, index, deltas, runs] if runs or not _plain_types(table) else [table, index, deltas]
     )
     return zlib.compress(
         (_pack_header(header) + "\n" + "\n".join(lines)).encode("utf-8"), _ZLIB_LEVEL
@@ -2118,12 +2126,18 @@ def _pack_header(header: list[Any]) -> str:
     escape only the quote and the backslash; it skips a per-int ``repr`` of the times),
     else ``dumps_js`` (non-ASCII kept as it is, each lone surrogate escaped on its own:
     ``_header_fields`` reads it back exactly). Such a header always has four fields."""
-    if all(t.isascii() and t.isprintable() for t in header[0]):
+    if _plain_types(header[0]):
         text = _encode_js(header, False) if _encode_js is not None else None
         if text is not None:
             return text  # type: ignore[no-any-return]
         return json.dumps(header, separators=(",", ":"))
     return dumps_js(header)
+
+
+def _plain_types(table: Iterable[str]) -> bool:
+    """Whether every type of a pack's table is printable ASCII: its header is then
+    ``json.dumps``' (three fields without runs), else ``dumps_js``' (four, see above)."""
+    return all(t.isascii() and t.isprintable() for t in table)
 
 
 def _header_fields(text: str) -> Any:
@@ -2752,7 +2766,7 @@ def _unlink_messages(raw: sqlite3.Connection, key: int, seqs: Sequence[int]) -> 
         chunk = seqs[start : start + _SEQS_PER_QUERY]
         rows = raw.execute(
             f"SELECT seq, {_DATA} FROM events WHERE session = ? AND kind = {KIND_SURFACE} "
-            f"AND substr(data,1,1) = x'01' AND seq IN ({', '.join('?' * len(chunk))})",
+            f"AND {_is_linked('events')} AND seq IN ({', '.join('?' * len(chunk))})",
             (key, *chunk),
         ).fetchall()
         try:
@@ -2995,14 +3009,13 @@ def _stored_pack_before(raw: sqlite3.Connection, key: int, before: int) -> _Pack
         return None
 
 
-def _link_runs(drafts: Sequence[_PackDraft], replies: Sequence[tuple[int, Any]]) -> bool:
+def _link_runs(drafts: Sequence[_PackDraft], replies: Sequence[tuple[int, Any]]) -> None:
     """Point the chunk runs of ``drafts`` at the reply that holds their text (issue 15):
     for each ``assistant/message`` of the batch (``(seq, data)``), each text run of the
     same turn and step before it whose texts joined are, exactly, a part of one of the
     message's text blocks becomes ``[start, count, turn, step, index, seq, block, offset,
     chars]`` with each line the length of its text in code points (see ``_pack``). A run
-    that matches nothing stays as it is. Whether any run changed."""
-    changed = False
+    that matches nothing stays as it is; a draft that changed says so (``linked``)."""
     for seq, data in replies:
         turn, step = data.get("turn"), data.get("step")
         message = data.get("message")
@@ -3053,8 +3066,7 @@ def _link_runs(drafts: Sequence[_PackDraft], replies: Sequence[tuple[int, Any]])
                 after[b] = at + len(whole)
                 draft.runs[r] = [*run, seq, b, at, sum(map(len, chars))]
                 draft.lines[start : start + count] = [str(len(t)) for t in texts]
-                draft.linked = changed = True
-    return changed
+                draft.linked = True
 
 
 def _text_size(lines: list[str], runs: list[list[int]]) -> int:
