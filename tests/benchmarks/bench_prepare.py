@@ -32,18 +32,13 @@ SURFACE_SQL = (
 )
 
 
-def text(data: str | bytes) -> str:
-    """A stored event's JSON text (large ones are stored compressed: the store's reader)."""
-    return _text(data)
-
-
 def floor(path: Path, ids: list[str]) -> int:
     conn = sqlite3.connect(path)
     try:
         count = 0
         for sid in ids:
             rows = conn.execute(SURFACE_SQL, (sid.encode(),)).fetchall()
-            count += len([json.loads(text(data)) for (data,) in rows])
+            count += len([json.loads(_text(data)) for (data,) in rows])
         return count
     finally:
         conn.close()
@@ -55,7 +50,7 @@ def bytes_read(path: Path, ids: list[str]) -> int:
         total = 0
         for sid in ids:
             total += sum(
-                len(text(data).encode()) for (data,) in conn.execute(SURFACE_SQL, (sid.encode(),))
+                len(_text(data).encode()) for (data,) in conn.execute(SURFACE_SQL, (sid.encode(),))
             )
         return total
     finally:
