@@ -5,9 +5,7 @@ a message's row is smaller than without the dictionary."""
 
 from __future__ import annotations
 
-import sqlite3
 import zlib
-from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +18,7 @@ from core.jsoncodec import dumps_js
 from core.log import NewEvent
 from stores import MemorySessionStore, SqliteSessionStore
 from stores import sqlite as sqlite_store
-from tests.stores.test_sqlite_linked import reply, user
+from tests.stores.test_sqlite_linked import as_json, reply, rows, set_row, user
 
 MSG = "user/message"
 ASSISTANT = "assistant/message"
@@ -42,20 +40,6 @@ def unlinked(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def message(kind: int, text: str) -> NewEvent:
     return user(text) if kind == 0 else reply(text)
-
-
-def rows(path: Path) -> list[tuple[int, Any]]:
-    with closing(sqlite3.connect(path)) as conn:
-        return conn.execute("SELECT seq, data FROM events WHERE kind = 1 ORDER BY seq").fetchall()
-
-
-def set_data(path: Path, seq: int, data: bytes | str) -> None:
-    with closing(sqlite3.connect(path)) as conn, conn:
-        conn.execute("UPDATE events SET data = ? WHERE seq = ? AND kind = 1", (data, seq))
-
-
-def as_json(events: list[Any]) -> list[tuple[int, str, int, str]]:
-    return [(e.seq, e.type, e.time, dumps_js(e.data)) for e in events]
 
 
 @settings(
@@ -90,7 +74,7 @@ async def test_messages_are_stored_against_the_dictionary_and_smaller(
         await store.create_session("s", created_at=1)
         await store.append_batch("s", [message(i % 2, t) for i, t in enumerate(texts)])
         events = await store.read_events("s")
-    for (_seq, data), event in zip(rows(db_path), events, strict=True):
+    for (_seq, data), event in zip(rows(db_path).items(), events, strict=True):
         assert isinstance(data, bytes) and data[1] & 0x20  # zlib's FDICT: a preset dictionary
         assert data[2:6] == sqlite_store._DICTIONARY_ID
         plain = zlib.compress(dumps_js(event.data).encode(), 6)
@@ -116,10 +100,10 @@ async def test_rows_compressed_without_the_dictionary_still_read(
         await store.create_session("s", created_at=1)
         await store.append_batch("s", [message(0, text), message(1, text)])
         want = as_json(await store.read_events("s"))
-    for seq, data in rows(db_path):
+    for seq, data in rows(db_path).items():
         old = zlib.compress(sqlite_store._inflate(data).encode(), 6)
         assert not old[1] & 0x20
-        set_data(db_path, seq, old)
+        set_row(db_path, "UPDATE events SET data = ? WHERE seq = ? AND kind = 1", old, seq)
     async with await SqliteSessionStore.open(db_path) as store:
         assert as_json(await store.read_events("s")) == want
         assert as_json(await store.read_events_at("s", [1])) == want[1:]
@@ -144,8 +128,8 @@ async def test_a_damaged_row_is_a_store_error_naming_the_file(
     async with await SqliteSessionStore.open(db_path) as store:
         await store.create_session("s", created_at=1)
         await store.append_batch("s", [message(0, "a message of some length " * 8)])
-    ((seq, data),) = rows(db_path)
-    set_data(db_path, seq, damage(data))
+    ((seq, data),) = rows(db_path).items()
+    set_row(db_path, "UPDATE events SET data = ? WHERE seq = ? AND kind = 1", damage(data), seq)
     async with await SqliteSessionStore.open(db_path) as store:
         with pytest.raises(StoreError, match=str(db_path)) as caught:
             await store.read_events("s")

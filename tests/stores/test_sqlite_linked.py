@@ -21,6 +21,7 @@ from core.log import NewEvent, Replace, assistant_message, text_block, user_mess
 from stores import MemorySessionStore, SessionStore, SqliteSessionStore
 from stores import sqlite as sqlite_store
 from tests.benchmarks.bench_storage import workload
+from tests.stores.test_sqlite_chunk_runs import texts as as_json
 
 MSG = "user/message"
 ASSISTANT = "assistant/message"
@@ -67,10 +68,6 @@ def linked(path: Path) -> list[int]:
 def search_rows(path: Path) -> list[int]:
     with closing(sqlite3.connect(path)) as conn:
         return [s for (s,) in conn.execute("SELECT seq FROM search_messages ORDER BY seq")]
-
-
-def as_json(events: list[Any]) -> list[tuple[int, str, int, str]]:
-    return [(e.seq, e.type, e.time, dumps_js(e.data)) for e in events]
 
 
 async def everything(store: SessionStore, sid: str) -> list[Any]:
