@@ -77,7 +77,8 @@ async def test_open_creates_parent_dirs_and_schema(db_path: Path) -> None:
         indexes = {
             row[0] for row in conn.execute("SELECT name FROM sqlite_schema WHERE type='index'")
         }
-        assert {"sessions_by_created", "events_surface", "events_title"} <= indexes
+        assert {"sessions_by_created", "events_title", "events_replaces"} <= indexes
+        assert "events_surface" not in indexes  # dropped by schema v9: no query read it
         fks = conn.execute("PRAGMA foreign_key_list(events)").fetchall()
         assert [(fk[2], fk[6]) for fk in fks] == [("sessions", "CASCADE")]
 
