@@ -30,6 +30,10 @@ from tests.stores.fixtures.make_v2_fixture import DB, EXPECTED, IDS, event_json
 from tests.stores.fixtures.make_v3_fixture import DB as V3_DB
 from tests.stores.fixtures.make_v3_fixture import EXPECTED as V3_EXPECTED
 from tests.stores.fixtures.make_v3_fixture import IDS as V3_IDS
+from tests.stores.fixtures.make_v6_fixture import hit_json
+from tests.stores.fixtures.make_v8_fixture import DB as V8_DB
+from tests.stores.fixtures.make_v8_fixture import EXPECTED as V8_EXPECTED
+from tests.stores.fixtures.make_v8_fixture import QUERIES as V8_QUERIES
 
 MSG = "user/message"
 
@@ -172,6 +176,45 @@ async def test_a_v3_database_upgrades_with_every_event_byte_identical(tmp_path: 
         assert conn.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
         assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
         assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+
+
+async def test_a_v8_database_upgrades_with_every_event_byte_identical(tmp_path: Path) -> None:
+    """A database written by the store of 123748c (schema v8: the last release; rows
+    compressed against the preset dictionary, messages linked to their search rows,
+    chunk runs linked to their replies) opens with every event byte-identical and the
+    same search hits, and the upgrade to v9 drops ``events_surface``."""
+    path = tmp_path / "v8.sqlite3"
+    shutil.copyfile(V8_DB, path)
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone() == (8,)
+        (linked,) = conn.execute(
+            "SELECT count(*) FROM events WHERE kind = 1 AND substr(data, 1, 1) = x'01'"
+        ).fetchone()
+        assert linked > 0  # the fixture holds linked rows to upgrade
+        assert conn.execute("SELECT 1 FROM sqlite_schema WHERE name = 'events_surface'").fetchone()
+    want = json.loads(V8_EXPECTED.read_text(encoding="ascii"))
+    async with await SqliteSessionStore.open(path) as store:
+        headers = [[h.id, h.created_at, h.cwd] for h in await store.list_headers()]
+        assert repr(headers) == want["headers"]
+        for k, sid in enumerate(V3_IDS):
+            events = await store.read_events(sid)
+            assert repr([event_json(e) for e in events]) == want["events"][k]
+            seqs = [e.seq for e in events]
+            assert await store.read_events_at(sid, seqs[::-1]) == events[::-1]
+            surface = (await store.read_surface_events(sid))[2]
+            assert repr([e.seq for e in surface]) == want["surfaces"][k]
+            await assert_tails_fold(store, sid)
+        for query in V8_QUERIES:
+            hits = await store.search_messages(query, limit=20)
+            assert [hit_json(h) for h in hits] == want["search"][query], query
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
+        assert not conn.execute(
+            "SELECT 1 FROM sqlite_schema WHERE name = 'events_surface'"
+        ).fetchone()
+        assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
+        assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        conn.execute("INSERT INTO search_index (search_index) VALUES ('integrity-check')")
 
 
 async def test_the_v2_fixture_upgrades_through_v3_to_the_surface_nodes(tmp_path: Path) -> None:
