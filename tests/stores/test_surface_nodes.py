@@ -15,9 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from core.errors import InvalidEventError, SessionNotFoundError
-from core.log import NewEvent, Replace
+from core.log import Event, NewEvent, Replace
 from core.surface import fold_surface
-from stores import MemorySessionStore, SessionQuery, SqliteSessionStore
+from stores import MemorySessionStore, SessionQuery, SqliteSessionStore, SurfaceSnapshot
 from stores.base import SessionStore
 from stores.query import unknown_floor
 from stores.sqlite import _NEWEST_REPLACES_SQL, _NODE_SEQS_SQL
@@ -31,6 +31,19 @@ async def folded(store: SessionStore, sid: str) -> tuple[Any, ...]:
     """What ``read_surface_nodes`` must give: the fold of every surface row."""
     header, last, rows = await store.read_surface_rows(sid)
     return header, last, tuple(row.seq for row in fold_surface(rows)), unknown_floor(rows)
+
+
+async def folded_surface(
+    store: SessionStore, sid: str
+) -> tuple[SurfaceSnapshot, tuple[Event, ...]]:
+    """What ``read_surface_with_unknown`` must give: the fold of every surface event and
+    the unknown events after the newest replace."""
+    header, last, events = await store.read_surface_events(sid)
+    floor = unknown_floor(events)
+    unknown = (
+        [] if last is None or last <= floor else await store.read_unknown_events(sid, floor, last)
+    )
+    return SurfaceSnapshot(header, last, tuple(fold_surface(events))), tuple(unknown)
 
 
 def message(text: str, op: Any = "append", sources: list[int] | None = None) -> NewEvent:
@@ -85,9 +98,14 @@ def test_the_nodes_are_the_fold_on_random_logs(
         await write(memory, "src", steps)
         expected = await folded(memory, "src")
         assert await memory.read_surface_nodes("src") == expected
+        surface = await folded_surface(memory, "src")
+        assert await SessionQuery(memory).read_surface_with_unknown("src") == surface
         async with await SqliteSessionStore.open(path) as sqlite:
             await write(sqlite, "src", steps)
             assert await sqlite.read_surface_nodes("src") == expected
+            surface = await folded_surface(sqlite, "src")  # (its own message ids and times)
+            assert await SessionQuery(sqlite).read_surface_with_unknown("src") == surface
+            assert await SessionQuery(sqlite).read_surface("src") == surface[0]
 
     asyncio.run(run())
 
@@ -105,6 +123,7 @@ async def test_a_window_reads_no_surface_row(
     window = await query.read_surface_window("s", 2)
     seqs = await query.read_surface_seqs("s")
     page = await query.read_surface_page("s", 2)
+    surface = await folded_surface(store, "s")
 
     def forbidden(*_args: Any) -> Any:
         raise AssertionError("read every surface row")
@@ -116,6 +135,11 @@ async def test_a_window_reads_no_surface_row(
     assert await query.read_surface_page("s", 2) == page == window
     assert [e.seq for e in window.events] == [4, 5]
     assert window.unknown_floor == 7
+    # The whole surface too (what a reply sends the model), and with its unknown events
+    # (what `dsh show` prints).
+    assert await query.read_surface_with_unknown("s") == surface
+    assert await query.read_surface("s") == surface[0]
+    assert [e.seq for e in surface[0].events] == [0, 7, 4, 5]
 
 
 def plan(conn: sqlite3.Connection, sql: str) -> list[str]:
