@@ -35,6 +35,7 @@ from core.log import (
     user_message,
 )
 from core.references import SessionReferenceInput, SessionReferenceService
+from core.surface import fold_surface
 from stores import SessionQuery, SqliteSessionStore
 from stores.sqlite import _DATA, _body_parts, _rebuild_lines, _ReplyTexts, _text, _unlink_runs
 from tests.benchmarks._common import Row, Settings, median, time_async, time_sync
@@ -201,7 +202,10 @@ async def one_size(tmp: Path, events: int, reps: int) -> dict[str, Any]:
             _, peak = tracemalloc.get_traced_memory()
         finally:
             tracemalloc.stop()
+        compacted, folded = await after_compaction(store, reps)
     return {
+        "compacted": compacted,
+        "folded": folded,
         "events": count,
         "ours": median(ours_t),
         "full": median(full_t),
@@ -213,6 +217,28 @@ async def one_size(tmp: Path, events: int, reps: int) -> dict[str, Any]:
         "peak": peak - base,
         "kept": kept,
     }
+
+
+async def after_compaction(store: SqliteSessionStore, reps: int) -> tuple[float, float]:
+    """Median seconds of ``SessionQuery.read_surface`` (what a reply sends the model)
+    once the source is compacted down to a checkpoint and one new message, and of what
+    it did before: fold every surface event (``read_surface_events``). Run last: it
+    changes the source."""
+    query = SessionQuery(store)
+    seqs = (await query.read_surface_seqs("source"))[0]
+    summary = user_message("summary of everything so far", source=COMPACT_CHECKPOINT_SOURCE)
+    op = Replace(seqs[0], seqs[-1])
+    await store.append_batch("source", [NewEvent(USER_MESSAGE, summary, op, list(seqs))])
+    await store.append("source", USER_MESSAGE, user_message("and now?"), surface_op="append")
+
+    async def folded() -> Any:
+        return fold_surface((await store.read_surface_events("source"))[2])
+
+    now = (await time_async(lambda: query.read_surface("source"), reps))[0]
+    before = (await time_async(folded, reps))[0]
+    if list((await query.read_surface("source")).events) != await folded():
+        raise AssertionError("read_surface differs from the fold of every surface event")
+    return median(now), median(before)
 
 
 async def run_workload(settings: Settings) -> list[Row]:
@@ -282,6 +308,23 @@ async def run_workload(settings: Settings) -> list[Row]:
             ),
         ),
         flat("open: newest page alone (read_surface_page 24)", "page"),
+        Row(
+            "reply: read_surface once compacted to 2 nodes",
+            f"{large['events']:,} events",
+            large["compacted"],
+            "s",
+            "(before/after)",
+            None,
+            baseline=large["folded"],
+            ratio=large["compacted"] / large["folded"],
+            note=(
+                "what a reply reads for the model; baseline column: the fold of every "
+                "surface event it did before; on the small source "
+                f"{small['compacted'] * 1e3:.2f} vs {small['folded'] * 1e3:.1f} ms (the "
+                f"checkpoint kept holds its {large['nodes']:,} or {small['nodes']:,} "
+                "source seqs)"
+            ),
+        ),
         flat("show --tail 24 (read_surface_tail)", "tail"),
         Row(
             "prepare scale: large source vs floor",
