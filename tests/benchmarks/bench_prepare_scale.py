@@ -265,6 +265,20 @@ async def run_workload(settings: Settings) -> list[Row]:
             note="baseline column: the same on the small source (met: within 3x of it)",
         )
 
+    def before_after(label: str, key: str, before: str, note: str) -> Row:
+        """The large source's ``key`` beside what it took before (``before``)."""
+        return Row(
+            label,
+            f"{large['events']:,} events",
+            large[key],
+            "s",
+            "(before/after)",
+            None,
+            baseline=large[before],
+            ratio=large[key] / large[before],
+            note=note,
+        )
+
     return [
         Row(
             "prepare scale: large / small source",
@@ -277,20 +291,13 @@ async def run_workload(settings: Settings) -> list[Row]:
             ratio=growth,
             note="baseline column: the same prepare on the small source",
         ),
-        Row(
+        before_after(
             "prepare scale: outline + kept bodies vs whole surface",
-            f"{large['events']:,} events",
-            large["ours"],
-            "s",
-            "(before/after)",
-            None,
-            baseline=large["full"],
-            ratio=large["ours"] / large["full"],
-            note=(
-                "baseline column: the full algorithm (read, project, retain the whole "
-                f"surface); on the small source {small['ours'] * 1e3:.1f} vs "
-                f"{small['full'] * 1e3:.1f} ms"
-            ),
+            "ours",
+            "full",
+            "baseline column: the full algorithm (read, project, retain the whole "
+            f"surface); on the small source {small['ours'] * 1e3:.1f} vs "
+            f"{small['full'] * 1e3:.1f} ms",
         ),
         Row(
             "open: newest page (read_surface_window 24)",
@@ -308,22 +315,15 @@ async def run_workload(settings: Settings) -> list[Row]:
             ),
         ),
         flat("open: newest page alone (read_surface_page 24)", "page"),
-        Row(
+        before_after(
             "reply: read_surface once compacted to 2 nodes",
-            f"{large['events']:,} events",
-            large["compacted"],
-            "s",
-            "(before/after)",
-            None,
-            baseline=large["folded"],
-            ratio=large["compacted"] / large["folded"],
-            note=(
-                "what a reply reads for the model; baseline column: the fold of every "
-                "surface event it did before; on the small source "
-                f"{small['compacted'] * 1e3:.2f} vs {small['folded'] * 1e3:.1f} ms (the "
-                f"checkpoint kept holds its {large['nodes']:,} or {small['nodes']:,} "
-                "source seqs)"
-            ),
+            "compacted",
+            "folded",
+            "what a reply reads for the model; baseline column: the fold of every "
+            "surface event it did before; on the small source "
+            f"{small['compacted'] * 1e3:.2f} vs {small['folded'] * 1e3:.1f} ms (the "
+            f"checkpoint kept holds its {large['nodes']:,} or {small['nodes']:,} "
+            "source seqs)",
         ),
         flat("show --tail 24 (read_surface_tail)", "tail"),
         Row(

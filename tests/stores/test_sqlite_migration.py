@@ -137,6 +137,22 @@ async def assert_tails_fold(store: SqliteSessionStore, sid: str) -> None:
         assert tail == message_tail(nodes, budget), (sid, budget)
 
 
+async def assert_reads_as_written(store: SqliteSessionStore, want: dict[str, Any]) -> None:
+    """The v3 fixture's sessions (also the v8 fixture's) read back as the old store read
+    them (``make_v3_fixture.write_fixture``): headers, every event, by seq in reverse,
+    the surface, and tails that agree with a fold."""
+    headers = [[h.id, h.created_at, h.cwd] for h in await store.list_headers()]
+    assert repr(headers) == want["headers"]
+    for k, sid in enumerate(V3_IDS):
+        events = await store.read_events(sid)
+        assert repr([event_json(e) for e in events]) == want["events"][k]
+        seqs = [e.seq for e in events]
+        assert await store.read_events_at(sid, seqs[::-1]) == events[::-1]
+        surface = (await store.read_surface_events(sid))[2]
+        assert repr([e.seq for e in surface]) == want["surfaces"][k]
+        await assert_tails_fold(store, sid)
+
+
 async def test_a_v3_database_upgrades_with_every_event_byte_identical(tmp_path: Path) -> None:
     """A database written by the store of 99902a9 (schema v3: packs, compressed payloads,
     compactions and an edit) opens with every event byte-identical, and its surfaces are
@@ -146,16 +162,7 @@ async def test_a_v3_database_upgrades_with_every_event_byte_identical(tmp_path: 
         assert conn.execute("PRAGMA user_version").fetchone() == (3,)
     want = json.loads(V3_EXPECTED.read_text(encoding="ascii"))
     async with await SqliteSessionStore.open(path) as store:
-        headers = [[h.id, h.created_at, h.cwd] for h in await store.list_headers()]
-        assert repr(headers) == want["headers"]
-        for k, sid in enumerate(V3_IDS):
-            events = await store.read_events(sid)
-            assert repr([event_json(e) for e in events]) == want["events"][k]
-            seqs = [e.seq for e in events]
-            assert await store.read_events_at(sid, seqs[::-1]) == events[::-1]
-            surface = (await store.read_surface_events(sid))[2]
-            assert repr([e.seq for e in surface]) == want["surfaces"][k]
-            await assert_tails_fold(store, sid)
+        await assert_reads_as_written(store, want)
         # New events (a compaction in the same batch as the appends it shadows) keep
         # the nodes in step.
         sid = V3_IDS[1]
@@ -194,16 +201,7 @@ async def test_a_v8_database_upgrades_with_every_event_byte_identical(tmp_path: 
         assert conn.execute("SELECT 1 FROM sqlite_schema WHERE name = 'events_surface'").fetchone()
     want = json.loads(V8_EXPECTED.read_text(encoding="ascii"))
     async with await SqliteSessionStore.open(path) as store:
-        headers = [[h.id, h.created_at, h.cwd] for h in await store.list_headers()]
-        assert repr(headers) == want["headers"]
-        for k, sid in enumerate(V3_IDS):
-            events = await store.read_events(sid)
-            assert repr([event_json(e) for e in events]) == want["events"][k]
-            seqs = [e.seq for e in events]
-            assert await store.read_events_at(sid, seqs[::-1]) == events[::-1]
-            surface = (await store.read_surface_events(sid))[2]
-            assert repr([e.seq for e in surface]) == want["surfaces"][k]
-            await assert_tails_fold(store, sid)
+        await assert_reads_as_written(store, want)
         for query in V8_QUERIES:
             hits = await store.search_messages(query, limit=20)
             assert [hit_json(h) for h in hits] == want["search"][query], query
