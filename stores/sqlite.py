@@ -635,6 +635,7 @@ class SqliteSessionStore:
         # Whole listings (all headers, all titles) are reused while the database is
         # unchanged: no commit by another connection (PRAGMA data_version) nor by us.
         self._writes = 0
+        self._upgraded = False  # whether this store migrated the file (``_tidy`` then runs)
         self._listings: dict[str, tuple[tuple[int, int], Any]] = {}
         self._migration_progress: Callable[[int, int], None] | None = None
         self._index_progress: Callable[[int, int], None] | None = None
@@ -831,6 +832,7 @@ class SqliteSessionStore:
                     await conn.execute(statement)
                 await conn.execute(f"PRAGMA user_version = {step + 1}")
             await conn.execute("COMMIT")
+            self._upgraded = version < SCHEMA_VERSION
         except BaseException:
             with contextlib.suppress(sqlite3.Error):
                 await conn.execute("ROLLBACK")
@@ -905,7 +907,7 @@ class SqliteSessionStore:
                     if not self._read_only:
                         # Optional: a connection that cannot tidy still closes.
                         with contextlib.suppress(sqlite3.Error, ValueError):
-                            await conn._execute(_tidy, conn._conn)  # type: ignore[no-untyped-call]
+                            await conn._execute(_tidy, conn._conn, self._upgraded)  # type: ignore[no-untyped-call]
                     await conn.close()
                 except sqlite3.Error as err:
                     raise self._error("closing failed", err) from err
@@ -2661,8 +2663,10 @@ _TIDY_FREE_PAGES = 2048
 0.07 ms a page on the benchmark's database); the rest go at later closes."""
 
 
-def _tidy(raw: sqlite3.Connection) -> None:
-    """What a store that wrote does before it closes (on its connection's thread), all
+def _tidy(raw: sqlite3.Connection, upgraded: bool = False) -> None:
+    """What a store that wrote (or ``upgraded`` the file: a migration that drops an index
+    frees its pages without changing a row) does before it closes (on its connection's
+    thread), all
     of it optional, each step its own transaction, none waiting for a lock (another
     process writing: it is skipped):
 
@@ -2678,7 +2682,7 @@ def _tidy(raw: sqlite3.Connection) -> None:
     A larger index is left to automerge: a merge that ``_tidy`` could not finish would be
     finished by the next appends, a little in each, which slows them (see
     ``_rebuild_search_index``)."""
-    if raw.total_changes == 0:
+    if raw.total_changes == 0 and not upgraded:
         return  # nothing written since the store opened
     (timeout,) = raw.execute("PRAGMA busy_timeout").fetchone()
     raw.execute("PRAGMA busy_timeout = 0")

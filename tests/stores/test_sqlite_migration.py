@@ -194,6 +194,8 @@ async def test_a_v8_database_upgrades_with_every_event_byte_identical(tmp_path: 
     shutil.copyfile(V8_DB, path)
     with sqlite3.connect(path) as conn:
         assert conn.execute("PRAGMA user_version").fetchone() == (8,)
+        assert conn.execute("PRAGMA auto_vacuum").fetchone() == (2,)  # INCREMENTAL
+        assert conn.execute("PRAGMA freelist_count").fetchone() == (0,)
         (linked,) = conn.execute(
             "SELECT count(*) FROM events WHERE kind = 1 AND substr(data, 1, 1) = x'01'"
         ).fetchone()
@@ -210,6 +212,9 @@ async def test_a_v8_database_upgrades_with_every_event_byte_identical(tmp_path: 
         assert not conn.execute(
             "SELECT 1 FROM sqlite_schema WHERE name = 'events_surface'"
         ).fetchone()
+        # The store only read, but it upgraded the file: its close gave the index's
+        # pages back (``_tidy``).
+        assert conn.execute("PRAGMA freelist_count").fetchone() == (0,)
         assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
         assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
         conn.execute("INSERT INTO search_index (search_index) VALUES ('integrity-check')")
