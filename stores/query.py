@@ -58,8 +58,9 @@ class SessionQuery:
         The nodes come from the store's folded surface (``read_surface_nodes``, one
         consistent read), then their events by seq (events never change, so the later
         read gives the very events of that surface): exactly the fold of every surface
-        event, read in time bounded by what the surface keeps. After a compaction of a
-        1,000,000-event session down to two nodes it took 4 ms instead of 656.
+        event, read in time bounded by what the surface keeps: after a compaction of a
+        1,000,000-event session down to two nodes, about 5 ms instead of 600
+        (``tests/benchmarks``' prepare_scale).
         """
         snapshot, _floor = await self._current_surface(session_id)
         return snapshot

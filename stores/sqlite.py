@@ -2666,9 +2666,8 @@ _TIDY_FREE_PAGES = 2048
 def _tidy(raw: sqlite3.Connection, upgraded: bool = False) -> None:
     """What a store that wrote (or ``upgraded`` the file: a migration that drops an index
     frees its pages without changing a row) does before it closes (on its connection's
-    thread), all
-    of it optional, each step its own transaction, none waiting for a lock (another
-    process writing: it is skipped):
+    thread), all of it optional, each step its own transaction, none waiting for a lock
+    (another process writing: it is skipped):
 
     - a search index of at most ``_TIDY_MAX_BLOCKS`` blocks in several segments, whose
       largest segment is less than nine tenths of it, is merged into one (FTS5's
