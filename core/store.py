@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from core.damage import DamagedRow
+from core.leases import ReplyLease
 from core.log import Event, NewEvent, SessionHeader, SurfaceOp, SurfaceOutline, SurfaceRow
 from core.query import MessageTail, SessionTitle
 from core.search import SearchHit
@@ -219,6 +221,25 @@ class SessionStore(Protocol):
 
     async def release_reply_lease(self, session_id: str, owner: str) -> None:
         """Give the lease back if ``owner`` still holds it (no error otherwise)."""
+        ...
+
+    async def read_reply_lease(self, session_id: str) -> ReplyLease | None:
+        """The session's reply lease as its owner sees it (``None``: no lease at all;
+        one that has run out is returned too, with ``expires_in_ms <= 0``). Only the
+        owner reads it (``SessionReadOnlyError`` for a session shared with one): the
+        holder names a host and a process, which is nobody else's business."""
+        ...
+
+    async def break_reply_lease(self, session_id: str) -> bool:
+        """Remove the session's reply lease whoever holds it (``dsh unlock``: a holder
+        that is gone without giving it back); ``False`` when there was none. Only the
+        owner (``SessionReadOnlyError``)."""
+        ...
+
+    def damaged_rows(self) -> tuple[DamagedRow, ...]:
+        """The rows the latest ``list_headers`` or ``read_titles`` skipped because they
+        could not be read (``core.damage``): another member's hostile or corrupt rows
+        cost a line each, never the listing."""
         ...
 
     async def close(self) -> None: ...

@@ -8,7 +8,9 @@ from dataclasses import dataclass, field, replace
 from types import TracebackType
 from typing import Any
 
+from core.damage import DamagedRow
 from core.errors import InvalidEventError, SessionExistsError, SessionNotFoundError, StoreError
+from core.leases import ReplyLease, check_lease_ttl, lease_blocks
 from core.log import (
     Event,
     NewEvent,
@@ -239,16 +241,12 @@ class MemorySessionStore:
         dead: Callable[[str], bool] | None = None,
     ) -> bool:
         self._own(session_id)
+        ttl = check_lease_ttl(ttl_ms)
         now = now_ms()
         held = self._leases.get(session_id)
-        if (
-            held is not None
-            and held[0] != owner
-            and held[1] > now
-            and not (dead is not None and dead(held[0]))
-        ):
+        if held is not None and lease_blocks(held[0], held[1], owner, now, dead):
             return False
-        self._leases[session_id] = (owner, now + ttl_ms)
+        self._leases[session_id] = (owner, now + ttl)
         return True
 
     async def release_reply_lease(self, session_id: str, owner: str) -> None:
@@ -256,6 +254,18 @@ class MemorySessionStore:
         held = self._leases.get(session_id)
         if held is not None and held[0] == owner:
             del self._leases[session_id]
+
+    async def read_reply_lease(self, session_id: str) -> ReplyLease | None:
+        self._own(session_id)
+        held = self._leases.get(session_id)
+        return None if held is None else ReplyLease(held[0], held[1] - now_ms())
+
+    async def break_reply_lease(self, session_id: str) -> bool:
+        self._own(session_id)
+        return self._leases.pop(session_id, None) is not None
+
+    def damaged_rows(self) -> tuple[DamagedRow, ...]:
+        return ()  # it holds only what its own appends validated
 
     # ------------------------------------------------------------------ reads
 

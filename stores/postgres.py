@@ -28,6 +28,7 @@ from typing import Any, NoReturn, TypeVar
 
 import asyncpg
 
+from core.damage import DamagedRow
 from core.display import single_line
 from core.errors import (
     DiskFullError,
@@ -38,6 +39,7 @@ from core.errors import (
     StoreError,
 )
 from core.jsoncodec import loads_exact
+from core.leases import ReplyLease
 from core.log import (
     KNOWN_EVENT_TYPES,
     Event,
@@ -473,6 +475,7 @@ class PostgresSessionStore:
         self._listings: dict[str, tuple[str, Any]] = {}
         self._user = ""  # the connecting role (``current_user``), read at open
         self._migration_progress: Callable[[int, int], None] | None = None
+        self._damaged: tuple[DamagedRow, ...] = ()  # what the latest listing skipped
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -996,6 +999,33 @@ class PostgresSessionStore:
             )
 
         await self._run(body, write=True)
+
+    async def read_reply_lease(self, session_id: str) -> ReplyLease | None:
+        sid = check_session_id(session_id)
+
+        async def body(conn: asyncpg.Connection) -> ReplyLease | None:
+            key, _ = await self._require_own(conn, sid)
+            row = await conn.fetchrow(
+                "SELECT owner, expires_at FROM dsh_reply_leases WHERE session_key = $1", key
+            )
+            return None if row is None else ReplyLease(decode_text(row[0]), row[1] - now_ms())
+
+        return await self._run(body, write=False)
+
+    async def break_reply_lease(self, session_id: str) -> bool:
+        sid = check_session_id(session_id)
+
+        async def body(conn: asyncpg.Connection) -> bool:
+            key, _ = await self._require_own(conn, sid)
+            gone = await conn.fetchval(
+                "DELETE FROM dsh_reply_leases WHERE session_key = $1 RETURNING true", key
+            )
+            return bool(gone)
+
+        return await self._run(body, write=True)
+
+    def damaged_rows(self) -> tuple[DamagedRow, ...]:
+        return self._damaged
 
     # ------------------------------------------------------------------ sharing
 

@@ -18,6 +18,7 @@ from typing import Any, NoReturn
 from core.display import single_line
 from core.errors import InvalidEventError, SessionNotFoundError, StoreError
 from core.jsoncodec import dumps_js, loads_exact
+from core.leases import ReplyLease
 from core.log import (
     SESSION_TITLE,
     Event,
@@ -119,6 +120,13 @@ class ReplayStore(MemorySessionStore):
 
     async def release_reply_lease(self, session_id: str, owner: str) -> None:
         return None
+
+    async def read_reply_lease(self, session_id: str) -> ReplyLease | None:
+        await self.read_header(session_id)  # an unknown id is SessionNotFoundError
+        return None  # a log file has no running writers
+
+    async def break_reply_lease(self, session_id: str) -> bool:
+        self._refuse()
 
 
 _LOG_ONLY_END = '"surface_op":null,"source_event_seqs":null}'

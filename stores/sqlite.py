@@ -67,6 +67,7 @@ from typing import Any, TypeVar
 import aiosqlite
 
 from core.config import default_database_path
+from core.damage import DamagedRow
 from core.errors import (
     DiskFullError,
     InvalidEventError,
@@ -76,6 +77,7 @@ from core.errors import (
 )
 from core.gcpause import gc_paused
 from core.jsoncodec import _encode_js, _speedups, dumps_js, loads_exact
+from core.leases import ReplyLease, check_lease_ttl, lease_blocks
 from core.log import (
     ASSISTANT_MESSAGE,
     KNOWN_EVENT_TYPES,
@@ -621,6 +623,7 @@ class SqliteSessionStore:
         """Internal: use :meth:`open`, which configures and migrates the connection."""
         self._user = os_user() if user is None else check_user(user)
         self._readers = (self._user, self._user)  # the parameters of ``_readable``
+        self._damaged: tuple[DamagedRow, ...] = ()  # what the latest listing skipped
         self._conn: aiosqlite.Connection | None = conn
         self._path = path
         self._read_only = read_only
@@ -1242,6 +1245,7 @@ class SqliteSessionStore:
         dead: Callable[[str], bool] | None = None,
     ) -> bool:
         sid = check_session_id(session_id)
+        ttl = check_lease_ttl(ttl_ms)
 
         def body(raw: sqlite3.Connection) -> bool:
             key, _ = self._own(raw, sid)
@@ -1250,11 +1254,11 @@ class SqliteSessionStore:
             for held, expires_at in raw.execute(
                 "SELECT owner, expires_at FROM reply_leases WHERE session = ?", (key,)
             ).fetchall():
-                if held != owner and expires_at > now and not (dead is not None and dead(held)):
+                if lease_blocks(held, expires_at, owner, now, dead):
                     return False
             raw.execute(
                 "INSERT OR REPLACE INTO reply_leases (session, owner, expires_at) VALUES (?, ?, ?)",
-                (key, owner, now + ttl_ms),
+                (key, owner, now + ttl),
             )
             return True
 
@@ -1271,6 +1275,30 @@ class SqliteSessionStore:
             )
 
         await self._run(body, write=True)
+
+    async def read_reply_lease(self, session_id: str) -> ReplyLease | None:
+        sid = check_session_id(session_id)
+
+        def body(raw: sqlite3.Connection) -> ReplyLease | None:
+            key, _ = self._own(raw, sid)
+            row = raw.execute(
+                "SELECT owner, expires_at FROM reply_leases WHERE session = ?", (key,)
+            ).fetchone()
+            return None if row is None else ReplyLease(row[0], row[1] - now_ms())
+
+        return await self._run_sync(body, write=False)
+
+    async def break_reply_lease(self, session_id: str) -> bool:
+        sid = check_session_id(session_id)
+
+        def body(raw: sqlite3.Connection) -> bool:
+            key, _ = self._own(raw, sid)
+            return raw.execute("DELETE FROM reply_leases WHERE session = ?", (key,)).rowcount > 0
+
+        return await self._run_sync(body, write=True)
+
+    def damaged_rows(self) -> tuple[DamagedRow, ...]:
+        return self._damaged
 
     # ------------------------------------------------------------------ sharing
 
