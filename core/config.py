@@ -16,6 +16,10 @@ max_reply_bytes = 4194304       # the most a reply (or one event of it) may hold
 max_references = 3
 candidate_limit = 50
 max_reference_bytes = 65536
+
+[postgres]                      # a team store (database = "postgresql://…")
+lock_timeout = 10               # seconds a statement waits for another connection's lock
+statement_timeout = 120         # seconds one statement may run
 ```
 """
 
@@ -40,6 +44,7 @@ __all__ = [
     "PROVIDERS",
     "ConfigError",
     "DshConfig",
+    "PostgresLimits",
     "ReferenceLimits",
     "database_location",
     "database_path",
@@ -68,6 +73,16 @@ class ReferenceLimits:
 
 
 @dataclass(frozen=True, slots=True)
+class PostgresLimits:
+    """How long one statement on a PostgreSQL store may wait for another connection's lock,
+    and run at all (seconds): a member holding a lock, or a query gone wrong, costs the
+    others one clear error, never a hang."""
+
+    lock_timeout: float = 10.0
+    statement_timeout: float = 120.0
+
+
+@dataclass(frozen=True, slots=True)
 class DshConfig:
     provider: str = "offline"
     model: str | None = None
@@ -79,6 +94,7 @@ class DshConfig:
     config_path: Path | None = None
     reply_timeout: float = 600.0
     max_reply_bytes: int = 4 * 1024 * 1024
+    postgres: PostgresLimits = field(default_factory=PostgresLimits)
 
     @property
     def effective_model(self) -> str:
@@ -191,10 +207,11 @@ def database_path(
     return result
 
 
-_TOP_KEYS = {"provider", "model", "base_url", "api_key_env", "database", "references"}
+_TOP_KEYS = {"provider", "model", "base_url", "api_key_env", "database", "references", "postgres"}
 _REPLY_KEYS = {"reply_timeout": "DSH_REPLY_TIMEOUT", "max_reply_bytes": "DSH_MAX_REPLY_BYTES"}
 _TOP_KEYS |= set(_REPLY_KEYS)
 _REF_KEYS = {"max_references", "candidate_limit", "max_reference_bytes"}
+_PG_KEYS = {"lock_timeout": "DSH_PG_LOCK_TIMEOUT", "statement_timeout": "DSH_PG_STATEMENT_TIMEOUT"}
 _ENV_STR = {
     "DSH_PROVIDER": "provider",
     "DSH_MODEL": "model",
@@ -276,20 +293,43 @@ def _reply_limits(raw: Mapping[str, Any], where: str, env: Mapping[str, str]) ->
             if key == "max_reply_bytes":
                 found[key] = _check_limit(origin, name, value, key)
                 continue
-            number: object = value
-            if isinstance(value, str):
-                try:
-                    number = float(value.strip())
-                except ValueError:
-                    number = None
-            if (
-                not isinstance(number, int | float)
-                or isinstance(number, bool)
-                or not 0 < number < float("inf")
-            ):
-                raise ConfigError(f"{origin}: {name} must be a positive number of seconds")
-            found[key] = float(number)
+            found[key] = _seconds(origin, name, value)
     return found
+
+
+def _seconds(origin: str, name: str, value: object) -> float:
+    """A positive, finite number of seconds (a string from the environment is parsed)."""
+    number: object = value
+    if isinstance(value, str):
+        try:
+            number = float(value.strip())
+        except ValueError:
+            number = None
+    if (
+        not isinstance(number, int | float)
+        or isinstance(number, bool)
+        or not 0 < number < float("inf")
+    ):
+        raise ConfigError(f"{origin}: {name} must be a positive number of seconds")
+    return float(number)
+
+
+def _postgres_limits(raw: Mapping[str, Any], where: str, env: Mapping[str, str]) -> PostgresLimits:
+    """``[postgres]`` ``lock_timeout`` and ``statement_timeout`` from the file, then from
+    ``DSH_PG_LOCK_TIMEOUT`` / ``DSH_PG_STATEMENT_TIMEOUT``."""
+    section = raw.get("postgres", {})
+    if not isinstance(section, dict):
+        raise ConfigError(f"{where}: [postgres] must be a table")
+    unknown = set(section) - set(_PG_KEYS)
+    if unknown:
+        raise ConfigError(f"{where}: unknown setting postgres.{sorted(unknown)[0]}")
+    found: dict[str, float] = {}
+    for key, var in _PG_KEYS.items():
+        if section.get(key) is not None:
+            found[key] = _seconds(where, f"postgres.{key}", section[key])
+        if env.get(var):
+            found[key] = _seconds("environment", var, env[var])
+    return PostgresLimits(**found)
 
 
 def load_config(
@@ -342,5 +382,6 @@ def load_config(
         database=database,
         references=ReferenceLimits(**limits),
         config_path=path,
+        postgres=_postgres_limits(raw, where, env),
         **_reply_limits(raw, where, env),
     )

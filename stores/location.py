@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from core.config import default_location, is_database_url
+from core.config import PostgresLimits, default_location, is_database_url
 from core.store import SessionStore
 
 __all__ = ["default_location", "display_location", "open_store"]
@@ -21,16 +21,20 @@ async def open_store(
     location: str | os.PathLike[str] | None = None,
     *,
     progress: Callable[[int, int], None] | None = None,
+    postgres: PostgresLimits | None = None,
 ) -> SessionStore:
     """Open (creating or migrating as needed) the store at ``location``. ``progress``
     (done, in all) follows a long upgrade: the indexing of an existing database's
-    sessions for search."""
+    sessions for search. ``postgres``: the timeouts of a PostgreSQL store's statements
+    (the config's ``[postgres]``; defaults when ``None``)."""
     if location is None:
         location = default_location()
     if isinstance(location, str) and is_database_url(location):
         from stores.postgres import PostgresSessionStore  # the driver loads only when used
 
-        return await PostgresSessionStore.open(location, progress=progress)
+        return await PostgresSessionStore.open(
+            location, progress=progress, limits=postgres or PostgresLimits()
+        )
     from stores.sqlite import SqliteSessionStore
 
     return await SqliteSessionStore.open(location, progress=progress)

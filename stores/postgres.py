@@ -28,6 +28,7 @@ from typing import Any, NoReturn, TypeVar
 
 import asyncpg
 
+from core.config import PostgresLimits
 from core.damage import DamagedRow
 from core.display import single_line
 from core.errors import (
@@ -39,7 +40,8 @@ from core.errors import (
     StoreError,
 )
 from core.jsoncodec import loads_exact
-from core.leases import ReplyLease
+from core.leases import ReplyLease, check_lease_ttl, lease_blocks
+from core.limits import MAX_CWD_BYTES, MAX_SESSION_ID_BYTES
 from core.log import (
     KNOWN_EVENT_TYPES,
     Event,
@@ -51,7 +53,6 @@ from core.log import (
     SurfaceRow,
     ValidatedEvent,
     build_event,
-    now_ms,
 )
 from core.query import MessageTail, SessionTitle, TailWalk
 from core.references.projection import MessageSums, projection_code
@@ -59,7 +60,6 @@ from core.search import (
     RANK_WINDOW,
     SearchHit,
     check_search_limit,
-    indexed_text,
     like_pattern,
     rank_hits,
     search_terms,
@@ -77,12 +77,24 @@ from stores.columns import (
     encode_text,
 )
 from stores.pglocation import PgLocation, connect_error
+from stores.pgrows import (
+    HEADERS_SQL,
+    IDS_OF_KEYS_SQL,
+    LAST_EVENT_TIMES_SQL,
+    TITLES_SQL,
+    WANTED_SESSIONS,
+    build_headers,
+    build_titles,
+    read_text,
+    readable_ids,
+    within,
+)
+from stores.pgteam import REINDEX, REINDEX_SQL, team_step
 from stores.progress import indexing_words, terminal_progress
 from stores.sharing import check_grantee, check_user
 from stores.validation import (
     KIND_LOG,
     KIND_SURFACE,
-    KIND_TITLE,
     batch_has_replace,
     check_batch,
     check_count,
@@ -94,7 +106,6 @@ from stores.validation import (
     import_header,
     missing_seq_error,
     new_header,
-    title_of,
     validate_batch,
     validate_event,
 )
@@ -394,7 +405,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         $$
         """,
         # Sessions whose messages are not indexed yet (every existing one): indexed when a
-        # store opens the database (``_index_pending``, a few per transaction).
+        # store opened the database (schema 7 rebuilds the index in SQL instead).
         """
         CREATE TABLE dsh_search_pending (
             session_key bigint PRIMARY KEY REFERENCES dsh_sessions (key) ON DELETE CASCADE
@@ -413,6 +424,9 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         # are few (compactions), so the index is small.
         f"CREATE INDEX dsh_events_replaces ON dsh_events (session_key, seq) WHERE {_IS_REPLACE}",
     ),
+    # Issue 30: what members may do, the search index kept and read by the server, sizes,
+    # leases for the owner only (stores.pgteam).
+    team_step(),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -425,10 +439,9 @@ _MIGRATION_LOCK = 0x64736873  # "dshs"
 
 _CONNECT_TIMEOUT_S = 10.0
 _POOL_MAX = 2  # operations are serialised; a spare connection covers a broken one
-_PENDING_PER_TRANSACTION = 20
-"""Sessions indexed per transaction when a database is upgraded to the search index."""
 
 _EVENT_COLUMNS = "seq, type, time, data, surface_op, source_event_seqs"
+_CWD_WITHIN = within("cwd", MAX_CWD_BYTES)
 # The session row of ``$1`` (an id): the digest finds it in the index, the id confirms it.
 _BY_ID = "sha256(id) = sha256($1::bytea) AND id = $1::bytea"
 
@@ -447,6 +460,57 @@ async def _no_reset(conn: asyncpg.Connection) -> None:
     return None
 
 
+def _server_settings(limits: PostgresLimits) -> dict[str, str]:
+    """What every connection of a store sets at its start (``PostgresLimits``): a statement
+    waits at most ``lock_timeout`` for another connection's lock and runs at most
+    ``statement_timeout``; a transaction left idle (a client stopped mid-way) is ended
+    after the statement timeout, so it holds no lock longer than that."""
+    statement = f"{max(1, round(limits.statement_timeout * 1000))}ms"
+    return {
+        "application_name": "dsh",
+        "lock_timeout": f"{max(1, round(limits.lock_timeout * 1000))}ms",
+        "statement_timeout": statement,
+        "idle_in_transaction_session_timeout": statement,
+    }
+
+
+async def _init_connection(conn: asyncpg.Connection) -> None:
+    """Per connection, when the server knows it (PostgreSQL 14+): check every few seconds
+    during a long statement that the client is still there, so a killed dsh does not leave
+    its query running (a search of a huge term, a wait on a lock) until it ends."""
+    if conn.get_server_version() >= (14, 0):
+        await conn.execute(f"SET client_connection_check_interval = {_CLIENT_CHECK_MS}")
+
+
+_SERVER_NOW_MS = "(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
+"""The server's clock, in epoch milliseconds: what leases are judged by."""
+_RELEASED = 0
+"""The expiry of a lease given back (members may update a lease, not delete it)."""
+
+
+def _holder(raw: bytes) -> str:
+    """A lease's holder as stored (its owner's own rows: bytes that are not UTF-8 are
+    shown escaped rather than refused)."""
+    return raw.decode("utf-8", "backslashreplace")
+
+
+_CLIENT_CHECK_MS = 2000
+_LOCK_PROBE_AFTER_S = 1.0
+"""A statement waiting this long has the holders of what it waits for looked up."""
+_LOCK_PROBE_EVERY_S = 2.0
+_BLOCKERS_SQL = (
+    "SELECT DISTINCT usename FROM pg_stat_activity "
+    "WHERE pid = ANY (pg_blocking_pids($1)) AND usename IS NOT NULL ORDER BY 1"
+)
+
+
+def _roles(names: Sequence[str]) -> str:
+    """``role bob`` / ``roles bob, carol`` (escaped: a role name is anyone's choice)."""
+    shown = ", ".join(single_line(name, 63) for name in names[:5])
+    more = f" and {len(names) - 5} more" if len(names) > 5 else ""
+    return f"{'role' if len(names) == 1 else 'roles'} {shown}{more}"
+
+
 def _consume(task: asyncio.Future[Any]) -> None:
     if not task.cancelled():
         task.exception()
@@ -455,10 +519,16 @@ def _consume(task: asyncio.Future[Any]) -> None:
 class PostgresSessionStore:
     """A ``SessionStore`` on PostgreSQL; create it with ``await PostgresSessionStore.open(url)``."""
 
-    def __init__(self, pool: asyncpg.Pool, location: PgLocation) -> None:
+    def __init__(
+        self, pool: asyncpg.Pool, location: PgLocation, limits: PostgresLimits | None = None
+    ) -> None:
         """Internal: use :meth:`open`, which connects and migrates."""
         self._pool: asyncpg.Pool | None = pool
         self._location = location
+        self._limits = limits or PostgresLimits()
+        # The roles holding the locks a statement of ours waits for, by our backend's pid
+        # (``_watch_locks``): named when the wait ends in a lock timeout.
+        self._blockers: dict[int, tuple[str, ...]] = {}
         # One operation at a time, in call order (as the SQLite store): a read issued after
         # a write sees it, even when the writer's caller was cancelled meanwhile.
         self._lock = asyncio.Lock()
@@ -475,7 +545,10 @@ class PostgresSessionStore:
         self._listings: dict[str, tuple[str, Any]] = {}
         self._user = ""  # the connecting role (``current_user``), read at open
         self._migration_progress: Callable[[int, int], None] | None = None
-        self._damaged: tuple[DamagedRow, ...] = ()  # what the latest listing skipped
+        self._index_progress: Callable[[int, int], None] | None = None
+        # What the latest listings skipped (``damaged_rows``).
+        self._damaged_sessions: tuple[DamagedRow, ...] = ()
+        self._damaged_titles: tuple[DamagedRow, ...] = ()
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -486,6 +559,7 @@ class PostgresSessionStore:
         *,
         progress: Callable[[int, int], None] | None = None,
         fold_progress: Callable[[int, int], None] | None = None,
+        limits: PostgresLimits | None = None,
     ) -> PostgresSessionStore:
         """Connect to the server named by ``url`` (``postgresql://user@host:port/db``, libpq
         query options such as ``host=/run/postgresql`` for a socket) and create or migrate
@@ -496,8 +570,13 @@ class PostgresSessionStore:
 
         An upgrade that must fold many surface rows reports ``fold_progress(done, total)``
         (rows); without ``fold_progress``, on a terminal, a line on stderr
-        (``stores.progress.terminal_progress``)."""
+        (``stores.progress.terminal_progress``).
+
+        Every statement runs under ``limits`` (``lock_timeout``, ``statement_timeout``;
+        the config's ``[postgres]``): waiting on another connection's lock, or a statement
+        gone wrong, ends in one clear error instead of a hang."""
         location = PgLocation.parse(url)
+        limits = limits or PostgresLimits()
         try:
             pool = await asyncpg.create_pool(
                 location.dsn,
@@ -505,19 +584,20 @@ class PostgresSessionStore:
                 max_size=_POOL_MAX,
                 timeout=_CONNECT_TIMEOUT_S,
                 command_timeout=None,
-                server_settings={"application_name": "dsh"},
+                server_settings=_server_settings(limits),
+                init=_init_connection,
                 # Every operation is a whole transaction that leaves no session state, so
                 # the pool's reset query (a round trip per operation) is not needed.
                 reset=_no_reset,
             )
         except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError) as err:
             raise connect_error(location, err) from err
-        store = cls(pool, location)
+        store = cls(pool, location, limits)
         store._migration_progress = fold_progress or terminal_progress()
+        store._index_progress = progress or terminal_progress(indexing_words)
         try:
             await store._migrate()
             store._user = await store._run(_current_user, write=False)
-            await store._index_pending(progress or terminal_progress(indexing_words))
             await store._listen()
         except BaseException:
             await store.close()
@@ -569,12 +649,22 @@ class PostgresSessionStore:
         """Create or upgrade dsh's tables. An up-to-date database is only read (so a
         read-only server or a hot standby opens, for reading); a newer one is refused."""
         what = "cannot prepare the database"
-        version = await self._run(_schema_version, write=False, what=what)
+        try:
+            version = await self._run(_schema_version, write=False, what=what)
+        except _NotAMember as err:
+            raise StoreError(
+                f"{self.location}: role {err.role!r} may not use dsh's tables: it must be a "
+                f"member of {GROUP_ROLE} (GRANT {GROUP_ROLE} TO {err.role}; see the README, "
+                '"Setting up a team database")'
+            ) from None
         self._check_not_newer(version)
         if version == SCHEMA_VERSION:
             return
 
         async def body(conn: asyncpg.Connection) -> None:
+            # An upgrade may rebuild large tables: no statement timeout (lock_timeout stays:
+            # a member holding a lock the upgrade needs is named, not waited for forever).
+            await conn.execute("SET LOCAL statement_timeout = 0")
             # One migrator at a time across every client of the database.
             await conn.execute("SELECT pg_advisory_xact_lock($1)", _MIGRATION_LOCK)
             await conn.execute("CREATE TABLE IF NOT EXISTS dsh_schema (version integer NOT NULL)")
@@ -584,6 +674,9 @@ class PostgresSessionStore:
                 for statement in MIGRATIONS[step]:
                     if statement == _BACKFILL:
                         await _backfill_surfaces(conn, self._migration_progress)
+                        continue
+                    if statement == REINDEX:
+                        await _reindex(conn, self._index_progress)
                         continue
                     await conn.execute(statement)
             if version < SCHEMA_VERSION:
@@ -694,9 +787,11 @@ class PostgresSessionStore:
         """Run ``body`` in one transaction on a pooled connection (``isolation=None``: a
         body of one statement, atomic on its own, that notifies by itself if it writes).
 
-        Once started, the transaction runs to its end (commit or rollback) even if the
-        caller is cancelled, so a batch is stored whole or not at all and no connection is
-        left inside a transaction.
+        Once started, a write's transaction runs to its end (commit or rollback) even if
+        the caller is cancelled, so a batch is stored whole or not at all. A read's caller
+        cancelled cancels its statement in the server too (asyncpg sends the cancel
+        request; the transaction is rolled back), so a search nobody waits for any more
+        stops costing the server at once.
         """
         pool = self._live()
         await self._lock.acquire()
@@ -707,6 +802,8 @@ class PostgresSessionStore:
             raise
         self._running.add(task)
         task.add_done_callback(self._finished)
+        if not write:
+            return await task
         return await asyncio.shield(task)
 
     def _finished(self, task: asyncio.Future[Any]) -> None:
@@ -723,17 +820,22 @@ class PostgresSessionStore:
         isolation: str | None,
     ) -> T:
         for attempt in (1, 2):
+            blockers: list[str] = []
             try:
                 async with pool.acquire() as conn:
-                    if isolation is None:
-                        return await body(conn)
-                    async with conn.transaction(isolation=isolation):
-                        result = await body(conn)
-                        if write:
-                            await conn.execute(
-                                "SELECT pg_notify($1, $2)", CHANGES_CHANNEL, self._token
-                            )
-                        return result
+                    watch = asyncio.ensure_future(self._watch_locks(pool, conn, blockers))
+                    try:
+                        if isolation is None:
+                            return await body(conn)
+                        async with conn.transaction(isolation=isolation):
+                            result = await body(conn)
+                            if write:
+                                await conn.execute(
+                                    "SELECT pg_notify($1, $2)", CHANGES_CHANNEL, self._token
+                                )
+                            return result
+                    finally:
+                        watch.cancel()
             except _CONNECTION_LOST as err:
                 # A read on a connection the server dropped (a restart, a failover) is
                 # tried once more on a fresh one; a write is not (it may have committed).
@@ -741,13 +843,39 @@ class PostgresSessionStore:
                     raise connect_error(self._location, err, what or "lost the connection") from err
             except asyncpg.PostgresError as err:
                 raise self._error(
-                    what or ("write failed" if write else "read failed"), err
+                    what or ("write failed" if write else "read failed"), err, blockers
                 ) from err
             except (OSError, asyncpg.InterfaceError, TimeoutError) as err:
                 raise connect_error(self._location, err, what or "the connection failed") from err
         raise AssertionError("unreachable")
 
-    def _error(self, what: str, err: asyncpg.PostgresError) -> StoreError:
+    async def _watch_locks(
+        self, pool: asyncpg.Pool, conn: asyncpg.Connection, blockers: list[str]
+    ) -> None:
+        """While ``conn``'s statement waits longer than a moment, learn from the server
+        which roles hold the locks it waits for (``pg_blocking_pids``; every role may read
+        who a backend is), so that a lock timeout names them, and tell the user (the
+        notice line) that dsh is waiting on them."""
+        pid = conn.get_server_pid()
+        await asyncio.sleep(_LOCK_PROBE_AFTER_S)
+        while True:
+            try:
+                async with pool.acquire(timeout=_LOCK_PROBE_AFTER_S) as probe:
+                    rows = await probe.fetch(_BLOCKERS_SQL, pid, timeout=_LOCK_PROBE_AFTER_S)
+            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError):
+                return  # the names are a courtesy: the timeout itself still comes
+            names = [str(row[0]) for row in rows]
+            if names and names != blockers:
+                blockers[:] = names
+                self._notice = (
+                    f"Waiting for a lock held by {_roles(names)} on {self.location}…",
+                    True,
+                )
+            await asyncio.sleep(_LOCK_PROBE_EVERY_S)
+
+    def _error(
+        self, what: str, err: asyncpg.PostgresError, blockers: Sequence[str] = ()
+    ) -> StoreError:
         """The one translation of a server error into the ``StoreError`` a user reads."""
         state = getattr(err, "sqlstate", "") or ""
         # The server's primary message only, on one line: str(err) adds DETAIL/HINT lines.
@@ -756,25 +884,40 @@ class PostgresSessionStore:
             return DiskFullError(f"{self.location}: {what}: the server's disk is full ({said})")
         if state == "25006":  # read_only_sql_transaction
             return StoreError(f"{self.location}: the database is read-only ({said})")
+        if state == "55P03":  # lock_not_available: lock_timeout ran out
+            held = _roles(blockers) if blockers else "another connection"
+            return StoreError(
+                f"{self.location}: {what}: waited {self._limits.lock_timeout:g} s for a lock "
+                f"held by {held} (lock_timeout); try again when it is released"
+            )
+        if state == "57014" and "statement timeout" in said:  # query_canceled
+            return StoreError(
+                f"{self.location}: {what}: the statement ran longer than "
+                f"{self._limits.statement_timeout:g} s and the server stopped it "
+                "(statement_timeout)"
+            )
         return connect_error(self._location, err, what)
 
-    @staticmethod
-    async def _require_session(conn: asyncpg.Connection, sid: str) -> tuple[int, SessionHeader]:
+    async def _require_session(
+        self, conn: asyncpg.Connection, sid: str
+    ) -> tuple[int, SessionHeader]:
         """The key and header of a session this role may read (row security hides the
-        others: they are ``SessionNotFoundError``, as a deleted one)."""
+        others: they are ``SessionNotFoundError``, as a deleted one). A header that cannot
+        be read (another member's hand-written row) is a ``StoreError`` saying why."""
         row = await conn.fetchrow(
-            f"SELECT key, created_at, cwd, owner FROM dsh_sessions WHERE {_BY_ID}",
+            f"SELECT key, created_at, {_CWD_WITHIN}, owner FROM dsh_sessions WHERE {_BY_ID}",
             encode_text(sid),
         )
         if row is None:
             raise SessionNotFoundError(sid)
-        key, created_at, cwd, owner = row
-        return key, SessionHeader(
-            id=sid,
-            created_at=created_at,
-            cwd=None if cwd is None else decode_text(cwd),
-            owner=owner,
-        )
+        key, created_at, raw_cwd, cwd_size, owner = row
+        try:
+            cwd = None if cwd_size is None else read_text(raw_cwd, cwd_size, MAX_CWD_BYTES, "cwd")
+        except ValueError as err:
+            raise StoreError(
+                f"{self.location}: session {single_line(sid, 60)} is damaged ({err})"
+            ) from None
+        return key, SessionHeader(id=sid, created_at=created_at, cwd=cwd, owner=owner)
 
     async def _refuse(self, conn: asyncpg.Connection, sid: str) -> NoReturn:
         """A write found no session it may write: read-only when this role may read it
@@ -907,7 +1050,6 @@ class PostgresSessionStore:
                 codes,
                 sums.messages,
                 sums.bytes,
-                [_searchable(v) for v in batch],
             )
             if first is None:
                 await self._refuse(conn, sid)
@@ -942,11 +1084,11 @@ class PostgresSessionStore:
         sid = check_session_id(session_id)
 
         async def body(conn: asyncpg.Connection) -> None:
-            deleted = await conn.fetchval(
-                f"DELETE FROM dsh_sessions WHERE {_BY_ID} RETURNING key", encode_text(sid)
-            )
-            if deleted is None:
-                await self._refuse(conn, sid)
+            # Members may not DELETE (a table privilege that would let them LOCK the
+            # table): the tables' owner's function deletes what the caller owns.
+            key, _ = await self._require_own(conn, sid)
+            if not await conn.fetchval("SELECT dsh_delete_session($1)", key):
+                raise SessionNotFoundError(sid)
 
         await self._run(body, write=True)
 
@@ -958,30 +1100,33 @@ class PostgresSessionStore:
         ttl_ms: int,
         dead: Callable[[str], bool] | None = None,
     ) -> bool:
+        """As every store (``core.leases.lease_blocks``), by the server's clock: a client
+        whose clock runs fast or slow neither makes its lease outlive its TTL nor sees
+        another's as run out early."""
         sid = check_session_id(session_id)
+        ttl = check_lease_ttl(ttl_ms)
 
         async def body(conn: asyncpg.Connection) -> bool:
             # Locking the session row makes the check and the take one step for every client.
-            key = await conn.fetchval(
-                f"SELECT key FROM dsh_sessions WHERE {_BY_ID} FOR UPDATE", encode_text(sid)
+            row = await conn.fetchrow(
+                f"SELECT key, {_SERVER_NOW_MS} FROM dsh_sessions WHERE {_BY_ID} FOR UPDATE",
+                encode_text(sid),
             )
-            if key is None:
+            if row is None:
                 await self._refuse(conn, sid)
-            now = now_ms()
+            key, now = row
             held = await conn.fetchrow(
                 "SELECT owner, expires_at FROM dsh_reply_leases WHERE session_key = $1", key
             )
-            if held is not None:
-                holder = decode_text(held[0])
-                if holder != owner and held[1] > now and not (dead is not None and dead(holder)):
-                    return False
+            if held is not None and lease_blocks(_holder(held[0]), held[1], owner, now, dead):
+                return False
             await conn.execute(
                 "INSERT INTO dsh_reply_leases (session_key, owner, expires_at) "
                 "VALUES ($1, $2, $3) ON CONFLICT (session_key) "
                 "DO UPDATE SET owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at",
                 key,
                 encode_text(owner),
-                now + ttl_ms,
+                now + ttl,
             )
             return True
 
@@ -991,9 +1136,10 @@ class PostgresSessionStore:
         sid = check_session_id(session_id)
 
         async def body(conn: asyncpg.Connection) -> None:
+            # Members may not DELETE (see stores.pgteam): a released lease runs out at 0.
             await conn.execute(
-                "DELETE FROM dsh_reply_leases WHERE owner = $2 AND session_key = "
-                f"(SELECT key FROM dsh_sessions WHERE {_BY_ID})",
+                f"UPDATE dsh_reply_leases SET expires_at = {_RELEASED} WHERE owner = $2 "
+                f"AND session_key = (SELECT key FROM dsh_sessions WHERE {_BY_ID})",
                 encode_text(sid),
                 encode_text(owner),
             )
@@ -1006,9 +1152,11 @@ class PostgresSessionStore:
         async def body(conn: asyncpg.Connection) -> ReplyLease | None:
             key, _ = await self._require_own(conn, sid)
             row = await conn.fetchrow(
-                "SELECT owner, expires_at FROM dsh_reply_leases WHERE session_key = $1", key
+                f"SELECT owner, expires_at - {_SERVER_NOW_MS} FROM dsh_reply_leases "
+                f"WHERE session_key = $1 AND expires_at <> {_RELEASED}",
+                key,
             )
-            return None if row is None else ReplyLease(decode_text(row[0]), row[1] - now_ms())
+            return None if row is None else ReplyLease(_holder(row[0]), row[1])
 
         return await self._run(body, write=False)
 
@@ -1017,15 +1165,17 @@ class PostgresSessionStore:
 
         async def body(conn: asyncpg.Connection) -> bool:
             key, _ = await self._require_own(conn, sid)
-            gone = await conn.fetchval(
-                "DELETE FROM dsh_reply_leases WHERE session_key = $1 RETURNING true", key
+            broken = await conn.fetchval(
+                f"UPDATE dsh_reply_leases SET expires_at = {_RELEASED} "
+                f"WHERE session_key = $1 AND expires_at <> {_RELEASED} RETURNING true",
+                key,
             )
-            return bool(gone)
+            return bool(broken)
 
         return await self._run(body, write=True)
 
     def damaged_rows(self) -> tuple[DamagedRow, ...]:
-        return self._damaged
+        return self._damaged_sessions + self._damaged_titles
 
     # ------------------------------------------------------------------ sharing
 
@@ -1056,12 +1206,7 @@ class PostgresSessionStore:
         async def body(conn: asyncpg.Connection) -> bool:
             key, _ = await self._require_own(conn, sid)
             check_grantee(grantee, self._user)
-            removed = await conn.fetchval(
-                "DELETE FROM dsh_shares WHERE session_key = $1 AND grantee = $2 RETURNING true",
-                key,
-                grantee,
-            )
-            return bool(removed)
+            return bool(await conn.fetchval("SELECT dsh_unshare($1, $2)", key, grantee))
 
         return await self._run(body, write=True)
 
@@ -1072,24 +1217,27 @@ class PostgresSessionStore:
             if sid is None:
                 return list(
                     await conn.fetch(
-                        "SELECT s.id, g.owner, g.grantee FROM dsh_shares AS g "
-                        "JOIN dsh_sessions AS s ON s.key = g.session_key "
+                        f"SELECT {within('s.id', MAX_SESSION_ID_BYTES)}, g.owner, g.grantee "
+                        "FROM dsh_shares AS g JOIN dsh_sessions AS s ON s.key = g.session_key "
                         "ORDER BY s.created_at DESC, s.id, g.grantee"
                     )
                 )
             key, _ = await self._require_session(conn, sid)
             return list(
                 await conn.fetch(
-                    "SELECT NULL, owner, grantee FROM dsh_shares WHERE session_key = $1 "
+                    "SELECT NULL, NULL, owner, grantee FROM dsh_shares WHERE session_key = $1 "
                     "ORDER BY grantee",
                     key,
                 )
             )
 
         rows = await self._run(body, write=False)
+        if sid is not None:
+            return [Share(sid, owner, grantee) for _, _, owner, grantee in rows]
+        # A grant on a session whose id cannot be read is left out (as the session is).
+        names = dict(readable_ids((raw, raw, size) for raw, size, _, _ in rows))
         return [
-            Share(decode_text(raw_id) if sid is None else sid, owner, grantee)
-            for raw_id, owner, grantee in rows
+            Share(names[raw], owner, grantee) for raw, _, owner, grantee in rows if raw in names
         ]
 
     # ------------------------------------------------------------------ reads
@@ -1131,19 +1279,8 @@ class PostgresSessionStore:
         return value
 
     async def list_headers(self) -> list[SessionHeader]:
-        headers: tuple[SessionHeader, ...] = await self._listing(
-            "headers",
-            "SELECT id, created_at, cwd, owner FROM dsh_sessions ORDER BY created_at DESC, id",
-            lambda rows: tuple(
-                SessionHeader(
-                    id=decode_text(sid),
-                    created_at=created_at,
-                    cwd=None if cwd is None else decode_text(cwd),
-                    owner=owner,
-                )
-                for sid, created_at, cwd, owner in rows
-            ),
-        )
+        headers, damaged = await self._listing("headers", HEADERS_SQL, build_headers)
+        self._damaged_sessions = damaged
         return list(headers)
 
     async def read_header(self, session_id: str) -> SessionHeader:
@@ -1410,126 +1547,74 @@ class PostgresSessionStore:
             return {}
 
         if wanted is None:
-            every: dict[str, SessionTitle] = await self._listing(
-                "titles", _TITLES_SQL.format(sessions="dsh_sessions"), self._build_titles
+            every, damaged = await self._listing(
+                "titles", TITLES_SQL.format(sessions="dsh_sessions"), build_titles
             )
+            self._damaged_titles = damaged
             return dict(every)
 
         async def body(conn: asyncpg.Connection) -> list[Any]:
             return list(
                 await conn.fetch(
-                    _TITLES_SQL.format(sessions=_WANTED_SESSIONS), [encode_text(s) for s in wanted]
+                    TITLES_SQL.format(sessions=WANTED_SESSIONS), [encode_text(s) for s in wanted]
                 )
             )
 
         rows = await self._run(body, write=False)
-        return await asyncio.to_thread(self._build_titles, rows)
-
-    def _build_titles(self, rows: list[Any]) -> dict[str, SessionTitle]:
-        out: dict[str, SessionTitle] = {}
-        for sid, seq, time, data in rows:
-            try:
-                out[decode_text(sid)] = title_of(seq, time, loads_exact(data))
-            except (ValueError, TypeError, KeyError) as err:
-                raise StoreError(f"{self.location}: a stored title is corrupt ({err})") from err
-        return out
+        return (await asyncio.to_thread(build_titles, rows))[0]
 
     async def search_messages(self, query: str, *, limit: int = 20) -> list[SearchHit]:
         terms = search_terms(query)
         wanted = check_search_limit(limit)
         if not terms:
             return []
-        patterns = [_case_regex(t) for t in terms]
-        likes = " AND ".join(
-            f"m.text ILIKE ${i + 1} ESCAPE '\\'" if p is None else f"m.text ~ ${i + 1}"
-            for i, p in enumerate(patterns)
-        )
-        sql = (
-            "SELECT s.id, m.seq, m.text FROM dsh_search AS m "
-            f"JOIN dsh_sessions AS s ON s.key = m.session_key WHERE {likes} "
-            f"ORDER BY m.id DESC LIMIT {RANK_WINDOW}"
-        )
-        params = [like_pattern(t) if p is None else p for t, p in zip(terms, patterns, strict=True)]
+        regexes = [_case_regex(t) for t in terms]
+        patterns = [
+            like_pattern(t) if r is None else r for t, r in zip(terms, regexes, strict=True)
+        ]
+        flags = [r is not None for r in regexes]
 
-        async def body(conn: asyncpg.Connection) -> list[Any]:
-            return list(await conn.fetch(sql, *params))
+        async def body(conn: asyncpg.Connection) -> tuple[list[Any], list[Any]]:
+            # The owner's function applies the access rule and uses the trigram index
+            # (stores.pgteam); the ids come from dsh_sessions under row security, which
+            # checks the rule a second time.
+            found = list(
+                await conn.fetch(
+                    "SELECT session_key, seq, text FROM dsh_search_find($1, $2, $3)",
+                    patterns,
+                    flags,
+                    RANK_WINDOW,
+                )
+            )
+            keys = sorted({row[0] for row in found})
+            ids = list(await conn.fetch(IDS_OF_KEYS_SQL, keys)) if keys else []
+            return found, ids
 
-        rows = await self._run(body, write=False)
+        found, ids = await self._run(body, write=False, isolation="repeatable_read")
 
         def rank() -> list[SearchHit]:
-            found = [(decode_text(sid), seq, text) for sid, seq, text in rows]
-            return rank_hits(found, terms, wanted)
+            names = {key: sid for key, sid in readable_ids(ids)}
+            rows = [(names[key], seq, text) for key, seq, text in found if key in names]
+            return rank_hits(rows, terms, wanted)
 
         return await asyncio.to_thread(rank)
-
-    async def unindexed_sessions(self) -> int:
-        """How many sessions the user may read await indexing: an upgrade's backlog, left
-        while the server is read-only (``search_messages`` cannot find them yet; a host
-        says so, see ``core.search.unindexed_notice``)."""
-
-        async def count(conn: asyncpg.Connection) -> int:
-            return int(await conn.fetchval("SELECT count(*) FROM dsh_search_pending"))
-
-        return await self._run(count, write=False)
-
-    async def _index_pending(self, progress: Callable[[int, int], None] | None) -> None:
-        """Index the sessions of ``dsh_search_pending`` (those of a database upgraded from
-        before the search index), a few per transaction; ``progress`` gets (sessions done,
-        sessions in all) after each transaction."""
-
-        async def count(conn: asyncpg.Connection) -> int:
-            # A read-only server (a standby, default_transaction_read_only) cannot index:
-            # it is opened for reading all the same, as a read-only SQLite file is.
-            if await conn.fetchval("SELECT current_setting('transaction_read_only') = 'on'"):
-                return 0
-            return int(await conn.fetchval("SELECT count(*) FROM dsh_search_pending"))
-
-        total = await self._run(count, write=False)
-
-        async def step(conn: asyncpg.Connection) -> int:
-            keys = [
-                row[0]
-                for row in await conn.fetch(
-                    "SELECT session_key FROM dsh_search_pending LIMIT $1 FOR UPDATE SKIP LOCKED",
-                    _PENDING_PER_TRANSACTION,
-                )
-            ]
-            for key in keys:
-                rows = await conn.fetch(
-                    f"SELECT {_EVENT_COLUMNS} FROM dsh_events "
-                    f"WHERE session_key = $1 AND kind = {KIND_SURFACE} ORDER BY seq",
-                    key,
-                )
-                await conn.execute("DELETE FROM dsh_search WHERE session_key = $1", key)
-                added = []
-                for event in fold_surface(self._decode_events(list(rows))):
-                    text = indexed_text(event)
-                    if text is not None:
-                        added.append((key, event.seq, text))
-                await conn.executemany(_INSERT_SEARCH_SQL, added)
-                await conn.execute("DELETE FROM dsh_search_pending WHERE session_key = $1", key)
-            return len(keys)
-
-        done = 0
-        while done < total:
-            indexed = await self._run(step, write=True, what="cannot index the messages")
-            if not indexed:
-                break
-            done += indexed
-            if progress is not None:
-                progress(min(done, total), total)
 
     async def read_last_event_times(self) -> dict[str, int]:
         times: dict[str, int] = await self._listing(
             "last_event_times",
-            _LAST_EVENT_TIMES_SQL,
-            lambda rows: {decode_text(sid): time for sid, time in rows if time is not None},
+            LAST_EVENT_TIMES_SQL,
+            lambda rows: {
+                sid: time
+                for time, sid in readable_ids((time, raw, size) for raw, size, time in rows)
+                if time is not None
+            },
         )
         return dict(times)
 
 
 # Reserve the seqs (locking the session row), insert the events and notify, in one
-# statement; no row when the session does not exist (then nothing is written).
+# statement; no row when the session does not exist (then nothing is written). The
+# messages' search rows are written by the table's trigger (stores.pgteam).
 _APPEND_PLAIN_SQL = f"""
 WITH s AS (
     UPDATE dsh_sessions SET next_seq = next_seq + $2 WHERE {_BY_ID}
@@ -1551,38 +1636,29 @@ WITH s AS (
     ON CONFLICT (session_key) DO UPDATE
     SET messages = dsh_surface_sums.messages + excluded.messages,
         bytes = dsh_surface_sums.bytes + excluded.bytes
-), searchable AS (
-    INSERT INTO dsh_search (session_key, seq, text)
-    SELECT s.key, s.first + u.n - 1, u.text
-    FROM s, unnest($13::text[]) WITH ORDINALITY AS u (text, n) WHERE u.text IS NOT NULL
 ), notified AS (
     SELECT pg_notify($8, $9)
 )
 SELECT s.first FROM s, notified
 """
 
-# The latest title event of each session: one descending seek in ``dsh_events_title`` each.
-_TITLES_SQL = (
-    "SELECT s.id, t.seq, t.time, t.data FROM {sessions} AS s "
-    "CROSS JOIN LATERAL (SELECT e.seq, e.time, e.data FROM dsh_events AS e "
-    f"WHERE e.session_key = s.key AND e.kind = {KIND_TITLE} ORDER BY e.seq DESC LIMIT 1) AS t"
-)
-_WANTED_SESSIONS = (
-    "(SELECT DISTINCT s.* FROM unnest($1::bytea[]) AS w (id) "
-    "JOIN dsh_sessions AS s ON sha256(s.id) = sha256(w.id) AND s.id = w.id)"
-)
 
-_LAST_EVENT_TIMES_SQL = (
-    "SELECT s.id, (SELECT e.time FROM dsh_events AS e WHERE e.session_key = s.key "
-    "ORDER BY e.seq DESC LIMIT 1) FROM dsh_sessions AS s"
-)
+class _NotAMember(Exception):
+    """The connecting role may not read dsh's tables (not in ``GROUP_ROLE``)."""
+
+    def __init__(self, role: str) -> None:
+        super().__init__(role)
+        self.role = role
 
 
 async def _schema_version(conn: asyncpg.Connection) -> int | None:
     """dsh's schema version in the database (``None``: no dsh tables at all)."""
     if await conn.fetchval("SELECT to_regclass('dsh_schema')") is None:
         return None
-    version = await conn.fetchval("SELECT max(version) FROM dsh_schema")
+    try:
+        version = await conn.fetchval("SELECT max(version) FROM dsh_schema")
+    except asyncpg.InsufficientPrivilegeError:
+        raise _NotAMember(await _current_user(conn)) from None
     return 0 if version is None else int(version)
 
 
@@ -1604,6 +1680,8 @@ async def _insert_session(conn: asyncpg.Connection, header: SessionHeader, next_
             header.owner,
         )
     except asyncpg.UniqueViolationError as err:
+        if getattr(err, "constraint_name", None) != "dsh_sessions_id":
+            raise  # not the id: a StoreError saying what the server said
         raise SessionExistsError(header.id) from err
     except asyncpg.InsufficientPrivilegeError as err:  # row security: another's session
         raise SessionReadOnlyError(header.id, header.owner or "") from err
@@ -1648,39 +1726,20 @@ def _case_regex(term: str) -> str | None:
     return "".join(out) if cased else None
 
 
-def _searchable(event: ValidatedEvent) -> str | None:
-    """The text the search index keeps of an appended event (``None``: none)."""
-    if event.surface_op is None:
-        return None
-    return indexed_text(build_event(0, event.type, event.time, event.data, event.surface_op, None))
-
-
 async def _index_events(
     conn: asyncpg.Connection, key: int, events: Sequence[Event], folder: SurfaceFolder[None]
 ) -> None:
     """Keep the session's search index in step with its surface after ``events`` (in the
-    append's transaction): add their messages, drop those their replaces shadowed
-    (``folder`` holds the surface after the batch whenever it has a replace)."""
-    added: list[tuple[int, int, str]] = []
+    append's transaction): the table's trigger indexes their messages; this drops those
+    their replaces shadowed (``folder`` holds the surface after the batch whenever it has
+    a replace), through the owner's function (members may not delete search rows)."""
     gone: list[int] = []
     for event in events:
         op = event.surface_op
-        if op is None:
-            continue
-        if op != "append":
+        if op is not None and op != "append":
             gone.extend(seq for seq in event.source_event_seqs or () if seq not in folder)
-        text = indexed_text(event)
-        if text is not None:
-            added.append((key, event.seq, text))
-    if added:
-        await conn.executemany(_INSERT_SEARCH_SQL, added)
     if gone:
-        await conn.execute(
-            "DELETE FROM dsh_search WHERE session_key = $1 AND seq = ANY($2::bigint[])", key, gone
-        )
-
-
-_INSERT_SEARCH_SQL = "INSERT INTO dsh_search (session_key, seq, text) VALUES ($1, $2, $3)"
+        await conn.execute("SELECT dsh_unindex($1, $2::bigint[])", key, gone)
 
 
 def _projection(event: ValidatedEvent) -> int | None:
@@ -1774,8 +1833,7 @@ async def _track_surface(
                 raise StoreError(f"the surface index lacks seqs {op.start}..{op.end}")
             lo, hi = ends[0][0], ends[-1][0]
             for (gone,) in await conn.fetch(
-                "DELETE FROM dsh_surface_nodes WHERE session_key = $1 "
-                "AND pos BETWEEN $2 AND $3 RETURNING projection",
+                "SELECT dsh_shadow_nodes($1, $2, $3)",
                 key,
                 lo,
                 hi,
@@ -1797,6 +1855,22 @@ async def _track_surface(
             sums.messages,
             sums.bytes,
         )
+
+
+_REINDEX_BATCH = 20
+"""Sessions indexed per statement by the upgrade to schema 7 (its progress steps)."""
+
+
+async def _reindex(conn: asyncpg.Connection, progress: Callable[[int, int], None] | None) -> None:
+    """Migration to schema 7: index the current surface's messages of every session
+    again, in SQL (``stores.pgteam``), a few sessions per statement; ``progress`` gets
+    (sessions done, sessions in all) after each."""
+    keys = [row[0] for row in await conn.fetch("SELECT key FROM dsh_sessions ORDER BY key")]
+    for start in range(0, len(keys), _REINDEX_BATCH):
+        batch = keys[start : start + _REINDEX_BATCH]
+        await conn.execute(REINDEX_SQL, batch)
+        if progress is not None:
+            progress(start + len(batch), len(keys))
 
 
 _BACKFILL_REPORT_MIN = 100_000

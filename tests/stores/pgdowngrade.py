@@ -4,7 +4,8 @@ upgrade tests: each step's undo, newest first. A new migration step needs its un
 
 from __future__ import annotations
 
-from stores.postgres import SCHEMA_VERSION
+from stores.pgteam import MEMBER_FUNCTIONS
+from stores.postgres import SCHEMA_VERSION, session_row_security
 
 _RLS_TABLES = (
     "dsh_sessions",
@@ -15,6 +16,12 @@ _RLS_TABLES = (
     "dsh_search",
 )
 _SESSION_KEYED = (*_RLS_TABLES[1:], "dsh_search_pending")
+
+
+def _policies(table: str) -> list[str]:
+    """The policies step 4 gave ``table`` (read by grantees, written by the owner)."""
+    return [sql for sql in session_row_security(table) if sql.startswith("CREATE POLICY")]
+
 
 UNDO: dict[int, str] = {
     # Step 2 (issue 15): the surface tables. The projection column stays (step 1's).
@@ -55,6 +62,46 @@ UNDO: dict[int, str] = {
     ),
     # Step 5: the index of replaces (the newest replace without a walk of the surface).
     5: "DROP INDEX dsh_events_replaces",
+    # Step 6 (issue 30): members' rights, the server-kept index, sizes, owner-only leases.
+    6: ";".join(
+        [
+            "DROP TRIGGER dsh_index ON dsh_events",
+            *(
+                f"DROP FUNCTION {function}"
+                for function in (
+                    "dsh_index_event()",
+                    "dsh_search_text_or_null(bytea, text)",
+                    "dsh_search_text(bytea, text)",
+                    *MEMBER_FUNCTIONS,
+                )
+            ),
+            "ALTER TABLE dsh_sessions DROP CONSTRAINT dsh_sessions_id_size",
+            "ALTER TABLE dsh_sessions DROP CONSTRAINT dsh_sessions_cwd_size",
+            "ALTER TABLE dsh_events DROP CONSTRAINT dsh_events_title",
+            "ALTER TABLE dsh_events DROP CONSTRAINT dsh_events_surface_json",
+            *(f"DROP POLICY dsh_definer ON {table}" for table in (*_RLS_TABLES[:5], "dsh_shares")),
+            "DROP POLICY dsh_owner ON dsh_reply_leases",
+            *_policies("dsh_reply_leases"),
+            "ALTER TABLE dsh_search ENABLE ROW LEVEL SECURITY",
+            "ALTER TABLE dsh_search FORCE ROW LEVEL SECURITY",
+            *_policies("dsh_search"),
+            *(
+                sql
+                for sql in session_row_security("dsh_search")
+                if sql.startswith("CREATE TRIGGER")
+            ),
+            "CREATE TABLE dsh_search_pending (session_key bigint PRIMARY KEY "
+            "REFERENCES dsh_sessions (key) ON DELETE CASCADE)",
+            *session_row_security("dsh_search_pending", grantees_read=False),
+            # The group's table privileges of before.
+            "REVOKE ALL ON dsh_sessions, dsh_events, dsh_reply_leases, dsh_surface_nodes, "
+            "dsh_surface_sums, dsh_search, dsh_shares, dsh_schema FROM dsh_users",
+            "GRANT SELECT, INSERT, UPDATE, DELETE ON dsh_sessions, dsh_events, dsh_reply_leases, "
+            "dsh_surface_nodes, dsh_surface_sums, dsh_search TO dsh_users",
+            "GRANT SELECT, INSERT, DELETE ON dsh_shares, dsh_search_pending TO dsh_users",
+            "GRANT SELECT ON dsh_schema TO dsh_users",
+        ]
+    ),
 }
 
 

@@ -988,9 +988,9 @@ async def migrate(config: DshConfig, args: argparse.Namespace) -> int:
             flush=True,
         )
 
-    source = await open_store(source_at)
+    source = await open_store(source_at, postgres=config.postgres)
     try:
-        target = await open_store(target_at)
+        target = await open_store(target_at, postgres=config.postgres)
         try:
             report = await migrate_sessions(source, target, progress=progress)
         finally:

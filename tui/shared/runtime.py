@@ -104,7 +104,7 @@ async def open_runtime(
     upgrade of the store when it is opened (see ``stores.open_store``)."""
     own_store = store is None
     if store is None:
-        store = await open_store(config.database, progress=progress)
+        store = await open_store(config.database, progress=progress, postgres=config.postgres)
     try:
         own_provider = provider is None
         if provider is None:
