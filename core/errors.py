@@ -6,6 +6,7 @@ __all__ = [
     "DiskFullError",
     "DshError",
     "InvalidEventError",
+    "SearchQueryError",
     "SessionBusyError",
     "SessionExistsError",
     "SessionNotFoundError",
@@ -76,3 +77,8 @@ class SessionReadOnlyError(DshError):
 class ShareError(DshError, ValueError):
     """A grant that cannot be made (no such user, sharing with oneself, an empty name);
     nothing was stored."""
+
+
+class SearchQueryError(DshError, ValueError):
+    """A search query dsh will not run (a term longer than ``core.search.MAX_TERM_CHARS``):
+    said in one line, before anything is asked of a store."""

@@ -35,11 +35,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from core.display import mask_control
+from core.errors import SearchQueryError
 from core.log import Event
 from core.references.projection import project_surface
 
 __all__ = [
     "MAX_TERMS",
+    "MAX_TERM_CHARS",
     "MIN_INDEXED_TERM",
     "RANK_WINDOW",
     "SNIPPET_WIDTH",
@@ -62,6 +64,10 @@ MAX_TERMS = 8
 """Terms of a query looked for (later ones are ignored)."""
 MIN_INDEXED_TERM = 3
 """Shorter terms are not in a trigram index: they are found by a scan."""
+MAX_TERM_CHARS = 256
+"""The longest term looked for. A term is a word or a phrase of one; a longer one (a paste)
+costs a store time that grows with it (PostgreSQL took 18.7 s for 50,000 characters) and
+finds nothing a shorter part of it would not."""
 SNIPPET_WIDTH = 80
 """Characters of a snippet (an ellipsis at a cut end included)."""
 _LEAD = 24
@@ -97,12 +103,18 @@ def search_terms(query: str) -> list[str]:
     """The distinct terms of ``query`` (split at whitespace), at most ``MAX_TERMS``;
     none for a blank query. NUL and lone surrogates (undecodable bytes of a command
     line, JSON escapes) become U+FFFD, as in the index (``indexed_text``): no store can
-    bind them, and they match what the index holds in their place."""
+    bind them, and they match what the index holds in their place. A term longer than
+    ``MAX_TERM_CHARS`` is a ``SearchQueryError``."""
     if not isinstance(query, str):
         raise TypeError("query must be a str")
     out: list[str] = []
     seen: set[str] = set()
     for term in _UNSTORABLE.sub("\ufffd", query).split():
+        if len(term) > MAX_TERM_CHARS:
+            raise SearchQueryError(
+                f"a search term may have at most {MAX_TERM_CHARS} characters "
+                f"(one has {len(term):,})"
+            )
         key = term.casefold()
         if key not in seen:
             seen.add(key)

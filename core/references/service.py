@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from core.errors import SearchQueryError
 from core.gcpause import gc_paused
 from core.log import Event, SessionHeader, text_block, user_message
 from core.query import (
@@ -44,7 +45,7 @@ from core.references.retention import (
     retain_encoded,
     retention_cut,
 )
-from core.search import SearchHit
+from core.search import SearchHit, search_terms
 
 __all__ = [
     "PreparedReferencedMessage",
@@ -316,6 +317,10 @@ class SessionReferenceService:
         search = getattr(self._query, "search_messages", None)
         if search is None or not query.strip():
             return None
+        try:
+            search_terms(query)
+        except SearchQueryError:
+            return None  # a paste, not words: the list's own matches are all there is
         # More hits than sessions wanted: a session's several matches count once.
         return lambda: search(query, limit=limit * _HITS_PER_SESSION)
 
