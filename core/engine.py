@@ -439,7 +439,7 @@ class ChatSession:
         if not await self.store.take_reply_lease(
             self.session_id, owner, ttl_ms=self.lease_ttl_ms, dead=lease_owner_is_dead
         ):
-            raise SessionBusyError(self.session_id)
+            raise SessionBusyError(self.session_id, await self._lease_holder())
         self._lease_owner = owner
         renewing = asyncio.ensure_future(self._renew_lease(owner))
         try:
@@ -449,6 +449,14 @@ class ChatSession:
             renewing.cancel()
             with contextlib.suppress(DshError):  # a lease not given back expires on its own
                 await asyncio.shield(self.store.release_reply_lease(self.session_id, owner))
+
+    async def _lease_holder(self) -> str | None:
+        """Who holds the session's lease now, for the busy error's words (``None``: none
+        any more, or it cannot be read)."""
+        with contextlib.suppress(DshError):
+            lease = await self.store.read_reply_lease(self.session_id)
+            return None if lease is None else lease.holder
+        return None
 
     async def _renew_lease(self, owner: str) -> None:
         while True:

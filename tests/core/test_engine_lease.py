@@ -46,6 +46,8 @@ async def test_a_second_writer_is_refused_while_a_reply_streams() -> None:
         str(caught.value)
         == "the session is busy: another process is writing a reply or compacting it"
     )
+    held = await store.read_reply_lease("s")  # the error names who held it (its words may
+    assert held is not None and caught.value.holder == held.holder  # then say `dsh unlock`)
     with pytest.raises(SessionBusyError):
         async for _ in second.reply():
             pass
