@@ -10,16 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-import socket
 import time
-import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from contextlib import aclosing, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from core.errors import DshError, InvalidEventError, SessionBusyError
+from core.leases import lease_owner as lease_owner  # importable from here as before
+from core.leases import lease_owner_is_dead as lease_owner_is_dead
 from core.log import (
     ASSISTANT_CHUNK,
     ASSISTANT_MESSAGE,
@@ -95,7 +94,8 @@ SUMMARY_PROMPT = (
 TITLE_MAX_CHARS = 60
 REPLY_LEASE_TTL_MS = 30_000
 """How long a reply lease lasts without renewal. A holder killed mid-reply is noticed at
-once on its own host (``lease_owner_is_dead``); elsewhere its lease is taken over after this."""
+once on its own host and PID namespace (``core.leases.lease_owner_is_dead``); elsewhere its
+lease is taken over after this."""
 REPLY_LEASE_RENEW_SECONDS = 5.0
 CHUNK_FLUSH_EVENTS = 256
 CHUNK_FLUSH_SECONDS = 0.05
@@ -358,34 +358,6 @@ class _ChunkBuffer:
             await background
 
 
-# --------------------------------------------------------------------------- reply leases
-
-
-def lease_owner() -> str:
-    """A reply lease owner: ``host:pid:nonce`` (unique per reply, and naming its process)."""
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex}"
-
-
-def lease_owner_is_dead(owner: str) -> bool:
-    """True when ``owner`` names a process of this host that no longer exists (killed
-    mid-reply): its lease need not run out first. Anything unsure counts as alive."""
-    parts = owner.rsplit(":", 2)
-    if len(parts) != 3 or parts[0] != socket.gethostname() or not parts[1].isascii():
-        return False
-    if not parts[1].isdigit():
-        return False
-    pid = int(parts[1])
-    if pid == os.getpid() or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except OSError:
-        return False  # e.g. another user's process: alive
-    return False
-
-
 # --------------------------------------------------------------------------- the session
 
 
@@ -467,7 +439,7 @@ class ChatSession:
         if not await self.store.take_reply_lease(
             self.session_id, owner, ttl_ms=self.lease_ttl_ms, dead=lease_owner_is_dead
         ):
-            raise SessionBusyError(self.session_id)
+            raise SessionBusyError(self.session_id, await self._lease_holder())
         self._lease_owner = owner
         renewing = asyncio.ensure_future(self._renew_lease(owner))
         try:
@@ -477,6 +449,14 @@ class ChatSession:
             renewing.cancel()
             with contextlib.suppress(DshError):  # a lease not given back expires on its own
                 await asyncio.shield(self.store.release_reply_lease(self.session_id, owner))
+
+    async def _lease_holder(self) -> str | None:
+        """Who holds the session's lease now, for the busy error's words (``None``: none
+        any more, or it cannot be read)."""
+        with contextlib.suppress(DshError):
+            lease = await self.store.read_reply_lease(self.session_id)
+            return None if lease is None else lease.holder
+        return None
 
     async def _renew_lease(self, owner: str) -> None:
         while True:

@@ -56,9 +56,12 @@ class SessionBusyError(DshError):
 
     MESSAGE = "the session is busy: another process is writing a reply or compacting it"
 
-    def __init__(self, session_id: str) -> None:
+    def __init__(self, session_id: str, holder: str | None = None) -> None:
         super().__init__(self.MESSAGE)
         self.session_id = session_id
+        # Who held the lease when it was refused (None: unknown). A holder that is not a
+        # process known to run on this machine may be gone: `dsh unlock` frees its session.
+        self.holder = holder
 
 
 class SessionReadOnlyError(DshError):

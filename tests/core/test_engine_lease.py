@@ -46,6 +46,8 @@ async def test_a_second_writer_is_refused_while_a_reply_streams() -> None:
         str(caught.value)
         == "the session is busy: another process is writing a reply or compacting it"
     )
+    held = await store.read_reply_lease("s")  # the error names who held it (its words may
+    assert held is not None and caught.value.holder == held.holder  # then say `dsh unlock`)
     with pytest.raises(SessionBusyError):
         async for _ in second.reply():
             pass
@@ -115,15 +117,15 @@ def test_lease_owners_name_their_process_and_a_killed_one_is_dead() -> None:
     from core.engine import lease_owner, lease_owner_is_dead
 
     mine = lease_owner()
-    host, pid, nonce = mine.rsplit(":", 2)
+    host, namespace, pid, nonce = mine.rsplit(":", 3)
     assert (host, int(pid)) == (socket.gethostname(), os.getpid()) and nonce
     assert lease_owner() != mine  # unique per reply
     assert not lease_owner_is_dead(mine)  # this process is alive
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     child.wait()  # gone and reaped
-    assert lease_owner_is_dead(f"{host}:{child.pid}:x")
-    assert not lease_owner_is_dead(f"another-host-{host}:{child.pid}:x")  # cannot tell: alive
-    for odd in ("", "x", f"{host}:²:x", f"{host}:-1:x", f"{host}:0:x", "a:b"):
+    assert lease_owner_is_dead(f"{host}:{namespace}:{child.pid}:x")  # same host and namespace
+    assert not lease_owner_is_dead(f"another-host-{host}:{namespace}:{child.pid}:x")  # alive
+    for odd in ("", "x", f"{host}:{namespace}:²:x", f"{host}:{namespace}:-1:x", "a:b"):
         assert not lease_owner_is_dead(odd)
 
 

@@ -127,3 +127,22 @@ def test_fault_messages_name_the_action_and_the_cause() -> None:
 def test_sentence() -> None:
     assert sentence("the disk is full") == "The disk is full."
     assert sentence("done?") == "Done?"
+
+
+def test_a_busy_session_says_how_to_free_it_unless_someone_surely_writes() -> None:
+    from core.leases import lease_owner
+
+    elsewhere = "box:0123456789abcdef:4242:x"  # another machine or container: may be gone
+    assert describe_error(SessionBusyError("s-1", elsewhere)) == (
+        f"{SessionBusyError.MESSAGE} (if none is, `dsh unlock s-1` frees it)"
+    )
+    assert describe_error(SessionBusyError("s-1", "an older dsh's host:1:x")).endswith(
+        "(if none is, `dsh unlock s-1` frees it)"
+    )
+    # A name the shell would split or run is quoted; control characters are escaped.
+    assert describe_error(SessionBusyError("a b;\x1b[2J", elsewhere)).endswith(
+        "(if none is, `dsh unlock 'a b;\\x1b[2J'` frees it)"
+    )
+    # A process of this machine runs under it (this one): it surely writes. Unknown: no hint.
+    assert describe_error(SessionBusyError("s-1", lease_owner())) == SessionBusyError.MESSAGE
+    assert describe_error(SessionBusyError("s-1")) == SessionBusyError.MESSAGE

@@ -89,6 +89,7 @@ def test_sessions_and_candidates_hide_private_sessions_and_name_owners(
         ("rename", "{sid}", "mine now"),
         ("compact", "{sid}"),
         ("delete", "{sid}", "--yes"),
+        ("unlock", "{sid}", "--yes"),
         ("share", "{sid}", "--with", BOB),
         ("shares", "{sid}"),
     ],
@@ -137,6 +138,8 @@ def test_a_shared_session_is_readable_and_read_only(dsh: Run, team: Team) -> Non
         ("rename", team.shared, "mine now"),
         ("compact", team.shared),
         ("delete", team.shared, "--yes"),
+        ("unlock", team.shared, "--yes"),
+        ("unlock", team.shared),
         ("share", team.shared, "--with", "dsh"),
         ("unshare", team.shared, "--with", BOB),
     ):

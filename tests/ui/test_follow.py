@@ -226,8 +226,26 @@ async def test_send_on_a_session_busy_elsewhere_keeps_the_draft(
         await pilot.press("enter")
         await wait_for(pilot, lambda: "busy" in app.notice.visible_text)
         assert "another window or process" in app.notice.visible_text
+        # "another process" is not a process known to run on this machine: it may be gone.
+        assert "If none is, `dsh unlock checkout` frees it." in app.notice.visible_text
         assert app.composer.draft == "please answer"
         assert await runtime.store.read_events("checkout") == before
+
+
+async def test_send_on_a_session_a_process_here_writes_gives_no_unlock_hint(
+    runtime: Runtime, elsewhere: SessionStore
+) -> None:
+    from core.leases import lease_owner
+
+    app = make_app(runtime)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        assert await elsewhere.take_reply_lease("checkout", lease_owner(), ttl_ms=60_000)
+        app.composer.set_draft("please answer")
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: "busy" in app.notice.visible_text)
+        assert "dsh unlock" not in app.notice.visible_text
+        assert app.composer.draft == "please answer"
 
 
 def test_appended_tail_tells_appends_from_other_changes() -> None:

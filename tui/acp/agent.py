@@ -354,7 +354,9 @@ class DshAcpAgent:
                     async with state.chat.reply_lease():
                         stop = await self._send(state, draft, cancel)
                 except SessionBusyError as err:
-                    raise RequestError(SESSION_BUSY, str(err), {"sessionId": session_id}) from err
+                    raise RequestError(
+                        SESSION_BUSY, client_label(describe_error(err)), {"sessionId": session_id}
+                    ) from err
                 except SessionReadOnlyError as err:  # shared with this user: read only
                     raise RequestError(
                         INVALID_PARAMS,

@@ -76,7 +76,7 @@ from tui.app.statusbar import KeyFooter, NoticeBar, StatusLine, TitleBar
 from tui.app.transcript.cards import Foldable
 from tui.app.transcript.transcript import Transcript, last_assistant_text
 from tui.app.uistate import UiState, default_state_path, load_ui_state, save_ui_state
-from tui.shared.errors import describe_error, fault_message, sentence
+from tui.shared.errors import describe_error, fault_message, sentence, unlock_hint
 from tui.shared.export import export_markdown
 from tui.shared.files import write_new_file
 from tui.shared.progress import indexing_words
@@ -826,10 +826,12 @@ class DshApp(App[int]):
         try:  # one reply at a time per session, across processes: before anything is stored
             async with chat.reply_lease():
                 await self._send_leased(chat, draft)
-        except SessionBusyError:
+        except SessionBusyError as err:
+            hint = unlock_hint(err)  # a holder not known to run here may be gone
             self.notice.show_notice(
                 "This session is busy: another window or process is writing a reply. "
-                "Your draft is kept; send it when that reply is done.",
+                "Your draft is kept; send it when that reply is done."
+                + ("" if hint is None else f" If none is, {hint}."),
                 warning=True,
             )
         except FAULTS as err:  # taking or giving back the lease: the draft is untouched

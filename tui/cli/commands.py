@@ -202,6 +202,17 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-y", "--yes", action="store_true", help="delete without asking")
 
     p = sub.add_parser(
+        "unlock",
+        help="break a stale reply lease of your session (a dsh killed mid-reply elsewhere)",
+        description="Break SESSION's reply lease, which a dsh holds while it writes a reply "
+        "or compacts, so that no other can. One killed on another machine or container "
+        "keeps its session busy until the lease runs out (30 s). dsh says who holds it and "
+        "asks first on a terminal; --yes does not ask (and is needed without a terminal).",
+    )
+    p.add_argument("session")
+    p.add_argument("-y", "--yes", action="store_true", help="break it without asking")
+
+    p = sub.add_parser(
         "share",
         help="let another user read one of your sessions",
         description="Let USER (a database role on PostgreSQL, a user name on SQLite) read "
@@ -696,6 +707,38 @@ async def cmd_delete(rt: Runtime, args: argparse.Namespace) -> int:
     return 0
 
 
+UNLOCK_QUESTION = "Break it? Another dsh may still be writing: two replies would interleave."
+
+
+async def cmd_unlock(rt: Runtime, args: argparse.Namespace) -> int:
+    from tui.shared.leases import HOLDER_CHARS, describe_lease
+
+    header = await _resolve(rt, args.session)
+    name = single_line(header.id)
+    lease = await rt.store.read_reply_lease(header.id)  # the owner's only: else read-only
+    if lease is None:
+        print(f"no reply lease on {name}")
+        return 0
+    print("\n".join(describe_lease(header.id, lease)))
+    if not args.yes:
+        if not _interactive():
+            raise CliError("breaking a reply lease needs --yes (there is no terminal to ask on)")
+        if not await _confirm(UNLOCK_QUESTION):
+            print("dsh: nothing changed", file=sys.stderr)
+            return 1
+        now = await rt.store.read_reply_lease(header.id)  # it may have changed hands meanwhile
+        if now is not None and now.holder != lease.holder:
+            raise CliError(
+                f"the lease changed hands while you answered (now held by "
+                f"{single_line(now.holder, HOLDER_CHARS)}); nothing changed"
+            )
+    if await rt.store.break_reply_lease(header.id):
+        print(f"unlocked {name}")
+    else:
+        print(f"no reply lease on {name} any more (given back meanwhile)")
+    return 0
+
+
 async def cmd_share(rt: Runtime, args: argparse.Namespace) -> int:
     header = await _resolve(rt, args.session)
     user = single_line(args.user, 64)
@@ -879,6 +922,7 @@ COMMANDS: dict[str, Callable[[Runtime, argparse.Namespace], Coroutine[Any, Any, 
     "export": cmd_export,
     "import": cmd_import,
     "delete": cmd_delete,
+    "unlock": cmd_unlock,
     "mention": cmd_mention,
     "share": cmd_share,
     "unshare": cmd_unshare,

@@ -11,11 +11,19 @@ as plain text, never as markup.
 from __future__ import annotations
 
 import errno
+import shlex
 from collections.abc import Callable
 
 from core.display import single_line
 from core.engine import CompactionError
-from core.errors import DiskFullError, SessionNotFoundError, SessionReadOnlyError, StoreError
+from core.errors import (
+    DiskFullError,
+    SessionBusyError,
+    SessionNotFoundError,
+    SessionReadOnlyError,
+    StoreError,
+)
+from core.leases import holder_runs_here
 from core.references.config import (
     SESSION_REFERENCE_BUDGET_EXCEEDED,
     SESSION_REFERENCE_CANCELLED,
@@ -34,6 +42,7 @@ __all__ = [
     "fault_message",
     "is_locked",
     "sentence",
+    "unlock_hint",
 ]
 
 DETAIL_CHARS = 200
@@ -68,6 +77,15 @@ def is_locked(err: BaseException) -> bool:
     )
 
 
+def unlock_hint(err: SessionBusyError) -> str | None:
+    """How to free a session whose lease holder may be gone: ``dsh unlock SESSION``, unless
+    the holder is a process that runs on this machine (someone surely is writing) or the
+    holder is not known."""
+    if err.holder is None or holder_runs_here(err.holder):
+        return None
+    return f"`dsh unlock {shlex.quote(single_line(err.session_id))}` frees it"
+
+
 def _detail(err: BaseException) -> str:
     return single_line(str(err), DETAIL_CHARS) or type(err).__name__
 
@@ -100,6 +118,9 @@ def describe_error(err: BaseException, *, name_of: Callable[[str], str] | None =
     """
     if isinstance(err, SessionReferenceError):
         return _reference_words(err, name_of)
+    if isinstance(err, SessionBusyError):
+        hint = unlock_hint(err)
+        return err.MESSAGE if hint is None else f"{err.MESSAGE} (if none is, {hint})"
     if isinstance(err, SessionReadOnlyError):
         return (
             f"the session is read-only: it is owned by {single_line(err.owner, NAME_CHARS)} "
