@@ -21,19 +21,8 @@ from tests.storekinds import pg_schema_url
 LATE = 10 * MAX_LEASE_TTL_MS
 """How far beyond its TTL the far-future lease is pushed (a clock 100 minutes ahead)."""
 
-POSTGRES_REWRITE = pytest.mark.xfail(
-    strict=True,
-    reason="stores/postgres.py does not apply core.leases yet: the lead's rewrite (leases "
-    "judged by the server's clock) makes these pass; then remove this mark",
-)
-
 Push = Callable[[str, int], Awaitable[None]]
 """Moves a session's lease expiry ``by`` milliseconds, behind the store's back."""
-
-
-def until_postgres_applies_the_rule(request: pytest.FixtureRequest) -> None:
-    if request.node.callspec.params.get("kind") == "postgres":
-        request.applymarker(POSTGRES_REWRITE)
 
 
 @pytest.fixture(params=["memory", "sqlite", "postgres"])
@@ -79,7 +68,6 @@ async def kind(
 async def test_a_lease_running_out_implausibly_late_blocks_nobody(
     kind: tuple[SessionStore, Push], request: pytest.FixtureRequest
 ) -> None:
-    until_postgres_applies_the_rule(request)
     store, push = kind
     session = await store.create_session("s")
     assert await store.take_reply_lease(session.id, "fast clock", ttl_ms=60_000)
@@ -104,7 +92,6 @@ async def test_a_lease_of_the_longest_ttl_blocks(kind: tuple[SessionStore, Push]
 async def test_a_ttl_over_the_longest_is_refused(
     kind: tuple[SessionStore, Push], ttl: object, request: pytest.FixtureRequest
 ) -> None:
-    until_postgres_applies_the_rule(request)
     store, _ = kind
     session = await store.create_session("s")
     with pytest.raises(ValueError, match="ttl_ms"):
