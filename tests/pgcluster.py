@@ -265,6 +265,10 @@ def running_cluster(bindir: Path) -> Iterator[Cluster]:
         try:
             cluster = Cluster(bindir, root, sockets)
             cluster.psql(f"CREATE DATABASE {DATABASE}", database="postgres")
+            # Where an admin would put it: in public, whose objects every role may use,
+            # so that the tables every test schema makes (a member's included) get the
+            # trigram index whoever makes them.
+            cluster.psql("CREATE EXTENSION pg_trgm SCHEMA public")
             cluster.psql(
                 f"CREATE ROLE {SECRET_ROLE} LOGIN PASSWORD '{SECRET_PASSWORD}';"
                 f"GRANT ALL ON DATABASE {DATABASE} TO {SECRET_ROLE};"
