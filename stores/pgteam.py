@@ -266,6 +266,9 @@ REINDEX_SQL = (
 )
 """The messages of the surfaces of some sessions (``$1``: their keys), into the index."""
 
+_REINDEX_READS = ("dsh_sessions", "dsh_events", "dsh_surface_nodes")
+"""What the reindex reads of every session (``REINDEX``), so the owner is let through."""
+
 _DEFINERS = (
     "dsh_index_event()",
     "dsh_delete_session(bigint)",
@@ -355,11 +358,9 @@ def team_step() -> tuple[str, ...]:
         # The index again, from the events (the surface's messages): rows a member wrote
         # by hand go, and sessions an older dsh left to index are indexed.
         # (The owner reads every session's rows for it, for this transaction only.)
-        "ALTER TABLE dsh_events NO FORCE ROW LEVEL SECURITY",
-        "ALTER TABLE dsh_surface_nodes NO FORCE ROW LEVEL SECURITY",
+        *(f"ALTER TABLE {t} NO FORCE ROW LEVEL SECURITY" for t in _REINDEX_READS),
         "DELETE FROM dsh_search",
         REINDEX,
-        "ALTER TABLE dsh_events FORCE ROW LEVEL SECURITY",
-        "ALTER TABLE dsh_surface_nodes FORCE ROW LEVEL SECURITY",
+        *(f"ALTER TABLE {t} FORCE ROW LEVEL SECURITY" for t in _REINDEX_READS),
         _grants(),
     )

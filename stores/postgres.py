@@ -857,7 +857,8 @@ class PostgresSessionStore:
         who a backend is), so that a lock timeout names them, and tell the user (the
         notice line) that dsh is waiting on them."""
         pid = conn.get_server_pid()
-        await asyncio.sleep(_LOCK_PROBE_AFTER_S)
+        # Soon enough to ask while the statement still waits, however short lock_timeout.
+        await asyncio.sleep(min(_LOCK_PROBE_AFTER_S, self._limits.lock_timeout / 3))
         while True:
             try:
                 async with pool.acquire(timeout=_LOCK_PROBE_AFTER_S) as probe:
@@ -1653,12 +1654,13 @@ class _NotAMember(Exception):
 
 async def _schema_version(conn: asyncpg.Connection) -> int | None:
     """dsh's schema version in the database (``None``: no dsh tables at all)."""
-    if await conn.fetchval("SELECT to_regclass('dsh_schema')") is None:
+    role, table = await conn.fetchrow("SELECT current_user, to_regclass('dsh_schema')")
+    if table is None:
         return None
     try:
         version = await conn.fetchval("SELECT max(version) FROM dsh_schema")
     except asyncpg.InsufficientPrivilegeError:
-        raise _NotAMember(await _current_user(conn)) from None
+        raise _NotAMember(str(role)) from None
     return 0 if version is None else int(version)
 
 

@@ -6,6 +6,7 @@ to the policies too."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
@@ -14,9 +15,9 @@ import pytest
 from core.log import assistant_message, user_message
 from stores import open_store
 from stores.postgres import PostgresSessionStore
-from tests.pgcluster import ALICE, BOB, Cluster
+from tests.pgcluster import ALICE, BOB, TEAM_GROUP, Cluster
 
-__all__ = ["Team", "seed_team", "team"]
+__all__ = ["ADMIN", "Team", "admin_schema", "admin_team", "seed_team", "team"]
 
 
 @dataclass(frozen=True)
@@ -30,10 +31,32 @@ class Team:
     bobs: str  # bob's own
 
 
-async def seed_team(cluster: Cluster) -> Team:
+ADMIN = "dsh_admin"
+"""The role that owns an admin-owned team schema's tables (the README's set-up)."""
+
+
+def admin_schema(cluster: Cluster) -> str:
+    """A new schema as the README sets a team database up: ``ADMIN`` owns it (and, once
+    it opens dsh on it, the tables); the members may use it, not create in it."""
+    name = "adm_" + uuid.uuid4().hex[:16]
+    cluster.psql(
+        f"DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '{ADMIN}') "
+        f"THEN CREATE ROLE {ADMIN} LOGIN NOSUPERUSER NOBYPASSRLS; END IF; END $$;"
+        f"CREATE SCHEMA {name} AUTHORIZATION {ADMIN}; GRANT USAGE ON SCHEMA {name} TO {TEAM_GROUP}"
+    )
+    return name
+
+
+async def seed_team(cluster: Cluster, *, admin: bool = False) -> Team:
     """Alice's private session, her session shared with bob, and bob's own; each with a
-    title, a message and a reply; alice holds a reply lease on her private one."""
-    schema = cluster.team_schema()
+    title, a message and a reply; alice holds a reply lease on her private one. Alice
+    migrates the schema (and owns the tables), or with ``admin`` the admin role does."""
+    if admin:
+        schema = admin_schema(cluster)
+        async with await open_store(cluster.team_url(ADMIN, schema)):
+            pass
+    else:
+        schema = cluster.team_schema()
     alice_url, bob_url = cluster.team_url(ALICE, schema), cluster.team_url(BOB, schema)
     alice = await open_store(alice_url)
     bob = await open_store(bob_url)
@@ -72,3 +95,9 @@ async def seed_team(cluster: Cluster) -> Team:
 @pytest.fixture
 async def team(pg_cluster: Cluster) -> AsyncIterator[Team]:
     yield await seed_team(pg_cluster)
+
+
+@pytest.fixture
+async def admin_team(pg_cluster: Cluster) -> AsyncIterator[Team]:
+    """``team``, with the tables owned by the admin role (neither alice nor bob)."""
+    yield await seed_team(pg_cluster, admin=True)

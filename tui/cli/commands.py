@@ -29,6 +29,7 @@ from core.config import (
     is_database_url,
     load_config,
 )
+from core.damage import damage_line
 from core.display import (
     escape_control,
     escape_json_text,
@@ -317,7 +318,14 @@ def _read_arg(text: str) -> str:
 async def _resolve(rt: Runtime, name: str) -> SessionHeader:
     headers = await rt.query.list_sessions()
     titles = await rt.query.read_titles()
-    return resolve_session_name(name, headers, titles)
+    try:
+        return resolve_session_name(name, headers, titles)
+    except SessionNameError:
+        # A session the listing skipped as damaged, named by its full id: say why.
+        for row in rt.store.damaged_rows():
+            if row.what == "session" and row.session_id == name:
+                raise CliError(damage_line(row)) from None
+        raise
 
 
 def _reference_error_line(err: SessionReferenceError) -> str:
