@@ -496,12 +496,35 @@ def _holder(raw: bytes) -> str:
 
 _CLIENT_CHECK_MS = 2000
 _LOCK_PROBE_AFTER_S = 1.0
-"""A statement waiting this long has the holders of what it waits for looked up."""
+"""A statement waiting this long (a third of ``lock_timeout`` when that is shorter, so the
+answer comes while it still waits) has the holders of what it waits for looked up."""
 _LOCK_PROBE_EVERY_S = 2.0
 _BLOCKERS_SQL = (
     "SELECT DISTINCT usename FROM pg_stat_activity "
     "WHERE pid = ANY (pg_blocking_pids($1)) AND usename IS NOT NULL ORDER BY 1"
 )
+
+
+class _Later:
+    """A coroutine started after ``delay`` seconds unless cancelled first: the cost of a
+    timer for what is almost always cancelled (a lock probe for a statement that did not
+    wait), a task only for what runs."""
+
+    __slots__ = ("_handle", "_task")
+
+    def __init__(self, delay: float, start: Callable[[], Awaitable[None]]) -> None:
+        self._task: asyncio.Future[None] | None = None
+
+        def begin() -> None:
+            self._task = asyncio.ensure_future(start())
+            self._task.add_done_callback(_consume)
+
+        self._handle = asyncio.get_running_loop().call_later(delay, begin)
+
+    def cancel(self) -> None:
+        self._handle.cancel()
+        if self._task is not None:
+            self._task.cancel()
 
 
 def _roles(names: Sequence[str]) -> str:
@@ -823,7 +846,11 @@ class PostgresSessionStore:
             blockers: list[str] = []
             try:
                 async with pool.acquire() as conn:
-                    watch = asyncio.ensure_future(self._watch_locks(pool, conn, blockers))
+                    # Nothing but a timer unless the statement waits (see _watch_locks).
+                    watch = _Later(
+                        min(_LOCK_PROBE_AFTER_S, self._limits.lock_timeout / 3),
+                        functools.partial(self._watch_locks, pool, conn, blockers),
+                    )
                     try:
                         if isolation is None:
                             return await body(conn)
@@ -857,8 +884,6 @@ class PostgresSessionStore:
         who a backend is), so that a lock timeout names them, and tell the user (the
         notice line) that dsh is waiting on them."""
         pid = conn.get_server_pid()
-        # Soon enough to ask while the statement still waits, however short lock_timeout.
-        await asyncio.sleep(min(_LOCK_PROBE_AFTER_S, self._limits.lock_timeout / 3))
         while True:
             try:
                 async with pool.acquire(timeout=_LOCK_PROBE_AFTER_S) as probe:

@@ -256,7 +256,11 @@ async def test_an_older_database_gives_its_sessions_to_the_role_that_upgrades_it
 async def test_the_readme_team_setup_works(pg_cluster: Cluster) -> None:
     """The README's recipe, verbatim in spirit: an admin role owns the tables, members of
     dsh_users use them, each sees only their own and what is shared with them."""
-    pg_cluster.psql("CREATE ROLE dsh_admin LOGIN", database="postgres")
+    pg_cluster.psql(  # (other tests' admin-owned schemas may have made it already)
+        "DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'dsh_admin') "
+        "THEN CREATE ROLE dsh_admin LOGIN; END IF; END $$",
+        database="postgres",
+    )
     pg_cluster.psql("CREATE DATABASE readme_team OWNER dsh_admin", database="postgres")
     pg_cluster.psql("GRANT USAGE ON SCHEMA public TO dsh_users", database="readme_team")
     admin_url = pg_cluster.url("readme_team", user="dsh_admin")
