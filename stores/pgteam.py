@@ -99,15 +99,24 @@ _USER, _STEERING, _ASSISTANT = (
 )
 _TITLE_TYPE = "'\\x" + b"session/title".hex() + "'::bytea"
 
-# core.search.indexed_text in SQL, for a surface event's stored type and data (the JSON of
-# core.jsoncodec: control characters and lone surrogates escaped as \\uXXXX, nothing
-# else). Each NUL and surrogate escape becomes U+FFFD first, as indexed_text replaces
-# them (no text column can hold them, and PostgreSQL refuses to unescape them): escaped
-# backslashes are set aside first, so that every backslash left starts an escape.
-# Then projection (SPEC 4.6): user messages written by the user or carrying the compact
-# checkpoint marker, user steering messages, assistant messages; their text blocks
-# joined by newlines; nothing for an empty text. Data that is not JSON raises (the
-# trigger's table refuses such surface rows anyway).
+# The JSON of a stored event's data as PostgreSQL can read it: each NUL and surrogate
+# escape becomes U+FFFD (PostgreSQL refuses to unescape the first and to read a lone
+# surrogate at all; indexed_text replaces them so too), escaped backslashes set aside
+# first so that every backslash left starts an escape. Data that is not JSON raises.
+_JSON = r"""
+CREATE FUNCTION dsh_json(data text) RETURNS json
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT replace(regexp_replace(replace(data, '\\', chr(1)),
+                                  '\\u(0000|[dD][89abcdefABCDEF][0-9a-fA-F]{2})',
+                                  '\\ufffd', 'g'),
+                   chr(1), '\\')::json
+$$
+"""
+
+# core.search.indexed_text in SQL, for a surface event's stored type and data (the JSON
+# of core.jsoncodec, read by dsh_json). Projection (SPEC 4.6): user messages written by
+# the user or carrying the compact checkpoint marker, user steering messages, assistant
+# messages; their text blocks joined by newlines; nothing for an empty text.
 _SEARCH_TEXT = f"""
 CREATE FUNCTION dsh_search_text(kind bytea, data text) RETURNS text
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
@@ -121,10 +130,7 @@ BEGIN
     IF kind NOT IN ({_USER}, {_STEERING}, {_ASSISTANT}) THEN
         RETURN NULL;
     END IF;
-    data := replace(data, '\\\\', chr(1));
-    data := regexp_replace(data, '\\\\u(0000|[dD][89abcdefABCDEF][0-9a-fA-F]{{2}})',
-                           '\\\\ufffd', 'g');
-    doc := replace(data, chr(1), '\\\\')::json;
+    doc := dsh_json(data);
     message := CASE WHEN kind = {_USER} THEN doc ELSE doc -> 'message' END;
     IF message IS NULL OR json_typeof(message) <> 'object' THEN
         RETURN NULL;
@@ -326,6 +332,7 @@ def team_step() -> tuple[str, ...]:
             f"USING ({DEFINER_ONLY}) WITH CHECK ({DEFINER_ONLY})"
             for table in _RLS_TABLES
         ),
+        _JSON,
         # Sizes, for rows written from now on (older ones are read within them).
         "ALTER TABLE dsh_sessions ADD CONSTRAINT dsh_sessions_id_size "
         f"CHECK (octet_length(id) <= {MAX_SESSION_ID_BYTES}) NOT VALID",
@@ -336,9 +343,9 @@ def team_step() -> tuple[str, ...]:
         "ALTER TABLE dsh_events ADD CONSTRAINT dsh_events_title "
         f"CHECK (kind <> 2 OR (type = {_TITLE_TYPE} "
         f"AND octet_length(data) <= {MAX_TITLE_EVENT_BYTES} "
-        "AND coalesce(json_typeof(data::json -> 'title') = 'string', false))) NOT VALID",
+        "AND coalesce(json_typeof(dsh_json(data) -> 'title') = 'string', false))) NOT VALID",
         "ALTER TABLE dsh_events ADD CONSTRAINT dsh_events_surface_json "
-        "CHECK (kind <> 1 OR data::json IS NOT NULL) NOT VALID",
+        "CHECK (kind <> 1 OR dsh_json(data) IS NOT NULL) NOT VALID",
         _SEARCH_TEXT,
         _SEARCH_TEXT_OR_NULL,
         _INDEX_TRIGGER,

@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from core.errors import StoreError
+from core.errors import SearchQueryError, StoreError
 from core.jsoncodec import dumps_js
 from core.log import Replace, user_message
-from core.search import SearchHit, rank_hits, unindexed_notice
+from core.search import MAX_TERM_CHARS, SearchHit, rank_hits, unindexed_notice
 from stores import MemorySessionStore, SqliteSessionStore, open_store
 from stores.sqlite import _FTS_PHRASE_MAX, SCHEMA_VERSION, _fts_query, _like_superset
 from tests.pgcluster import SECRET_PASSWORD, SECRET_ROLE, Cluster
@@ -233,8 +233,11 @@ async def test_a_long_term_is_looked_up_by_its_prefix_and_checked_whole(tmp_path
         await store.create_session("prefix", created_at=2)
         prefix_only = "y" * _FTS_PHRASE_MAX + " then something else"
         await store.append("prefix", MSG, user_message(prefix_only), surface_op="append")
-        hits = await store.search_messages("z" * 100_000)
+        hits = await store.search_messages("z" * MAX_TERM_CHARS)
         assert [(h.session_id, h.seq) for h in hits] == [("big", 0)]
+        # A pasted 100,000 characters is not a term (issue 30): refused before any query.
+        with pytest.raises(SearchQueryError):
+            await store.search_messages("z" * 100_000)
         assert await store.search_messages("y" * (_FTS_PHRASE_MAX + 1)) == []
         assert len(await store.search_messages("y" * _FTS_PHRASE_MAX)) == 1
 
