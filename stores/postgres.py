@@ -688,6 +688,8 @@ class PostgresSessionStore:
             # An upgrade may rebuild large tables: no statement timeout (lock_timeout stays:
             # a member holding a lock the upgrade needs is named, not waited for forever).
             await conn.execute("SET LOCAL statement_timeout = 0")
+            # (Nor one while Python folds a session's surface between its statements.)
+            await conn.execute("SET LOCAL idle_in_transaction_session_timeout = 0")
             # One migrator at a time across every client of the database.
             await conn.execute("SELECT pg_advisory_xact_lock($1)", _MIGRATION_LOCK)
             await conn.execute("CREATE TABLE IF NOT EXISTS dsh_schema (version integer NOT NULL)")
@@ -731,7 +733,7 @@ class PostgresSessionStore:
                 conn = await asyncpg.connect(
                     self._location.dsn,
                     timeout=_CONNECT_TIMEOUT_S,
-                    server_settings={"application_name": "dsh"},
+                    server_settings=_server_settings(self._limits),
                 )
                 conn.add_termination_listener(self._listener_terminated)
                 await conn.add_listener(CHANGES_CHANNEL, self._notified)

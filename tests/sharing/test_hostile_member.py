@@ -338,6 +338,29 @@ async def test_waiting_on_another_roles_lock_ends_in_one_line_naming_it(
     assert waited < 30, waited
 
 
+async def test_a_host_hears_that_it_waits_for_a_lock_while_it_waits(admin_team: Team) -> None:
+    """The TUI's notice line (``take_notice``) says who dsh waits for, while it waits."""
+    holder = await asyncpg.connect(admin_team.cluster.team_url(ADMIN, admin_team.schema))
+    async with await open_store(admin_team.alice_url) as alice:
+        try:
+            async with holder.transaction():
+                await holder.execute("LOCK TABLE dsh_sessions IN ACCESS EXCLUSIVE MODE")
+                reading = asyncio.ensure_future(alice.list_headers())
+                notice = None
+                deadline = time.monotonic() + 8
+                while notice is None and time.monotonic() < deadline:
+                    await asyncio.sleep(0.1)
+                    notice = alice.take_notice()
+                assert notice is not None and not reading.done()
+                assert notice == (
+                    f"Waiting for a lock held by role {ADMIN} on {alice.location}…",
+                    True,
+                )
+        finally:
+            await holder.close()
+        assert [h.id for h in await reading] == [admin_team.shared, admin_team.private]
+
+
 async def test_a_statement_running_too_long_ends_in_one_line(
     admin_team: Team, tmp_path: Path
 ) -> None:
