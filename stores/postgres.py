@@ -870,6 +870,15 @@ class PostgresSessionStore:
                 # tried once more on a fresh one; a write is not (it may have committed).
                 if write or attempt == 2:
                     raise connect_error(self._location, err, what or "lost the connection") from err
+            except asyncpg.QueryCanceledError as err:
+                # A cancel request meant for an earlier, cancelled read can reach the
+                # server after that read ended and stop the next statement of the
+                # connection: a read so stopped is tried once more (not one the
+                # statement timeout stopped, nor a write, which may have committed).
+                if write or attempt == 2 or "statement timeout" in str(err):
+                    raise self._error(
+                        what or ("write failed" if write else "read failed"), err, blockers
+                    ) from err
             except asyncpg.PostgresError as err:
                 raise self._error(
                     what or ("write failed" if write else "read failed"), err, blockers

@@ -675,3 +675,25 @@ async def test_nothing_of_a_private_session_reaches_a_member_through_the_functio
     async with await open_store(admin_team.alice_url) as alice:
         assert len(await alice.read_events(admin_team.private)) == 3
         assert [g.grantee for g in await alice.list_shares(admin_team.shared)] == [BOB]
+
+
+async def test_a_read_stopped_by_a_stray_cancel_request_is_tried_again(admin_team: Team) -> None:
+    """A cancel request is not tied to a statement: one meant for an earlier read that had
+    already ended can stop the next statement of its connection. A read so stopped
+    (``pg_cancel_backend`` stands in for the stray request) is tried once more."""
+    holder = await asyncpg.connect(admin_team.cluster.team_url(ADMIN, admin_team.schema))
+    async with await open_store(admin_team.alice_url) as alice:
+        try:
+            async with holder.transaction():
+                await holder.execute("LOCK TABLE dsh_sessions IN ACCESS EXCLUSIVE MODE")
+                reading = asyncio.ensure_future(alice.read_header(admin_team.private))
+                deadline = time.monotonic() + 30
+                while not (pids := await _waiting(admin_team.cluster, ALICE)):
+                    assert time.monotonic() < deadline
+                    await asyncio.sleep(0.05)
+                admin_team.cluster.psql(f"SELECT pg_cancel_backend({pids[0]})")
+                await asyncio.sleep(0.5)
+                assert not reading.done()  # waiting again, on a second try
+        finally:
+            await holder.close()
+        assert (await reading).id == admin_team.private
