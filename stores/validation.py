@@ -14,6 +14,7 @@ import core.log as _log
 from core.errors import InvalidEventError
 from core.jsoncodec import SPEEDUPS, FrozenDict, encode_frozen, loads_exact
 from core.jsoncodec import _speedups as _speedups
+from core.limits import check_header_limits, check_title_limits, title_limit_error
 from core.log import (
     SESSION_TITLE,
     SURFACE_EVENT_TYPES,
@@ -119,13 +120,15 @@ def missing_seq_error(session_id: str, seq: int) -> InvalidEventError:
 
 
 def new_header(session_id: object, cwd: object, created_at: object) -> SessionHeader:
-    """Validate ``create_session`` arguments and fill in the defaults."""
+    """Validate ``create_session`` arguments and fill in the defaults (an id or cwd over
+    ``core.limits`` is refused, so one member's header costs a listing little)."""
     if session_id is None:
         session_id = str(uuid.uuid4())
     elif not isinstance(session_id, str):
         raise InvalidEventError(f"session id must be a str, not {type(session_id).__name__}")
     if cwd is not None and not isinstance(cwd, str):
         raise InvalidEventError(f"session cwd must be a str or None, not {type(cwd).__name__}")
+    check_header_limits(session_id, cwd)
     created_at = now_ms() if created_at is None else check_epoch_ms(created_at, "created_at")
     return SessionHeader(id=session_id, created_at=created_at, cwd=cwd)
 
@@ -168,12 +171,16 @@ def _validate_plain(events: Sequence[NewEvent]) -> list[ValidatedEvent]:
     # The data detached and frozen in one parse of the whole batch (one JSON array):
     # each item is exactly what parsing its own text gives.
     datas = loads_exact("[" + ",".join(item[1] for item in checked) + "]")
-    return [
+    out = [
         ValidatedEvent(
             type=type_, data=data, data_json=text, surface_op=op, source_event_seqs=seqs, time=t
         )
         for (type_, text, op, seqs, t), data in zip(checked, datas, strict=True)
     ]
+    for valid in out:
+        if valid.type == SESSION_TITLE:
+            check_title_limits(valid.data, valid.data_json)
+    return out
 
 
 _new_tuple = tuple.__new__
@@ -192,11 +199,22 @@ def _validate_common(events: Sequence[NewEvent]) -> list[ValidatedEvent] | None:
     # events without a time is core.log.now_ms as check_new_event finds it (tests fix it).
     limit = latest_epoch_ms()
     clock = _log.now_ms
-    if _c_validate_common is not None:
-        return _c_validate_common(  # type: ignore[no-any-return]
-            events, NewEvent, ValidatedEvent, SURFACE_EVENT_TYPES, limit, clock
-        )
-    return _py_validate_common(events, limit, clock)
+    if _c_validate_common is None:
+        return _py_validate_common(events, limit, clock)
+    out: list[ValidatedEvent] | None = _c_validate_common(
+        events, NewEvent, ValidatedEvent, SURFACE_EVENT_TYPES, limit, clock
+    )
+    if out is not None and not _titles_fit(out):
+        return None  # the plain path names what is too long
+    return out
+
+
+def _titles_fit(events: list[ValidatedEvent]) -> bool:
+    """Whether every ``session/title`` event of a batch fits ``core.limits``."""
+    return all(
+        event.type != SESSION_TITLE or title_limit_error(event.data, event.data_json) is None
+        for event in events
+    )
 
 
 def _py_validate_common(
@@ -233,6 +251,8 @@ def _py_validate_common(
         if pair is None:
             return None
         text, frozen = pair
+        if type_ == SESSION_TITLE and title_limit_error(frozen, text) is not None:
+            return None  # the plain path names what is too long
         append(_new_tuple(ValidatedEvent, (type_, frozen, text, op, None, time)))
     return out
 
