@@ -12,9 +12,15 @@ from typing import Any
 
 import core.log as _log
 from core.errors import InvalidEventError
-from core.jsoncodec import SPEEDUPS, FrozenDict, encode_frozen, loads_exact
+from core.jsoncodec import SPEEDUPS, FrozenDict, encode_frozen, loads_exact, utf8_len
 from core.jsoncodec import _speedups as _speedups
-from core.limits import check_header_limits, check_title_limits, title_limit_error
+from core.limits import (
+    MAX_TITLE_BYTES,
+    MAX_TITLE_EVENT_BYTES,
+    check_header_limits,
+    check_title_limits,
+    title_limit_error,
+)
 from core.log import (
     SESSION_TITLE,
     SURFACE_EVENT_TYPES,
@@ -46,6 +52,7 @@ __all__ = [
     "import_header",
     "missing_seq_error",
     "new_header",
+    "stored_title",
     "title_of",
     "validate_batch",
     "validate_event",
@@ -297,9 +304,11 @@ _NO_SOURCE: Mapping[str, Any] = FrozenDict()
 
 
 def title_of(seq: int, time: int, data: Mapping[str, Any]) -> SessionTitle:
-    """The ``SessionTitle`` of a title event (``data["title"]`` is known to be a str)."""
-    title = data["title"]
-    assert isinstance(title, str)
+    """The ``SessionTitle`` of a title event; ``ValueError`` when its title is not a str
+    (a row written by hand: a listing skips it, never crashes)."""
+    title = data.get("title")
+    if not isinstance(title, str):
+        raise ValueError("its title is not text")
     source = data.get("source")
     return SessionTitle(
         title=title,
@@ -307,3 +316,28 @@ def title_of(seq: int, time: int, data: Mapping[str, Any]) -> SessionTitle:
         updated_at=time,
         source=source if isinstance(source, Mapping) else _NO_SOURCE,
     )
+
+
+def stored_title(seq: int, time: int, text: str) -> SessionTitle:
+    """The ``SessionTitle`` of a stored title row whose data is the JSON ``text``.
+
+    ``ValueError`` saying why in plain words when the row cannot be a title (over
+    ``core.limits``, not JSON, not an object, a title that is not text): rows written
+    before the limits or by hand are reported as damaged (``core.damage``), never trusted;
+    a text over the limit is not even parsed."""
+    size = utf8_len(text)
+    if size > MAX_TITLE_EVENT_BYTES:
+        raise ValueError(
+            f"it holds {size:,} bytes, over the {MAX_TITLE_EVENT_BYTES:,} a title event may hold"
+        )
+    try:
+        data = loads_exact(text)
+    except ValueError:
+        raise ValueError("it is not JSON") from None
+    if not isinstance(data, Mapping):
+        raise ValueError("it is not a JSON object")
+    found = title_of(seq, time, data)
+    size = utf8_len(found.title)
+    if size > MAX_TITLE_BYTES:
+        raise ValueError(f"its title holds {size:,} bytes, over the {MAX_TITLE_BYTES:,} allowed")
+    return found
