@@ -9,7 +9,9 @@ interrupted leaves whole sessions only, and running it again finishes the job:
   source's gets the missing events appended (nothing at all when it is complete), so
   running it again after more work in the source brings the target up to date;
 - a session the target holds otherwise (another header, a log that differs) is a
-  *conflict*: it is left alone and reported, never overwritten.
+  *conflict*: it is left alone and reported, never overwritten;
+- a session the target refuses (an id, cwd or title over ``core.limits``) is *invalid*:
+  reported with the reason and skipped.
 
 Reply leases are not copied: they belong to running processes.
 
@@ -28,6 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from core.errors import (
+    InvalidEventError,
     SessionExistsError,
     SessionNotFoundError,
     SessionReadOnlyError,
@@ -41,14 +44,16 @@ __all__ = ["MigrationReport", "SessionOutcome", "migrate_sessions"]
 
 @dataclass(frozen=True)
 class SessionOutcome:
-    """What happened to one session: ``copied``, ``extended``, ``present``, ``conflict``
-    or ``foreign`` (another user's: see the module doc)."""
+    """What happened to one session: ``copied``, ``extended``, ``present``, ``conflict``,
+    ``foreign`` (another user's) or ``invalid`` (refused by the target, ``reason`` says
+    why): see the module doc."""
 
     session_id: str
     outcome: str
     events: int  # events written to the target for this session
     owner: str | None = None  # its owner in the target
     shares: int = 0  # grants made in the target
+    reason: str = ""  # why an invalid session was refused
 
 
 @dataclass
@@ -60,6 +65,7 @@ class MigrationReport:
     events: int = 0
     conflicts: list[str] = field(default_factory=list)
     foreign: list[str] = field(default_factory=list)
+    invalid: list[str] = field(default_factory=list)
     shares: int = 0
     share_problems: list[str] = field(default_factory=list)
 
@@ -93,6 +99,8 @@ async def migrate_sessions(
             report.shares += outcome.shares
         if outcome.outcome == "foreign":
             report.foreign.append(header.id)
+        elif outcome.outcome == "invalid":
+            report.invalid.append(header.id)
         elif outcome.outcome == "copied":
             report.copied += 1
         elif outcome.outcome == "extended":
@@ -118,6 +126,8 @@ async def _migrate_one(
             await target.import_session(header, [_as_new(e) for e in events])
         except SessionReadOnlyError:
             return SessionOutcome(sid, "foreign", 0, owner)
+        except InvalidEventError as err:
+            return SessionOutcome(sid, "invalid", 0, owner, reason=str(err))
         except SessionExistsError:  # there, but not for this user to see
             return SessionOutcome(sid, "conflict", 0)
         return SessionOutcome(sid, "copied", len(events), owner)
@@ -133,6 +143,8 @@ async def _migrate_one(
         await target.append_batch(sid, [_as_new(e) for e in missing])
     except SessionReadOnlyError:
         return SessionOutcome(sid, "foreign", 0, there.owner)
+    except InvalidEventError as err:
+        return SessionOutcome(sid, "invalid", 0, there.owner, reason=str(err))
     return SessionOutcome(sid, "extended", len(missing), there.owner)
 
 

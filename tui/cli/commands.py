@@ -955,6 +955,7 @@ _MIGRATE_WORDS = {
     "present": "already there",
     "conflict": "CONFLICT (differs in the target; left alone)",
     "foreign": "not yours (left for its owner to copy)",
+    "invalid": "REFUSED (the target does not take it; skipped)",
 }
 
 
@@ -981,6 +982,8 @@ async def migrate(config: DshConfig, args: argparse.Namespace) -> int:
             events += f" (owned by {single_line(outcome.owner, 32)})"
         if outcome.shares:
             events += f" (shared with {outcome.shares} more)"
+        if outcome.reason:
+            events += f": {single_line(outcome.reason, 200)}"
         print(
             f"[{position}/{total}] {_MIGRATE_WORDS[outcome.outcome]}: "
             f"{single_line(outcome.session_id, 60)}{events}",
@@ -1000,6 +1003,7 @@ async def migrate(config: DshConfig, args: argparse.Namespace) -> int:
     for problem in report.share_problems:
         print(f"dsh: warning: a share was not copied: {single_line(problem)}", file=sys.stderr)
     foreign = f", {len(report.foreign)} not yours" if report.foreign else ""
+    foreign += f", {len(report.invalid)} refused" if report.invalid else ""
     grants = f"; {report.shares} shares made" if report.shares else ""
     print(
         f"{report.total} sessions in {single_line(source_name)}: {report.copied} copied, "
@@ -1007,7 +1011,7 @@ async def migrate(config: DshConfig, args: argparse.Namespace) -> int:
         f"{len(report.conflicts)} conflicts{foreign}; {report.events} events written to "
         f"{single_line(target_name)}{grants}"
     )
-    return 1 if report.conflicts else 0
+    return 1 if report.conflicts or report.invalid else 0
 
 
 def _configure(args: argparse.Namespace) -> DshConfig:
