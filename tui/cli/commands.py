@@ -956,6 +956,7 @@ _MIGRATE_WORDS = {
     "conflict": "CONFLICT (differs in the target; left alone)",
     "foreign": "not yours (left for its owner to copy)",
     "invalid": "REFUSED (the target does not take it; skipped)",
+    "busy": "BUSY (another process holds it in the target; run migrate again)",
 }
 
 
@@ -1004,6 +1005,7 @@ async def migrate(config: DshConfig, args: argparse.Namespace) -> int:
         print(f"dsh: warning: a share was not copied: {single_line(problem)}", file=sys.stderr)
     foreign = f", {len(report.foreign)} not yours" if report.foreign else ""
     foreign += f", {len(report.invalid)} refused" if report.invalid else ""
+    foreign += f", {len(report.busy)} busy" if report.busy else ""
     grants = f"; {report.shares} shares made" if report.shares else ""
     print(
         f"{report.total} sessions in {single_line(source_name)}: {report.copied} copied, "
@@ -1011,7 +1013,7 @@ async def migrate(config: DshConfig, args: argparse.Namespace) -> int:
         f"{len(report.conflicts)} conflicts{foreign}; {report.events} events written to "
         f"{single_line(target_name)}{grants}"
     )
-    return 1 if report.conflicts or report.invalid else 0
+    return 1 if report.conflicts or report.invalid or report.busy else 0
 
 
 def _configure(args: argparse.Namespace) -> DshConfig:
