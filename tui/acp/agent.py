@@ -40,6 +40,7 @@ from acp.schema import (
     UnstructuredCommandInput,
 )
 
+from core.damage import damage_line
 from core.engine import ChatSession, ReplyDelta, ReplyFinished, TitleChanged
 from core.errors import (
     InvalidEventError,
@@ -317,6 +318,8 @@ class DshAcpAgent:
     async def _list_sessions(self, cwd: str | None, cursor: str | None) -> ListSessionsResponse:
         headers = await self.runtime.query.list_sessions()
         titles = await self.runtime.query.read_titles()
+        for row in self.runtime.store.damaged_rows():  # skipped: the client is not told
+            log.warning("%s", damage_line(row))
         last_times = await self.runtime.query.read_last_event_times()
         try:
             page = list_page(

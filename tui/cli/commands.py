@@ -29,6 +29,7 @@ from core.config import (
     is_database_url,
     load_config,
 )
+from core.damage import damage_line
 from core.display import (
     escape_control,
     escape_json_text,
@@ -55,6 +56,7 @@ from core.errors import (
 )
 from core.log import SessionHeader
 from core.logfile import event_to_json, export_jsonl
+from core.query import SessionTitle
 from core.references import SessionReferenceError
 from core.references.labels import safe_mention
 from core.resolve import SessionNameError, resolve_session_name
@@ -325,7 +327,17 @@ def _owner_label(rt: Runtime, header: SessionHeader) -> str:
 async def cmd_sessions(rt: Runtime, args: argparse.Namespace) -> int:
     headers = await rt.query.list_sessions()
     titles = await rt.query.read_titles()
-    if args.json:
+    _print_sessions(rt, args.json, headers, titles)
+    sys.stdout.flush()
+    for row in rt.store.damaged_rows():  # one line each, on stderr: stdout stays parseable
+        print(f"dsh: {damage_line(row)}", file=sys.stderr)
+    return 0
+
+
+def _print_sessions(
+    rt: Runtime, as_json: bool, headers: list[SessionHeader], titles: dict[str, SessionTitle]
+) -> None:
+    if as_json:
         rows = [
             {
                 "id": h.id,
@@ -337,10 +349,10 @@ async def cmd_sessions(rt: Runtime, args: argparse.Namespace) -> int:
             for h in headers
         ]
         print(terminal_json(rows))
-        return 0
+        return
     if not headers:
         print("No sessions yet. Create one with `dsh new`, or try `dsh demo`.")
-        return 0
+        return
     table: list[tuple[str, ...]] = [
         (
             single_line(h.id),
@@ -358,7 +370,6 @@ async def cmd_sessions(rt: Runtime, args: argparse.Namespace) -> int:
     from tui.cli.output import print_session_table  # Rich loads only to draw
 
     print_session_table(columns, table)
-    return 0
 
 
 async def cmd_new(rt: Runtime, args: argparse.Namespace) -> int:
