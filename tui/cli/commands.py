@@ -367,6 +367,10 @@ def _print_sessions(
     if any(owners):  # someone else's sessions (shared with you): say whose
         columns += ("owner",)
         table = [(*row, owner) for row, owner in zip(table, owners, strict=True)]
+    if not sys.stdout.isatty():  # a pipe or a file: each row's cells by tabs, no padding
+        for row in [columns, *table]:  # (a cell is one escaped line: it holds no tab)
+            sys.stdout.write("\t".join(row) + "\n")
+        return
     from tui.cli.output import print_session_table  # Rich loads only to draw
 
     print_session_table(columns, table)
