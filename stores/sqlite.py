@@ -2035,9 +2035,8 @@ def _linked_text(data: bytes) -> str:
 def _title_text(data: str | bytes | None) -> str:
     """A title row's JSON text (``_text``), inflated no further than a title event may
     hold: a row written by hand cannot make a listing decompress a bomb."""
-    if data.__class__ is str or data is None or data[:1] == _LINKED:
-        return _text(data)
-    assert isinstance(data, bytes)
+    if not isinstance(data, bytes) or data[:1] == _LINKED:
+        return _text(data)  # (a value of another type is a TypeError there)
     bound = MAX_TITLE_EVENT_BYTES + 1
     if len(data) >= 6 and data[1] & 0x20:
         if data[2:6] != _DICTIONARY_ID:

@@ -18,7 +18,7 @@ from tui.shared.replay import open_replay
 
 TITLE = "session/title"
 
-CORRUPT: list[tuple[str | bytes, str]] = [
+CORRUPT: list[tuple[str | bytes | int, str]] = [
     ('{"title":5}', "its title is not text"),
     ('{"source":{"kind":"user"}}', "its title is not text"),
     ("not json", "it is not JSON"),
@@ -34,6 +34,7 @@ CORRUPT: list[tuple[str | bytes, str]] = [
     ),
     (b"x\x9c\x01\x02\x03\x04", "its compressed data is corrupt"),
     (b"\xff\xfe", "its compressed data is corrupt"),
+    (5, "it is not JSON"),  # the column takes any type
 ]
 
 
@@ -44,7 +45,7 @@ async def _two_sessions(store: SqliteSessionStore | MemorySessionStore) -> None:
     await store.append("bad", TITLE, {"title": "was fine"})
 
 
-def _corrupt(path: Path, data: str | bytes) -> None:
+def _corrupt(path: Path, data: str | bytes | int) -> None:
     """What a hand-written row holds: the title row of session ``bad`` replaced."""
     with sqlite3.connect(path) as raw:
         changed = raw.execute(
@@ -58,7 +59,7 @@ def _corrupt(path: Path, data: str | bytes) -> None:
 
 @pytest.mark.parametrize(("data", "reason"), CORRUPT, ids=range(len(CORRUPT)))
 async def test_sqlite_lists_a_session_whose_title_row_is_damaged(
-    tmp_path: Path, data: str | bytes, reason: str
+    tmp_path: Path, data: str | bytes | int, reason: str
 ) -> None:
     path = tmp_path / "dsh.sqlite3"
     async with await SqliteSessionStore.open(path) as store:
