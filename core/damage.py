@@ -7,12 +7,13 @@ skipped (``SessionStore.damaged_rows``); hosts tell their user in one line per r
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 from core.display import single_line
 
-__all__ = ["DamagedRow", "damage_line"]
+__all__ = ["DamagedRow", "damage_line", "damage_notice"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,3 +36,12 @@ def damage_line(row: DamagedRow) -> str:
     if row.what == "title":
         return f"the title of session{named}{whose} is damaged and not shown ({row.reason})"
     return f"a session{named}{whose} is damaged and not listed ({row.reason})"
+
+
+def damage_notice(rows: Sequence[DamagedRow]) -> str:
+    """One line for a host's notice line about ``rows`` (at least one): how many sessions
+    could not be read, the first row's line, and how many more there are."""
+    count = len(rows)
+    sessions = "1 session" if count == 1 else f"{count:,} sessions"
+    more = f" (and {count - 1:,} more)" if count > 1 else ""
+    return f"{sessions} could not be read: {damage_line(rows[0])}{more}"

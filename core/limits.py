@@ -9,11 +9,20 @@ within them or reported as damaged (``core.damage``), never loaded whole.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
+from core.errors import InvalidEventError
+from core.jsoncodec import utf8_len
+
 __all__ = [
     "MAX_CWD_BYTES",
     "MAX_SESSION_ID_BYTES",
     "MAX_TITLE_BYTES",
     "MAX_TITLE_EVENT_BYTES",
+    "check_header_limits",
+    "check_title_limits",
+    "title_limit_error",
 ]
 
 MAX_SESSION_ID_BYTES = 1024
@@ -28,3 +37,41 @@ MAX_TITLE_BYTES = 1024
 MAX_TITLE_EVENT_BYTES = 8192
 """The JSON of a whole ``session/title`` event's data (its title, source and any other
 field): what a listing reads of one title at most."""
+
+
+def _over(what: str, limit: int, size: int) -> InvalidEventError:
+    return InvalidEventError(
+        f"{what} may hold at most {limit:,} UTF-8 bytes (this one has {size:,})"
+    )
+
+
+def check_header_limits(session_id: str, cwd: str | None) -> None:
+    """``InvalidEventError`` naming the limit when a new session's id or cwd is too long."""
+    size = utf8_len(session_id)
+    if size > MAX_SESSION_ID_BYTES:
+        raise _over("a session id", MAX_SESSION_ID_BYTES, size)
+    if cwd is not None:
+        size = utf8_len(cwd)
+        if size > MAX_CWD_BYTES:
+            raise _over("a cwd", MAX_CWD_BYTES, size)
+
+
+def title_limit_error(data: Mapping[str, Any], data_json: str) -> InvalidEventError | None:
+    """What is too long in a ``session/title`` event (``data`` as parsed from its JSON text
+    ``data_json``), or ``None`` when it fits."""
+    title = data.get("title")
+    if isinstance(title, str):
+        size = utf8_len(title)
+        if size > MAX_TITLE_BYTES:
+            return _over("a title", MAX_TITLE_BYTES, size)
+    size = utf8_len(data_json)
+    if size > MAX_TITLE_EVENT_BYTES:
+        return _over("a title event's data (as JSON)", MAX_TITLE_EVENT_BYTES, size)
+    return None
+
+
+def check_title_limits(data: Mapping[str, Any], data_json: str) -> None:
+    """``title_limit_error`` raised."""
+    error = title_limit_error(data, data_json)
+    if error is not None:
+        raise error

@@ -10,6 +10,7 @@ from typing import Any, Literal, NamedTuple
 
 from core.errors import InvalidEventError
 from core.jsoncodec import FrozenDict, _speedups, dumps_js, loads_exact
+from core.limits import check_title_limits
 
 __all__ = [
     "ASSISTANT_CHUNK",
@@ -284,14 +285,18 @@ def validate_new_event(
 ) -> ValidatedEvent:
     """Check everything about a new event that does not depend on the log it joins.
 
-    Returns the event with its data frozen and detached, and the JSON text to store.
+    Returns the event with its data frozen and detached, and the JSON text to store. A
+    ``session/title`` event must fit ``core.limits`` (checked on the data as stored).
     """
     type, data_json, surface_op, seqs, time = check_new_event(
         type, data, surface_op, source_event_seqs, time
     )
+    frozen = loads_exact(data_json)
+    if type == SESSION_TITLE:
+        check_title_limits(frozen, data_json)
     return ValidatedEvent(
         type=type,
-        data=loads_exact(data_json),
+        data=frozen,
         data_json=data_json,
         surface_op=surface_op,
         source_event_seqs=seqs,

@@ -13,6 +13,7 @@ from typing import Any
 
 from core.errors import DshError, InvalidEventError
 from core.jsoncodec import dumps_js, loads_exact
+from core.limits import check_header_limits
 from core.log import (
     Event,
     NewEvent,
@@ -124,6 +125,10 @@ def _parse_header(obj: Mapping[str, Any], number: int) -> SessionHeader:
         raise LogImportError(str(err), number) from err
     if cwd is not None and not isinstance(cwd, str):
         raise LogImportError("the header's cwd must be a string or null", number)
+    try:
+        check_header_limits(session_id, cwd)
+    except InvalidEventError as err:
+        raise LogImportError(str(err), number) from err
     return SessionHeader(session_id, created_at, cwd)
 
 

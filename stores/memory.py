@@ -10,6 +10,7 @@ from typing import Any
 
 from core.damage import DamagedRow
 from core.errors import InvalidEventError, SessionExistsError, SessionNotFoundError, StoreError
+from core.jsoncodec import dumps_js
 from core.leases import ReplyLease, check_lease_ttl, lease_blocks
 from core.log import (
     Event,
@@ -40,7 +41,7 @@ from stores.validation import (
     import_header,
     missing_seq_error,
     new_header,
-    title_of,
+    stored_title,
     validate_batch,
     validate_event,
 )
@@ -58,6 +59,23 @@ class _Session:
     # The search index (core.search): seq -> (insertion order, indexed text) of the
     # surface's messages (the order across sessions says which match is newest).
     texts: dict[int, tuple[int, str]] = field(default_factory=dict)
+    # The latest title event and its title, or why it cannot be one: judged once.
+    title_read: tuple[Event, SessionTitle | str] | None = None
+
+    def title(self) -> SessionTitle | str | None:
+        """The latest title, or why its event cannot be one (``stored_title``'s words)."""
+        if self.title_seq is None:
+            return None
+        event = self.events[self.title_seq]
+        if self.title_read is None or self.title_read[0] is not event:
+            try:
+                found: SessionTitle | str = stored_title(
+                    event.seq, event.time, dumps_js(event.data)
+                )
+            except (ValueError, TypeError) as err:
+                found = str(err)
+            self.title_read = (event, found)
+        return self.title_read[1]
 
     def refold(self) -> None:
         folder: SurfaceFolder[None] = SurfaceFolder()
@@ -79,6 +97,7 @@ class MemorySessionStore:
         self._changes = 0  # bumped by every write: the change token
         self._leases: dict[str, tuple[str, int]] = {}  # session id -> (owner, expires at ms)
         self._shares: dict[str, set[str]] = {}  # session id -> who it is shared with
+        self._damaged_titles: tuple[DamagedRow, ...] = ()  # what the latest listing skipped
 
     def as_user(self, user: str) -> MemorySessionStore:
         """The same sessions, seen by ``user`` (for tests of sharing: another user's
@@ -265,7 +284,8 @@ class MemorySessionStore:
         return self._leases.pop(session_id, None) is not None
 
     def damaged_rows(self) -> tuple[DamagedRow, ...]:
-        return ()  # it holds only what its own appends validated
+        # Its own appends are validated; a replayed file's events are not (stores.replay).
+        return self._damaged_titles
 
     # ------------------------------------------------------------------ reads
 
@@ -385,12 +405,18 @@ class MemorySessionStore:
         else:
             wanted = check_session_ids(session_ids)
         out: dict[str, SessionTitle] = {}
+        damaged: list[DamagedRow] = []
         for sid in wanted:
             session = self._sessions.get(sid)
-            if session is None or session.title_seq is None or not self._readable(session):
+            if session is None or not self._readable(session):
                 continue
-            event = session.events[session.title_seq]
-            out[sid] = title_of(event.seq, event.time, event.data)
+            title = session.title()
+            if isinstance(title, SessionTitle):
+                out[sid] = title
+            elif title is not None:
+                damaged.append(DamagedRow("title", title, session.header.owner, sid))
+        if session_ids is None:
+            self._damaged_titles = tuple(damaged)
         return out
 
     async def read_last_event_times(self) -> dict[str, int]:

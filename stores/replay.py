@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, NoReturn
 
+from core.damage import DamagedRow
 from core.display import single_line
 from core.errors import InvalidEventError, SessionNotFoundError, StoreError
 from core.jsoncodec import dumps_js, loads_exact
@@ -43,7 +44,7 @@ from stores.validation import (
     check_session_ids,
     event_kind,
     missing_seq_error,
-    title_of,
+    stored_title,
 )
 
 __all__ = ["LazyReplayStore", "ReplayStore"]
@@ -354,13 +355,23 @@ class LazyReplayStore(ReplayStore):
         wanted = [self._header.id] if session_ids is None else check_session_ids(session_ids)
         if self._header.id not in wanted:
             return {}
+        found: dict[str, SessionTitle] = {}
+        damaged: tuple[DamagedRow, ...] = ()
         for seq in range(len(self._lines) - 1, -1, -1):
             if f'"type":"{SESSION_TITLE}"' not in self._lines[seq]:
                 continue
             event = self._event(seq)
             if event_kind(event.type, event.data, event.is_surface) == KIND_TITLE:
-                return {self._header.id: title_of(event.seq, event.time, event.data)}
-        return {}
+                try:
+                    title = stored_title(event.seq, event.time, dumps_js(event.data))
+                except ValueError as err:  # the whole check will reject the file
+                    damaged = (DamagedRow("title", str(err), None, self._header.id),)
+                else:
+                    found[self._header.id] = title
+                break
+        if session_ids is None:
+            self._damaged_titles = damaged
+        return found
 
     async def read_last_event_times(self) -> dict[str, int]:
         if self.loaded:

@@ -78,6 +78,7 @@ from core.errors import (
 from core.gcpause import gc_paused
 from core.jsoncodec import _encode_js, _speedups, dumps_js, loads_exact
 from core.leases import ReplyLease, check_lease_ttl, lease_blocks
+from core.limits import MAX_TITLE_EVENT_BYTES
 from core.log import (
     ASSISTANT_MESSAGE,
     KNOWN_EVENT_TYPES,
@@ -137,7 +138,7 @@ from stores.validation import (
     import_header,
     missing_seq_error,
     new_header,
-    title_of,
+    stored_title,
     validate_batch,
     validate_event,
 )
@@ -1749,11 +1750,12 @@ class SqliteSessionStore:
 
         key, cached, rows = await self._run(body, write=False)
         if cached is not None:
-            return dict(cached)
+            return dict(cached)  # the damage of the listing it kept is still _damaged
         # Decoding 100,000 title events takes a while: not on the event loop.
-        out = await asyncio.to_thread(self._build_titles, rows)
+        out, damaged = await asyncio.to_thread(self._build_titles, rows)
         if wanted is None:
             self._listings["titles"] = (key, dict(out))
+            self._damaged = damaged
         return out
 
     async def search_messages(self, query: str, *, limit: int = 20) -> list[SearchHit]:
@@ -1855,26 +1857,35 @@ class SqliteSessionStore:
         self._listings["last_event_times"] = (key, dict(out))
         return out
 
-    def _build_titles(self, rows: list[Any]) -> dict[str, SessionTitle]:
+    def _build_titles(
+        self, rows: list[Any]
+    ) -> tuple[dict[str, SessionTitle], tuple[DamagedRow, ...]]:
+        """The titles of ``rows``, and the rows that cannot be one (skipped: the session
+        is listed without a title, issue 30)."""
         out: dict[str, SessionTitle] = {}
+        damaged: list[DamagedRow] = []
         with self._memo_lock:
             memo = self._title_memo
             for row in rows:
                 entry = memo.get(row)
                 if entry is None:
-                    sid, seq, time, data = row
+                    raw_sid, seq, time, data = row
+                    sid = decode_text(raw_sid)  # the sessions table's own, already listed
                     try:
-                        entry = memo[row] = (
-                            decode_text(sid),
-                            title_of(seq, time, loads_exact(_text(data))),
-                        )
-                    except (ValueError, TypeError, KeyError, zlib.error) as err:
-                        raise StoreError(
-                            f"{self._path}: a stored title is corrupt ({err})"
-                        ) from err
+                        title = stored_title(seq, time, _title_text(data))
+                    except UnicodeDecodeError:
+                        damaged.append(DamagedRow("title", "it is not valid UTF-8", None, sid))
+                        continue
+                    except (ValueError, TypeError, zlib.error) as err:
+                        reason = str(err) if isinstance(err, ValueError) else "it is not JSON"
+                        if isinstance(err, zlib.error):
+                            reason = "its compressed data is corrupt"
+                        damaged.append(DamagedRow("title", reason, None, sid))
+                        continue
+                    entry = memo[row] = (sid, title)
                 out[entry[0]] = entry[1]
             _trim(memo)
-        return out
+        return out, tuple(damaged)
 
 
 def titles_sql(where: str = "") -> str:
@@ -2019,6 +2030,28 @@ def _linked_text(data: bytes) -> str:
         raise ValueError(f"a linked message row puts its text at {at}, past its end")
     text = data[13 + size :].decode("utf-8")
     return rest[:at] + dumps_js(text)[1:-1] + rest[at:]
+
+
+def _title_text(data: str | bytes | None) -> str:
+    """A title row's JSON text (``_text``), inflated no further than a title event may
+    hold: a row written by hand cannot make a listing decompress a bomb."""
+    if not isinstance(data, bytes) or data[:1] == _LINKED:
+        return _text(data)  # (a value of another type is a TypeError there)
+    bound = MAX_TITLE_EVENT_BYTES + 1
+    if len(data) >= 6 and data[1] & 0x20:
+        if data[2:6] != _DICTIONARY_ID:
+            raise ValueError(f"compressed with an unknown dictionary (id {data[2:6].hex()})")
+        inflater = zlib.decompressobj(zdict=_DICTIONARY)
+    else:
+        inflater = zlib.decompressobj()
+    raw = inflater.decompress(data, bound)
+    if len(raw) >= bound:
+        raise ValueError(
+            f"it holds more than the {MAX_TITLE_EVENT_BYTES:,} bytes a title event may hold"
+        )
+    if not inflater.eof or inflater.unused_data:
+        raise ValueError("its compressed data is corrupt")
+    return raw.decode("utf-8")
 
 
 def _inflate(data: bytes) -> str:

@@ -12,8 +12,15 @@ from typing import Any
 
 import core.log as _log
 from core.errors import InvalidEventError
-from core.jsoncodec import SPEEDUPS, FrozenDict, encode_frozen, loads_exact
+from core.jsoncodec import SPEEDUPS, FrozenDict, encode_frozen, loads_exact, utf8_len
 from core.jsoncodec import _speedups as _speedups
+from core.limits import (
+    MAX_TITLE_BYTES,
+    MAX_TITLE_EVENT_BYTES,
+    check_header_limits,
+    check_title_limits,
+    title_limit_error,
+)
 from core.log import (
     SESSION_TITLE,
     SURFACE_EVENT_TYPES,
@@ -45,6 +52,7 @@ __all__ = [
     "import_header",
     "missing_seq_error",
     "new_header",
+    "stored_title",
     "title_of",
     "validate_batch",
     "validate_event",
@@ -119,13 +127,15 @@ def missing_seq_error(session_id: str, seq: int) -> InvalidEventError:
 
 
 def new_header(session_id: object, cwd: object, created_at: object) -> SessionHeader:
-    """Validate ``create_session`` arguments and fill in the defaults."""
+    """Validate ``create_session`` arguments and fill in the defaults (an id or cwd over
+    ``core.limits`` is refused, so one member's header costs a listing little)."""
     if session_id is None:
         session_id = str(uuid.uuid4())
     elif not isinstance(session_id, str):
         raise InvalidEventError(f"session id must be a str, not {type(session_id).__name__}")
     if cwd is not None and not isinstance(cwd, str):
         raise InvalidEventError(f"session cwd must be a str or None, not {type(cwd).__name__}")
+    check_header_limits(session_id, cwd)
     created_at = now_ms() if created_at is None else check_epoch_ms(created_at, "created_at")
     return SessionHeader(id=session_id, created_at=created_at, cwd=cwd)
 
@@ -168,12 +178,16 @@ def _validate_plain(events: Sequence[NewEvent]) -> list[ValidatedEvent]:
     # The data detached and frozen in one parse of the whole batch (one JSON array):
     # each item is exactly what parsing its own text gives.
     datas = loads_exact("[" + ",".join(item[1] for item in checked) + "]")
-    return [
+    out = [
         ValidatedEvent(
             type=type_, data=data, data_json=text, surface_op=op, source_event_seqs=seqs, time=t
         )
         for (type_, text, op, seqs, t), data in zip(checked, datas, strict=True)
     ]
+    for valid in out:
+        if valid.type == SESSION_TITLE:
+            check_title_limits(valid.data, valid.data_json)
+    return out
 
 
 _new_tuple = tuple.__new__
@@ -192,11 +206,22 @@ def _validate_common(events: Sequence[NewEvent]) -> list[ValidatedEvent] | None:
     # events without a time is core.log.now_ms as check_new_event finds it (tests fix it).
     limit = latest_epoch_ms()
     clock = _log.now_ms
-    if _c_validate_common is not None:
-        return _c_validate_common(  # type: ignore[no-any-return]
-            events, NewEvent, ValidatedEvent, SURFACE_EVENT_TYPES, limit, clock
-        )
-    return _py_validate_common(events, limit, clock)
+    if _c_validate_common is None:
+        return _py_validate_common(events, limit, clock)
+    out: list[ValidatedEvent] | None = _c_validate_common(
+        events, NewEvent, ValidatedEvent, SURFACE_EVENT_TYPES, limit, clock
+    )
+    if out is not None and not _titles_fit(out):
+        return None  # the plain path names what is too long
+    return out
+
+
+def _titles_fit(events: list[ValidatedEvent]) -> bool:
+    """Whether every ``session/title`` event of a batch fits ``core.limits``."""
+    return all(
+        event.type != SESSION_TITLE or title_limit_error(event.data, event.data_json) is None
+        for event in events
+    )
 
 
 def _py_validate_common(
@@ -233,6 +258,8 @@ def _py_validate_common(
         if pair is None:
             return None
         text, frozen = pair
+        if type_ == SESSION_TITLE and title_limit_error(frozen, text) is not None:
+            return None  # the plain path names what is too long
         append(_new_tuple(ValidatedEvent, (type_, frozen, text, op, None, time)))
     return out
 
@@ -277,9 +304,11 @@ _NO_SOURCE: Mapping[str, Any] = FrozenDict()
 
 
 def title_of(seq: int, time: int, data: Mapping[str, Any]) -> SessionTitle:
-    """The ``SessionTitle`` of a title event (``data["title"]`` is known to be a str)."""
-    title = data["title"]
-    assert isinstance(title, str)
+    """The ``SessionTitle`` of a title event; ``ValueError`` when its title is not a str
+    (a row written by hand: a listing skips it, never crashes)."""
+    title = data.get("title")
+    if not isinstance(title, str):
+        raise ValueError("its title is not text")
     source = data.get("source")
     return SessionTitle(
         title=title,
@@ -287,3 +316,28 @@ def title_of(seq: int, time: int, data: Mapping[str, Any]) -> SessionTitle:
         updated_at=time,
         source=source if isinstance(source, Mapping) else _NO_SOURCE,
     )
+
+
+def stored_title(seq: int, time: int, text: str) -> SessionTitle:
+    """The ``SessionTitle`` of a stored title row whose data is the JSON ``text``.
+
+    ``ValueError`` saying why in plain words when the row cannot be a title (over
+    ``core.limits``, not JSON, not an object, a title that is not text): rows written
+    before the limits or by hand are reported as damaged (``core.damage``), never trusted;
+    a text over the limit is not even parsed."""
+    size = utf8_len(text)
+    if size > MAX_TITLE_EVENT_BYTES:
+        raise ValueError(
+            f"it holds {size:,} bytes, over the {MAX_TITLE_EVENT_BYTES:,} a title event may hold"
+        )
+    try:
+        data = loads_exact(text)
+    except ValueError:
+        raise ValueError("it is not JSON") from None
+    if not isinstance(data, Mapping):
+        raise ValueError("it is not a JSON object")
+    found = title_of(seq, time, data)
+    size = utf8_len(found.title)
+    if size > MAX_TITLE_BYTES:
+        raise ValueError(f"its title holds {size:,} bytes, over the {MAX_TITLE_BYTES:,} allowed")
+    return found

@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 from core.errors import InvalidEventError
 from core.jsoncodec import dumps_js, loads_exact, thaw_json
+from core.limits import check_header_limits
 from core.log import (
     Event,
     NewEvent,
@@ -410,6 +411,7 @@ def _header(obj: Mapping[str, Any], number: int) -> SessionHeader:
     if cwd is not None and not isinstance(cwd, str):
         raise LogImportError("the header's cwd must be a string", number)
     try:
+        check_header_limits(session_id, cwd)
         created_at = check_epoch_ms(obj["createdAt"], "the header's createdAt")
     except InvalidEventError as err:
         raise LogImportError(str(err), number) from err

@@ -223,7 +223,7 @@ def test_sessions_in_a_pipe_at_80_columns_keeps_every_row_whole(
     out = dsh("sessions").out
     lines = out.splitlines()
     assert len(lines) == 1 + 7, out  # the header and one line per session: nothing folded
-    ids = [line.split("  ")[0] for line in lines[1:]]
+    ids = [line.split("\t")[0] for line in lines[1:]]
     assert "demo-research-with-references" in ids and "demo-webshop-long-history" in ids
     assert all(line == line.rstrip() for line in lines)
     assert "Release review (uses references)" in out, "a pipe gets whole titles"

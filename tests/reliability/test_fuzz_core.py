@@ -52,7 +52,8 @@ from core import (
     truncate_head_tail,
     user_message,
 )
-from core.jsoncodec import loads_exact
+from core.jsoncodec import loads_exact, utf8_len
+from core.limits import MAX_TITLE_BYTES
 from core.logfile import LogImportError, export_jsonl, parse_jsonl
 from core.references.prompt import REFERENCED_SESSIONS_CLOSE_TAG, REFERENCED_SESSIONS_OPEN_TAG
 from stores import MemorySessionStore, SessionQuery
@@ -373,6 +374,14 @@ def _marker(n: int) -> str:
     return f"⟦M{n}⟧"
 
 
+def _within(text: str, limit: int) -> str:
+    """The longest head of ``text`` within ``limit`` UTF-8 bytes (a title's limit, issue 30:
+    stores refuse a longer one)."""
+    while utf8_len(text) > limit:
+        text = text[: len(text) - max(1, (utf8_len(text) - limit) // 4)]
+    return text
+
+
 @st.composite
 def source_logs(draw: st.DrawFn, session_id: str) -> Source:
     """A random log: every message kind, log-only events, replaces and checkpoints.
@@ -471,7 +480,7 @@ def source_logs(draw: st.DrawFn, session_id: str) -> Source:
                     "step": 0,
                     "chunk": {"type": "text-delta", "index": 0, "text": body},
                 },
-                "title": {"title": body, "source": {"kind": "user"}},
+                "title": {"title": _within(body, MAX_TITLE_BYTES), "source": {"kind": "user"}},
                 "other": {"message": user_message(body)},
             }
             type_ = {"chunk": "assistant/chunk", "title": "session/title", "other": "vendor/x"}[

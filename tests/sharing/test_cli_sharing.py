@@ -59,15 +59,15 @@ def test_sessions_and_candidates_hide_private_sessions_and_name_owners(
     assert listed.code == 0, listed.err
     assert team.private not in listed.out and "secret" not in listed.out
     head, *rows = listed.out.splitlines()
-    assert head.split() == ["id", "title", "cwd", "age", "owner"]
-    (shared_row,) = [r for r in rows if team.shared in r]
-    assert shared_row.rstrip().endswith(ALICE)
-    (own_row,) = [r for r in rows if team.bobs in r]
-    assert not own_row.rstrip().endswith(ALICE)
+    assert head.split("\t") == ["id", "title", "cwd", "age", "owner"]
+    (shared_row,) = [r.split("\t") for r in rows if team.shared in r]
+    assert shared_row[0] == team.shared and shared_row[4] == ALICE
+    (own_row,) = [r.split("\t") for r in rows if team.bobs in r]
+    assert own_row[0] == team.bobs and own_row[4] == ""
     rows_json = bob("sessions", "--json").json()
     assert {(r["id"], r["owner"]) for r in rows_json} == {(team.shared, ALICE), (team.bobs, BOB)}
     # Alice, who owns all she sees, gets no owner column.
-    assert as_alice(dsh, team)("sessions").out.splitlines()[0].split() == [
+    assert as_alice(dsh, team)("sessions").out.splitlines()[0].split("\t") == [
         "id",
         "title",
         "cwd",

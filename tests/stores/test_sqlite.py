@@ -287,19 +287,19 @@ async def test_listings_are_built_off_the_event_loop(
     """100,000 headers or titles take a second to build: never on the loop's thread."""
     await make_db(db_path)
     seen: list[tuple[str, threading.Thread]] = []
-    real_dec, real_title_of = sqlite_module.decode_text, sqlite_module.title_of
+    real_dec, real_title = sqlite_module.decode_text, sqlite_module.stored_title
 
     def dec(value: bytes) -> str:
         seen.append(("header", threading.current_thread()))
         return real_dec(value)
 
-    def title_of(*args: object) -> object:
+    def stored_title(*args: object) -> object:
         seen.append(("title", threading.current_thread()))
-        return real_title_of(*args)  # type: ignore[arg-type]
+        return real_title(*args)  # type: ignore[arg-type]
 
     async with await SqliteSessionStore.open(db_path) as store:
         monkeypatch.setattr(sqlite_module, "decode_text", dec)
-        monkeypatch.setattr(sqlite_module, "title_of", title_of)
+        monkeypatch.setattr(sqlite_module, "stored_title", stored_title)
         headers = await store.list_headers()
         titles = await store.read_titles()
         assert [h.id for h in headers] == ["s"] and titles["s"].title == "T"

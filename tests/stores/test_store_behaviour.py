@@ -634,19 +634,30 @@ async def test_surrogate_pair_and_astral_char_are_distinct_sessions(store: Sessi
     assert await store.read_events("😀") == []
 
 
+def _cut(text: str, limit: int) -> str:
+    """The longest head of ``text`` within ``limit`` UTF-8 bytes (``surrogatepass``)."""
+    while len(text.encode("utf-8", "surrogatepass")) > limit:
+        text = text[:-1]
+    return text
+
+
 async def test_megabyte_strings(store: SessionStore) -> None:
+    """A megabyte message, and an id, cwd and title as long as core.limits allows, made of
+    NULs, lone surrogates, astral and bidi characters, come back exactly."""
     big = ("a\x00\ud800😀\u202e" * 200_000)[:1_000_000]
-    await store.create_session(big, cwd=big, created_at=1)
-    await store.append(big, TITLE, {"title": big})
+    sid, cwd, title = _cut(big[:2000], 1024), _cut(big[:5000], 4096), _cut(big[:2000], 1024)
+    assert len(sid.encode("utf-8", "surrogatepass")) > 1010
+    await store.create_session(sid, cwd=cwd, created_at=1)
+    await store.append(sid, TITLE, {"title": title})
     await store.append(
-        big, MSG, {"text": big, "content": [{"type": "text", "text": big}]}, surface_op="append"
+        sid, MSG, {"text": big, "content": [{"type": "text", "text": big}]}, surface_op="append"
     )
     (header,) = await store.list_headers()
-    assert header.id == big and header.cwd == big
-    _, last, surface = await store.read_surface_events(big)
+    assert header.id == sid and header.cwd == cwd
+    _, last, surface = await store.read_surface_events(sid)
     assert last == 1
     assert surface[0].data["text"] == big
-    assert (await store.read_titles())[big].title == big
+    assert (await store.read_titles())[sid].title == title
 
 
 # --------------------------------------------------------------------------- immutability

@@ -269,3 +269,27 @@ def test_the_fast_path_reads_the_clock_the_plain_path_reads(
     times = [v.time for v in validation.validate_batch(events)][::2]
     assert times[0] >= tick and times == [times[0], times[0] + 1]
     assert times[0] == tick or not validation.SPEEDUPS  # the plain path's own reads
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"title": "t" * 1025},
+        {"title": "\ud800" * 342},
+        {"title": "t", "note": "n" * 8192},
+        {"title": 5, "note": "\ud800" * 2000},  # 6 bytes each as JSON: over the event's
+    ],
+    ids=["title", "surrogate-title", "data", "data-no-title"],
+)
+def test_a_title_over_the_limits_is_left_to_the_plain_path(data: dict[str, Any]) -> None:
+    """Neither fast loop (C, Python) takes a batch whose title event is over the limits of
+    ``core.limits``: the plain path refuses it, naming the limit."""
+    events = [NewEvent("turn/start", {"turn": 1}), NewEvent("session/title", data)]
+    assert validation._validate_common(events) is None
+    assert validation._py_validate_common(events, MAX_EPOCH_MS, now_ms) is None
+    got = _outcome(validation.validate_batch, events)
+    assert got == _plain(events)
+    assert got[0] == "InvalidEventError" and "may hold at most" in got[1]
+    fits = [NewEvent("session/title", {"title": "t" * 1024})]
+    assert validation._validate_common(fits) is not None or not validation.SPEEDUPS
+    assert validation._py_validate_common(fits, MAX_EPOCH_MS, now_ms) is not None

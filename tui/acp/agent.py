@@ -40,8 +40,14 @@ from acp.schema import (
     UnstructuredCommandInput,
 )
 
+from core.damage import damage_line
 from core.engine import ChatSession, ReplyDelta, ReplyFinished, TitleChanged
-from core.errors import SessionBusyError, SessionNotFoundError, SessionReadOnlyError
+from core.errors import (
+    InvalidEventError,
+    SessionBusyError,
+    SessionNotFoundError,
+    SessionReadOnlyError,
+)
 from core.references import SESSION_REFERENCE_CANCELLED, SessionReferenceError
 from tui.acp.listing import PAGE_SIZE, InvalidCursorError, candidates_markdown, list_page
 from tui.acp.prompt import (
@@ -67,6 +73,9 @@ SESSION_BUSY = -32001
 running a prompt. ``-32600`` would tell the client its request was malformed."""
 
 StopReason = Literal["end_turn", "cancelled"]
+
+CWD_ECHO = 200
+"""How much of a refused cwd an error echoes (a client may send megabytes)."""
 
 COMMANDS = (
     AvailableCommand(
@@ -250,14 +259,19 @@ class DshAcpAgent:
         if not os.path.isabs(cwd):
             raise RequestError(
                 INVALID_PARAMS,
-                f"cwd must be an absolute path, not {client_label(cwd)!r}",
-                {"cwd": client_label(cwd)},
+                f"cwd must be an absolute path, not {client_label(cwd, CWD_ECHO)!r}",
+                {"cwd": client_label(cwd, CWD_ECHO)},
             )
         with self._request():
             return await self._new_session(cwd)
 
     async def _new_session(self, cwd: str) -> NewSessionResponse:
-        header = await self.runtime.store.create_session(cwd=cwd)
+        try:
+            header = await self.runtime.store.create_session(cwd=cwd)
+        except InvalidEventError as err:  # a cwd over core.limits: the client's to fix
+            raise RequestError(
+                INVALID_PARAMS, describe_error(err), {"cwd": client_label(cwd, CWD_ECHO)}
+            ) from err
         chat = ChatSession(
             self.runtime.store,
             self.runtime.query,
@@ -304,6 +318,8 @@ class DshAcpAgent:
     async def _list_sessions(self, cwd: str | None, cursor: str | None) -> ListSessionsResponse:
         headers = await self.runtime.query.list_sessions()
         titles = await self.runtime.query.read_titles()
+        for row in self.runtime.store.damaged_rows():  # skipped: the client is not told
+            log.warning("%s", damage_line(row))
         last_times = await self.runtime.query.read_last_event_times()
         try:
             page = list_page(

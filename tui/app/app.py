@@ -28,6 +28,7 @@ from textual.widgets import HelpPanel, Input, TextArea
 from textual.worker import Worker
 
 from core.config import DshConfig
+from core.damage import DamagedRow, damage_notice
 from core.display import escape_control, single_line
 from core.engine import (
     ChatSession,
@@ -221,6 +222,8 @@ class DshApp(App[int]):
         self._drafts_timer_armed = False
         self._unindexed_note: str | None = None
         """Sessions of a read-only database that search cannot find yet (its notice)."""
+        self._damage_told: tuple[DamagedRow, ...] = ()
+        """The damaged rows the notice line last told of (told again only when they change)."""
 
     # ------------------------------------------------------------------ set-up
 
@@ -302,6 +305,8 @@ class DshApp(App[int]):
             await self.open_session(self._initial_session)
         else:
             await self.open_newest_session()
+        self._damage_told = ()  # opening the session cleared the notice line: tell it now
+        self._tell_damage()
         self.follower.start()
 
     def _indexing_progress(self, done: int, total: int) -> None:
@@ -606,6 +611,15 @@ class DshApp(App[int]):
                 headers, titles, self.current_id, last_active, me=self.runtime.store.current_user()
             )
             self._update_title()
+            self._tell_damage()
+
+    def _tell_damage(self) -> None:
+        """The rows the latest listing could not read, in the notice line: once, not again
+        at each refresh, and again only when they change."""
+        damaged = self.runtime.store.damaged_rows()
+        if damaged and damaged != self._damage_told:
+            self.notice.show_notice(damage_notice(damaged), warning=True)
+        self._damage_told = damaged
 
     def _last_active_of(self, session_id: str) -> int | None:
         """When a session was last active, as the session list knows it (the picker's ages)."""

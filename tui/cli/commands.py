@@ -56,6 +56,7 @@ from core.errors import (
 )
 from core.log import SessionHeader
 from core.logfile import event_to_json, export_jsonl
+from core.query import SessionTitle
 from core.references import SessionReferenceError
 from core.references.labels import safe_mention
 from core.resolve import SessionNameError, resolve_session_name
@@ -344,7 +345,17 @@ def _owner_label(rt: Runtime, header: SessionHeader) -> str:
 async def cmd_sessions(rt: Runtime, args: argparse.Namespace) -> int:
     headers = await rt.query.list_sessions()
     titles = await rt.query.read_titles()
-    if args.json:
+    _print_sessions(rt, args.json, headers, titles)
+    sys.stdout.flush()
+    for row in rt.store.damaged_rows():  # one line each, on stderr: stdout stays parseable
+        print(f"dsh: {damage_line(row)}", file=sys.stderr)
+    return 0
+
+
+def _print_sessions(
+    rt: Runtime, as_json: bool, headers: list[SessionHeader], titles: dict[str, SessionTitle]
+) -> None:
+    if as_json:
         rows = [
             {
                 "id": h.id,
@@ -356,10 +367,10 @@ async def cmd_sessions(rt: Runtime, args: argparse.Namespace) -> int:
             for h in headers
         ]
         print(terminal_json(rows))
-        return 0
+        return
     if not headers:
         print("No sessions yet. Create one with `dsh new`, or try `dsh demo`.")
-        return 0
+        return
     table: list[tuple[str, ...]] = [
         (
             single_line(h.id),
@@ -374,10 +385,13 @@ async def cmd_sessions(rt: Runtime, args: argparse.Namespace) -> int:
     if any(owners):  # someone else's sessions (shared with you): say whose
         columns += ("owner",)
         table = [(*row, owner) for row, owner in zip(table, owners, strict=True)]
+    if not sys.stdout.isatty():  # a pipe or a file: each row's cells by tabs, no padding
+        for row in [columns, *table]:  # (a cell is one escaped line: it holds no tab)
+            sys.stdout.write("\t".join(row) + "\n")
+        return
     from tui.cli.output import print_session_table  # Rich loads only to draw
 
     print_session_table(columns, table)
-    return 0
 
 
 async def cmd_new(rt: Runtime, args: argparse.Namespace) -> int:
@@ -1007,6 +1021,8 @@ _MIGRATE_WORDS = {
     "present": "already there",
     "conflict": "CONFLICT (differs in the target; left alone)",
     "foreign": "not yours (left for its owner to copy)",
+    "invalid": "REFUSED (the target does not take it; skipped)",
+    "busy": "BUSY (another process holds it in the target; run migrate again)",
 }
 
 
@@ -1033,6 +1049,8 @@ async def migrate(config: DshConfig, args: argparse.Namespace) -> int:
             events += f" (owned by {single_line(outcome.owner, 32)})"
         if outcome.shares:
             events += f" (shared with {outcome.shares} more)"
+        if outcome.reason:
+            events += f": {single_line(outcome.reason, 200)}"
         print(
             f"[{position}/{total}] {_MIGRATE_WORDS[outcome.outcome]}: "
             f"{single_line(outcome.session_id, 60)}{events}",
@@ -1052,6 +1070,8 @@ async def migrate(config: DshConfig, args: argparse.Namespace) -> int:
     for problem in report.share_problems:
         print(f"dsh: warning: a share was not copied: {single_line(problem)}", file=sys.stderr)
     foreign = f", {len(report.foreign)} not yours" if report.foreign else ""
+    foreign += f", {len(report.invalid)} refused" if report.invalid else ""
+    foreign += f", {len(report.busy)} busy" if report.busy else ""
     grants = f"; {report.shares} shares made" if report.shares else ""
     print(
         f"{report.total} sessions in {single_line(source_name)}: {report.copied} copied, "
@@ -1059,7 +1079,7 @@ async def migrate(config: DshConfig, args: argparse.Namespace) -> int:
         f"{len(report.conflicts)} conflicts{foreign}; {report.events} events written to "
         f"{single_line(target_name)}{grants}"
     )
-    return 1 if report.conflicts else 0
+    return 1 if report.conflicts or report.invalid or report.busy else 0
 
 
 def _configure(args: argparse.Namespace) -> DshConfig:

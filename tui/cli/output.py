@@ -69,7 +69,9 @@ def session_table(
 
 
 def print_session_table(head: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
-    """The table on standard output: fitted to a terminal; a pipe gets every row whole."""
+    """The table on a terminal, fitted to its width (a pipe gets tab-separated rows from
+    ``dsh sessions`` itself: padding every row to the widest cell of the listing made one
+    20 MB cwd a 10 GB file)."""
     out = console(sys.stdout)
     width = out.width if sys.stdout.isatty() else None
     for line in session_table(head, rows, width):
