@@ -10,16 +10,15 @@ rest of the listing is as it would be without it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
 from core.damage import DamagedRow
-from core.jsoncodec import loads_exact
 from core.limits import MAX_CWD_BYTES, MAX_SESSION_ID_BYTES, MAX_TITLE_EVENT_BYTES
 from core.log import SessionHeader
 from core.query import SessionTitle
 from stores.columns import decode_text
-from stores.validation import KIND_TITLE, title_of
+from stores.validation import KIND_TITLE, stored_title
 
 __all__ = [
     "HEADERS_SQL",
@@ -104,18 +103,13 @@ def build_headers(rows: Iterable[Any]) -> tuple[tuple[SessionHeader, ...], tuple
 
 
 def _title(seq: int, time: int, raw: str | None, size: int) -> SessionTitle:
-    """One title row (``ValueError`` saying why it cannot be read)."""
+    """One title row (``ValueError`` saying why it cannot be read), by the rule of every
+    store (``stored_title``); a row over the limit was not even read (``raw`` is None)."""
     if raw is None:
         raise ValueError(
-            f"its title event has {size:,} bytes, over the {MAX_TITLE_EVENT_BYTES:,} allowed"
+            f"it holds {size:,} bytes, over the {MAX_TITLE_EVENT_BYTES:,} a title event may hold"
         )
-    try:
-        data = loads_exact(raw)
-    except (ValueError, TypeError):
-        raise ValueError("its title event is not valid JSON") from None
-    if not isinstance(data, Mapping) or not isinstance(data.get("title"), str):
-        raise ValueError("its title is not text")
-    return title_of(seq, time, data)
+    return stored_title(seq, time, raw)
 
 
 def build_titles(rows: Iterable[Any]) -> tuple[dict[str, SessionTitle], tuple[DamagedRow, ...]]:

@@ -66,6 +66,9 @@ UNDO: dict[int, str] = {
     6: ";".join(
         [
             "DROP TRIGGER dsh_index ON dsh_events",
+            # The checks call dsh_json: they go first.
+            "ALTER TABLE dsh_events DROP CONSTRAINT dsh_events_title",
+            "ALTER TABLE dsh_events DROP CONSTRAINT dsh_events_surface_json",
             *(
                 f"DROP FUNCTION {function}"
                 for function in (
@@ -73,12 +76,11 @@ UNDO: dict[int, str] = {
                     "dsh_search_text_or_null(bytea, text)",
                     "dsh_search_text(bytea, text)",
                     *MEMBER_FUNCTIONS,
+                    "dsh_json(text)",
                 )
             ),
             "ALTER TABLE dsh_sessions DROP CONSTRAINT dsh_sessions_id_size",
             "ALTER TABLE dsh_sessions DROP CONSTRAINT dsh_sessions_cwd_size",
-            "ALTER TABLE dsh_events DROP CONSTRAINT dsh_events_title",
-            "ALTER TABLE dsh_events DROP CONSTRAINT dsh_events_surface_json",
             *(f"DROP POLICY dsh_definer ON {table}" for table in (*_RLS_TABLES[:5], "dsh_shares")),
             "DROP POLICY dsh_owner ON dsh_reply_leases",
             *_policies("dsh_reply_leases"),
