@@ -228,21 +228,34 @@ $$
 """
 
 # The messages containing every pattern (ILIKE, or a case-folding regex where
-# p_regex[i]) of the sessions the caller may read: its own and those shared with it, by
-# the same rule as the policies, for the role that logged in (session_user: inside the
-# function current_user is the tables' owner). Newest first, at most p_limit. Each
-# pattern is a parameter of the statement, so the planner sees it and uses the trigram
-# index; dsh_search has no row security to keep it from doing so.
+# p_regex[i]) of the sessions the caller may read: its own and those shared with it (a
+# grant names its session's real owner: dsh_shares' foreign key), for the role that
+# logged in (session_user: inside the function current_user is the tables' owner).
+# Newest first, at most p_limit. The readable sessions' keys are read first, so that the
+# planner may combine the primary key with the trigram index (a common word) or use it
+# alone (a term the index cannot serve: 1-2 characters, CJK in a C-locale database),
+# checking the patterns on the caller's rows only; dsh_search has no row security to
+# keep it from using either. Planned at each call (EXECUTE): a cached generic plan reads
+# the whole trigram index for a pattern without trigrams.
 _SEARCH_FIND = """
 CREATE FUNCTION dsh_search_find(p_patterns text[], p_regex boolean[], p_limit integer)
 RETURNS TABLE (session_key bigint, seq bigint, text text)
 LANGUAGE plpgsql STABLE SECURITY DEFINER AS $$
 DECLARE
     matching text := '';
+    readable bigint[];
 BEGIN
     IF cardinality(p_patterns) IS DISTINCT FROM cardinality(p_regex)
        OR coalesce(cardinality(p_patterns), 0) NOT BETWEEN 1 AND 16 THEN
         RAISE EXCEPTION 'dsh_search_find: 1 to 16 patterns, each with its regex flag';
+    END IF;
+    SELECT array_agg(r.key) INTO readable FROM (
+        SELECT s.key FROM dsh_sessions AS s WHERE s.owner = session_user
+        UNION
+        SELECT g.session_key FROM dsh_shares AS g WHERE g.grantee = session_user
+    ) AS r;
+    IF readable IS NULL THEN
+        RETURN;
     END IF;
     FOR i IN 1 .. cardinality(p_patterns) LOOP
         matching := matching || format(
@@ -250,10 +263,8 @@ BEGIN
     END LOOP;
     RETURN QUERY EXECUTE
         'SELECT m.session_key, m.seq, m.text FROM dsh_search AS m '
-        'WHERE (m.session_owner = session_user OR (m.session_key, m.session_owner) IN '
-        '(SELECT g.session_key, g.owner FROM dsh_shares AS g WHERE g.grantee = session_user))'
-        || matching || ' ORDER BY m.id DESC LIMIT $2'
-        USING p_patterns, p_limit;
+        'WHERE m.session_key = ANY ($3)' || matching || ' ORDER BY m.id DESC LIMIT $2'
+        USING p_patterns, p_limit, readable;
 END
 $$
 """
@@ -333,6 +344,8 @@ def team_step() -> tuple[str, ...]:
             for table in _RLS_TABLES
         ),
         _JSON,
+        # A member's own sessions (the search function reads them first).
+        "CREATE INDEX dsh_sessions_by_owner ON dsh_sessions (owner)",
         # Sizes, for rows written from now on (older ones are read within them).
         "ALTER TABLE dsh_sessions ADD CONSTRAINT dsh_sessions_id_size "
         f"CHECK (octet_length(id) <= {MAX_SESSION_ID_BYTES}) NOT VALID",

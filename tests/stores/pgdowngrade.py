@@ -81,6 +81,7 @@ UNDO: dict[int, str] = {
             ),
             "ALTER TABLE dsh_sessions DROP CONSTRAINT dsh_sessions_id_size",
             "ALTER TABLE dsh_sessions DROP CONSTRAINT dsh_sessions_cwd_size",
+            "DROP INDEX dsh_sessions_by_owner",
             *(f"DROP POLICY dsh_definer ON {table}" for table in (*_RLS_TABLES[:5], "dsh_shares")),
             "DROP POLICY dsh_owner ON dsh_reply_leases",
             *_policies("dsh_reply_leases"),
