@@ -26,6 +26,7 @@ from tests.benchmarks import (
     bench_search,
     bench_storage,
     bench_stores,
+    bench_team_search,
     bench_ui,
 )
 from tests.benchmarks._common import Row, Settings, format_table
@@ -43,6 +44,7 @@ WORKLOADS: dict[str, Callable[[Settings], Any]] = {
     "search": bench_search.run_workload,
     "open": bench_open.run_workload,
     "rls": bench_rls.run_workload,
+    "team_search": bench_team_search.run_workload,
 }
 
 
