@@ -261,8 +261,16 @@ async def test_the_readme_team_setup_works(pg_cluster: Cluster) -> None:
         "THEN CREATE ROLE dsh_admin LOGIN; END IF; END $$",
         database="postgres",
     )
-    pg_cluster.psql("CREATE DATABASE readme_team OWNER dsh_admin", database="postgres")
-    pg_cluster.psql("GRANT USAGE ON SCHEMA public TO dsh_users", database="readme_team")
+    pg_cluster.psql(
+        "CREATE DATABASE readme_team OWNER dsh_admin LOCALE 'C.UTF-8' TEMPLATE template0",
+        database="postgres",
+    )
+    pg_cluster.psql(
+        "GRANT USAGE ON SCHEMA public TO dsh_users; CREATE EXTENSION pg_trgm SCHEMA public",
+        database="readme_team",
+    )
+    # In a UTF-8 locale the trigram index holds CJK text too (none of it under C).
+    assert pg_cluster.psql("SELECT show_trgm('数据库')", database="readme_team") != "{}"
     admin_url = pg_cluster.url("readme_team", user="dsh_admin")
     async with await open_store(admin_url) as admin:
         assert await admin.list_headers() == []
