@@ -5,6 +5,7 @@ on the others. Each test is an attack found on a real server, by plain SQL as th
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import subprocess
@@ -21,6 +22,7 @@ from core.errors import SearchQueryError, StoreError
 from core.log import user_message
 from stores import open_store
 from stores.postgres import PostgresSessionStore
+from tests.cli.test_cli_postgres import run_dsh
 from tests.pgcluster import ALICE, BOB, Cluster
 from tests.sharing.team import ADMIN, Team, admin_schema, admin_team, team
 
@@ -40,26 +42,23 @@ async def bob_sql(admin_team: Team) -> AsyncIterator[asyncpg.Connection]:
 
 
 def _dsh(
-    tmp_path: Path, url: str, *args: str, env: dict[str, str] | None = None, timeout: float = 60
+    tmp_path: Path, url: str, *args: str, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     """The real ``dsh`` on ``url`` in a child process."""
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("DSH_", "PG"))}
-    base.update(
-        XDG_CONFIG_HOME=str(tmp_path / "config"),
-        XDG_DATA_HOME=str(tmp_path / "data"),
-        XDG_STATE_HOME=str(tmp_path / "state"),
-        COLUMNS="100",
-        **(env or {}),
-    )
-    return subprocess.run(
-        [sys.executable, "-m", "tui.cli", "--db", url, *args],
-        capture_output=True,
-        text=True,
-        env=base,
-        cwd=REPO,
-        timeout=timeout,
-        stdin=subprocess.DEVNULL,
-    )
+    return run_dsh(tmp_path, "--db", url, *args, env=env)
+
+
+@contextlib.asynccontextmanager
+async def _sessions_locked(team: Team) -> AsyncIterator[None]:
+    """The admin (the tables' owner may lock them: no member may) holds ``dsh_sessions``
+    in ACCESS EXCLUSIVE mode for the block."""
+    holder = await asyncpg.connect(team.cluster.team_url(ADMIN, team.schema))
+    try:
+        async with holder.transaction():
+            await holder.execute("LOCK TABLE dsh_sessions IN ACCESS EXCLUSIVE MODE")
+            yield
+    finally:
+        await holder.close()
 
 
 def _one_error_line(result: subprocess.CompletedProcess[str]) -> str:
@@ -319,21 +318,16 @@ async def test_waiting_on_another_roles_lock_ends_in_one_line_naming_it(
 ) -> None:
     """The admin (the tables' owner may lock them) holds dsh_sessions: alice's listing
     waits lock_timeout, then says who holds it, in one line."""
-    holder = await asyncpg.connect(admin_team.cluster.team_url(ADMIN, admin_team.schema))
-    try:
-        async with holder.transaction():
-            await holder.execute("LOCK TABLE dsh_sessions IN ACCESS EXCLUSIVE MODE")
-            started = time.monotonic()
-            result = await asyncio.to_thread(
-                _dsh,
-                tmp_path,
-                admin_team.alice_url,
-                "sessions",
-                env={"DSH_PG_LOCK_TIMEOUT": "2"},
-            )
-            waited = time.monotonic() - started
-    finally:
-        await holder.close()
+    async with _sessions_locked(admin_team):
+        started = time.monotonic()
+        result = await asyncio.to_thread(
+            _dsh,
+            tmp_path,
+            admin_team.alice_url,
+            "sessions",
+            env={"DSH_PG_LOCK_TIMEOUT": "2"},
+        )
+        waited = time.monotonic() - started
     line = _one_error_line(result)
     assert f"held by role {ADMIN}" in line and "lock_timeout" in line, line
     assert waited < 30, waited
@@ -341,43 +335,33 @@ async def test_waiting_on_another_roles_lock_ends_in_one_line_naming_it(
 
 async def test_a_host_hears_that_it_waits_for_a_lock_while_it_waits(admin_team: Team) -> None:
     """The TUI's notice line (``take_notice``) says who dsh waits for, while it waits."""
-    holder = await asyncpg.connect(admin_team.cluster.team_url(ADMIN, admin_team.schema))
     async with await open_store(admin_team.alice_url) as alice:
-        try:
-            async with holder.transaction():
-                await holder.execute("LOCK TABLE dsh_sessions IN ACCESS EXCLUSIVE MODE")
-                reading = asyncio.ensure_future(alice.list_headers())
-                notice = None
-                deadline = time.monotonic() + 8
-                while notice is None and time.monotonic() < deadline:
-                    await asyncio.sleep(0.1)
-                    notice = alice.take_notice()
-                assert notice is not None and not reading.done()
-                assert notice == (
-                    f"Waiting for a lock held by role {ADMIN} on {alice.location}…",
-                    True,
-                )
-        finally:
-            await holder.close()
+        async with _sessions_locked(admin_team):
+            reading = asyncio.ensure_future(alice.list_headers())
+            notice = None
+            deadline = time.monotonic() + 8
+            while notice is None and time.monotonic() < deadline:
+                await asyncio.sleep(0.1)
+                notice = alice.take_notice()
+            assert notice is not None and not reading.done()
+            assert notice == (
+                f"Waiting for a lock held by role {ADMIN} on {alice.location}…",
+                True,
+            )
         assert [h.id for h in await reading] == [admin_team.shared, admin_team.private]
 
 
 async def test_a_statement_running_too_long_ends_in_one_line(
     admin_team: Team, tmp_path: Path
 ) -> None:
-    holder = await asyncpg.connect(admin_team.cluster.team_url(ADMIN, admin_team.schema))
-    try:
-        async with holder.transaction():
-            await holder.execute("LOCK TABLE dsh_sessions IN ACCESS EXCLUSIVE MODE")
-            result = await asyncio.to_thread(
-                _dsh,
-                tmp_path,
-                admin_team.alice_url,
-                "sessions",
-                env={"DSH_PG_LOCK_TIMEOUT": "60", "DSH_PG_STATEMENT_TIMEOUT": "1.5"},
-            )
-    finally:
-        await holder.close()
+    async with _sessions_locked(admin_team):
+        result = await asyncio.to_thread(
+            _dsh,
+            tmp_path,
+            admin_team.alice_url,
+            "sessions",
+            env={"DSH_PG_LOCK_TIMEOUT": "60", "DSH_PG_STATEMENT_TIMEOUT": "1.5"},
+        )
     line = _one_error_line(result)
     assert "longer than 1.5 s" in line and "statement_timeout" in line, line
 
@@ -417,54 +401,44 @@ async def test_a_killed_client_does_not_leave_its_query_waiting(
 ) -> None:
     """A dsh killed while its statement waits (or runs) leaves nothing behind in the server:
     the server checks that the client is still there every 2 s."""
-    holder = await asyncpg.connect(admin_team.cluster.team_url(ADMIN, admin_team.schema))
-    try:
-        async with holder.transaction():
-            await holder.execute("LOCK TABLE dsh_sessions IN ACCESS EXCLUSIVE MODE")
-            env = {k: v for k, v in os.environ.items() if not k.startswith(("DSH_", "PG"))}
-            child = await asyncio.create_subprocess_exec(
-                *(sys.executable, "-m", "tui.cli", "--db", admin_team.alice_url, "sessions"),
-                cwd=REPO,
-                env={**env, "DSH_PG_LOCK_TIMEOUT": "120", "XDG_CONFIG_HOME": str(tmp_path)},
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
-            try:
-                deadline = time.monotonic() + 30
-                while not await _waiting(admin_team.cluster, ALICE):
-                    assert time.monotonic() < deadline, "the child never waited"
-                    await asyncio.sleep(0.1)
-            finally:
-                child.send_signal(signal.SIGKILL)
-                await child.wait()
-            deadline = time.monotonic() + 10
-            while await _waiting(admin_team.cluster, ALICE):
-                assert time.monotonic() < deadline, "the killed client's query still waits"
-                await asyncio.sleep(0.2)
-    finally:
-        await holder.close()
+    async with _sessions_locked(admin_team):
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("DSH_", "PG"))}
+        child = await asyncio.create_subprocess_exec(
+            *(sys.executable, "-m", "tui.cli", "--db", admin_team.alice_url, "sessions"),
+            cwd=REPO,
+            env={**env, "DSH_PG_LOCK_TIMEOUT": "120", "XDG_CONFIG_HOME": str(tmp_path)},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            deadline = time.monotonic() + 30
+            while not await _waiting(admin_team.cluster, ALICE):
+                assert time.monotonic() < deadline, "the child never waited"
+                await asyncio.sleep(0.1)
+        finally:
+            child.send_signal(signal.SIGKILL)
+            await child.wait()
+        deadline = time.monotonic() + 10
+        while await _waiting(admin_team.cluster, ALICE):
+            assert time.monotonic() < deadline, "the killed client's query still waits"
+            await asyncio.sleep(0.2)
 
 
 async def test_a_cancelled_read_cancels_its_statement(admin_team: Team) -> None:
-    holder = await asyncpg.connect(admin_team.cluster.team_url(ADMIN, admin_team.schema))
     async with await open_store(admin_team.alice_url) as alice:
-        try:
-            async with holder.transaction():
-                await holder.execute("LOCK TABLE dsh_sessions IN ACCESS EXCLUSIVE MODE")
-                reading = asyncio.ensure_future(alice.read_header(admin_team.private))
-                deadline = time.monotonic() + 30
-                while not await _waiting(admin_team.cluster, ALICE):
-                    assert time.monotonic() < deadline
-                    await asyncio.sleep(0.05)
-                reading.cancel()
-                with pytest.raises(asyncio.CancelledError):
-                    await reading
-                deadline = time.monotonic() + 5
-                while await _waiting(admin_team.cluster, ALICE):
-                    assert time.monotonic() < deadline, "the statement still waits"
-                    await asyncio.sleep(0.05)
-        finally:
-            await holder.close()
+        async with _sessions_locked(admin_team):
+            reading = asyncio.ensure_future(alice.read_header(admin_team.private))
+            deadline = time.monotonic() + 30
+            while not await _waiting(admin_team.cluster, ALICE):
+                assert time.monotonic() < deadline
+                await asyncio.sleep(0.05)
+            reading.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await reading
+            deadline = time.monotonic() + 5
+            while await _waiting(admin_team.cluster, ALICE):
+                assert time.monotonic() < deadline, "the statement still waits"
+                await asyncio.sleep(0.05)
         # The store goes on as before.
         assert (await alice.read_header(admin_team.private)).id == admin_team.private
 
@@ -690,19 +664,14 @@ async def test_a_read_stopped_by_a_stray_cancel_request_is_tried_again(admin_tea
     """A cancel request is not tied to a statement: one meant for an earlier read that had
     already ended can stop the next statement of its connection. A read so stopped
     (``pg_cancel_backend`` stands in for the stray request) is tried once more."""
-    holder = await asyncpg.connect(admin_team.cluster.team_url(ADMIN, admin_team.schema))
     async with await open_store(admin_team.alice_url) as alice:
-        try:
-            async with holder.transaction():
-                await holder.execute("LOCK TABLE dsh_sessions IN ACCESS EXCLUSIVE MODE")
-                reading = asyncio.ensure_future(alice.read_header(admin_team.private))
-                deadline = time.monotonic() + 30
-                while not (pids := await _waiting(admin_team.cluster, ALICE)):
-                    assert time.monotonic() < deadline
-                    await asyncio.sleep(0.05)
-                admin_team.cluster.psql(f"SELECT pg_cancel_backend({pids[0]})")
-                await asyncio.sleep(0.5)
-                assert not reading.done()  # waiting again, on a second try
-        finally:
-            await holder.close()
+        async with _sessions_locked(admin_team):
+            reading = asyncio.ensure_future(alice.read_header(admin_team.private))
+            deadline = time.monotonic() + 30
+            while not (pids := await _waiting(admin_team.cluster, ALICE)):
+                assert time.monotonic() < deadline
+                await asyncio.sleep(0.05)
+            admin_team.cluster.psql(f"SELECT pg_cancel_backend({pids[0]})")
+            await asyncio.sleep(0.5)
+            assert not reading.done()  # waiting again, on a second try
         assert (await reading).id == admin_team.private
