@@ -135,17 +135,20 @@ def provider_messages(
     return out
 
 
+def _turn_of(event: Event) -> int | None:
+    """The turn an event carries: a reply's, or the last one a checkpoint summarises."""
+    value: object = event.data.get("turn")
+    if event.type == USER_MESSAGE:
+        source = event.data.get("source")
+        value = source.get("throughTurn") if isinstance(source, Mapping) else None
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    return None
+
+
 def _surface_turn(surface: Sequence[Event]) -> int:
     """The highest turn number visible on the surface (0 when none)."""
-    turn = 0
-    for event in surface:
-        value: object = event.data.get("turn")
-        if event.type == USER_MESSAGE:
-            source = event.data.get("source")
-            value = source.get("throughTurn") if isinstance(source, Mapping) else None
-        if isinstance(value, int) and not isinstance(value, bool):
-            turn = max(turn, value)
-    return turn
+    return max((t for t in map(_turn_of, surface) if t is not None), default=0)
 
 
 def unanswered_message(surface: Sequence[Event]) -> Event | None:
@@ -620,21 +623,22 @@ class ChatSession:
     async def _last_turn(self, snapshot: SurfaceSnapshot) -> int:
         """The highest turn number used in the log so far.
 
-        The surface knows the turns of stored replies; a reply that failed before its
-        message was stored left only log-only events (chunks, ``turn/end``) after the last
-        surface event, and its number must not be given again. Turns only grow, so the
-        newest such event with a turn holds the highest one: the log is read backwards
-        from its end, a page at a time, down to the last surface event.
+        The surface knows the turns of stored replies; a reply that failed or stopped
+        before its message was stored (a model error, a killed process, a lost lease) left
+        only log-only events (chunks, ``turn/end``), perhaps with user messages sent since
+        after them, and its number must not be given again. Turns only grow, so the newest
+        event with a turn holds the highest one: the log is read backwards from its end, a
+        page at a time, down to the newest surface event with a turn.
         """
         turn = _surface_turn(snapshot.events)
-        floor = max((event.seq for event in snapshot.events), default=-1)
+        floor = max((e.seq for e in snapshot.events if _turn_of(e) is not None), default=-1)
         high = snapshot.captured_through_seq
         while high is not None and high > floor:
             low = max(floor + 1, high - _TURN_PAGE + 1)
             page = await self.store.read_events_at(self.session_id, range(low, high + 1))
             for event in reversed(page):
-                value = event.data.get("turn")
-                if isinstance(value, int) and not isinstance(value, bool):
+                value = _turn_of(event)
+                if value is not None:
                     return max(turn, value)
             high = low - 1
         return turn

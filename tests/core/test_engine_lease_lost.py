@@ -168,8 +168,11 @@ async def test_a_lease_broken_by_unlock_alone_stops_the_reply_and_is_not_taken_b
     other = _chat(store, header, ScriptedProvider([TextDelta("fine"), Finish("stop")]))
     async for _ in other.send("second question"):  # the session is free for the next writer
         pass
-    (reply,) = of_type(await store.read_events("s"), ASSISTANT_MESSAGE)
+    events = await store.read_events("s")
+    (reply,) = of_type(events, ASSISTANT_MESSAGE)
     assert message_text(reply.data["message"]) == "fine"
+    assert reply.data["turn"] == 2  # the stopped reply's turn (its chunks) stays used
+    assert_each_message_follows_its_chunks(events)
 
 
 async def test_a_stream_that_waits_for_the_model_is_stopped_too() -> None:
@@ -350,3 +353,19 @@ async def test_a_summary_that_arrives_after_the_lease_was_taken_is_not_stored(
         await compacting
     events = await store.read_events("s")
     assert events == before and of_type(events, COMPACT_START, COMPACT_END) == []
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def assert_each_message_follows_its_chunks(events: Sequence[Event]) -> None:
+    """Every ``assistant/message`` comes after all the chunks of its turn, which hold
+    exactly its text: no reply's final message is interleaved with another's."""
+    for message in of_type(events, ASSISTANT_MESSAGE):
+        turn = message.data["turn"]
+        chunks = [e for e in of_type(events, ASSISTANT_CHUNK) if e.data["turn"] == turn]
+        assert all(c.seq < message.seq for c in chunks), turn
+        assert [c.data["chunk"]["index"] for c in chunks] == list(range(len(chunks)))
+        assert "".join(c.data["chunk"]["text"] for c in chunks) == message_text(
+            message.data["message"]
+        ), turn
