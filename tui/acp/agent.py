@@ -41,7 +41,12 @@ from acp.schema import (
 )
 
 from core.engine import ChatSession, ReplyDelta, ReplyFinished, TitleChanged
-from core.errors import SessionBusyError, SessionNotFoundError, SessionReadOnlyError
+from core.errors import (
+    LeaseLostError,
+    SessionBusyError,
+    SessionNotFoundError,
+    SessionReadOnlyError,
+)
 from core.references import SESSION_REFERENCE_CANCELLED, SessionReferenceError
 from tui.acp.listing import PAGE_SIZE, InvalidCursorError, candidates_markdown, list_page
 from tui.acp.prompt import (
@@ -64,7 +69,9 @@ INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
 SESSION_BUSY = -32001
 """An application error (the -32000 range): the request is well formed, but the session is
-running a prompt. ``-32600`` would tell the client its request was malformed."""
+running a prompt (here, or in another process: before anything is stored, or mid-reply when
+another process took the session's lease). ``-32600`` would tell the client its request was
+malformed."""
 
 StopReason = Literal["end_turn", "cancelled"]
 
@@ -353,7 +360,9 @@ class DshAcpAgent:
                 try:
                     async with state.chat.reply_lease():
                         stop = await self._send(state, draft, cancel)
-                except SessionBusyError as err:
+                except (SessionBusyError, LeaseLostError) as err:
+                    # Lost mid-reply (`dsh unlock` elsewhere): the message is stored, the reply
+                    # stopped and another process writes the session now.
                     raise RequestError(
                         SESSION_BUSY, client_label(describe_error(err)), {"sessionId": session_id}
                     ) from err
