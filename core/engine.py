@@ -768,6 +768,14 @@ class ChatSession:
         tail.append(NewEvent(TURN_END, end))
         try:
             written = await buffer.flush(*tail)
+        except LeaseLostError:  # lost while the final write waited for a chunk write
+            with contextlib.suppress(Exception):
+                await buffer.close()
+            if cancelled:
+                raise asyncio.CancelledError from None
+            if closed:
+                return
+            raise await self._lost_error("reply") from None
         except BaseException:
             with contextlib.suppress(Exception):
                 await buffer.close()

@@ -226,6 +226,57 @@ async def test_a_lease_taken_since_the_last_renewal_still_gets_no_final_message(
     assert lease is not None and lease.holder == OTHER
 
 
+class SlowChunkWrites(MemorySessionStore):
+    """A store whose chunk writes wait for ``gate`` (a slow disk) once ``slow`` is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.slow = False
+        self.writing = asyncio.Event()
+        self.gate = asyncio.Event()
+
+    async def append_batch(self, session_id: str, events: Sequence[Any]) -> list[Event]:
+        if self.slow and all(e.type == ASSISTANT_CHUNK for e in events):
+            self.writing.set()
+            await self.gate.wait()
+        return await super().append_batch(session_id, events)
+
+
+class PausingProvider(ScriptedProvider):
+    """Says one word, pauses ``pause`` seconds, then finishes."""
+
+    def __init__(self, pause: float) -> None:
+        super().__init__([])
+        self.pause = pause
+
+    async def stream(
+        self, messages: Sequence[ProviderMessage], *, cancel: asyncio.Event | None = None
+    ) -> AsyncIterator[StreamEvent]:
+        yield TextDelta("word")
+        await asyncio.sleep(self.pause)
+        yield Finish("stop")
+
+
+async def test_a_lease_lost_while_the_final_write_waits_for_a_chunk_write() -> None:
+    store = SlowChunkWrites()
+    header = await store.create_session("s")
+    chat = _chat(store, header, PausingProvider(0.2))
+    updates = chat.send("question")
+    await anext(updates)
+    store.slow = True
+    assert isinstance(await anext(updates), ReplyDelta)
+    finishing = asyncio.ensure_future(anext(updates))  # the final write queues behind it
+    await asyncio.wait_for(store.writing.wait(), 5)  # the timed chunk write hangs
+    await asyncio.sleep(0.3)  # the model has finished: the final write waits
+    await take_over(store, "s")
+    await asyncio.sleep(RENEW * 4)  # a renewal finds it taken
+    store.gate.set()
+    with pytest.raises(LeaseLostError) as caught:
+        await asyncio.wait_for(finishing, 5)
+    assert caught.value.holder == OTHER  # said as any lost reply is
+    assert of_type(await store.read_events("s"), ASSISTANT_MESSAGE, TURN_END) == []
+
+
 class FlakyLeases(MemorySessionStore):
     """A store whose lease calls fail for a while after the first take (a server that is
     unreachable for a moment): renewals fail with a store error."""
