@@ -11,12 +11,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Mapping, Sequence
 from contextlib import aclosing, asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
-from core.errors import DshError, InvalidEventError, SessionBusyError
+from core.errors import DshError, InvalidEventError, LeaseLostError, SessionBusyError
 from core.leases import lease_owner as lease_owner  # importable from here as before
 from core.leases import lease_owner_is_dead as lease_owner_is_dead
 from core.log import (
@@ -97,6 +97,8 @@ REPLY_LEASE_TTL_MS = 30_000
 once on its own host and PID namespace (``core.leases.lease_owner_is_dead``); elsewhere its
 lease is taken over after this."""
 REPLY_LEASE_RENEW_SECONDS = 5.0
+"""How often a holder renews its lease, and so how soon it learns that another writer took
+it (``dsh unlock``, or a stall past the TTL): it then stops (``LeaseLostError``)."""
 CHUNK_FLUSH_EVENTS = 256
 CHUNK_FLUSH_SECONDS = 0.05
 
@@ -133,17 +135,20 @@ def provider_messages(
     return out
 
 
+def _turn_of(event: Event) -> int | None:
+    """The turn an event carries: a reply's, or the last one a checkpoint summarises."""
+    value: object = event.data.get("turn")
+    if event.type == USER_MESSAGE:
+        source = event.data.get("source")
+        value = source.get("throughTurn") if isinstance(source, Mapping) else None
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    return None
+
+
 def _surface_turn(surface: Sequence[Event]) -> int:
     """The highest turn number visible on the surface (0 when none)."""
-    turn = 0
-    for event in surface:
-        value: object = event.data.get("turn")
-        if event.type == USER_MESSAGE:
-            source = event.data.get("source")
-            value = source.get("throughTurn") if isinstance(source, Mapping) else None
-        if isinstance(value, int) and not isinstance(value, bool):
-            turn = max(turn, value)
-    return turn
+    return max((t for t in map(_turn_of, surface) if t is not None), default=0)
 
 
 def unanswered_message(surface: Sequence[Event]) -> Event | None:
@@ -188,6 +193,53 @@ async def summarize(provider: ModelProvider, messages: Sequence[ProviderMessage]
         if isinstance(delta, TextDelta):
             parts.append(delta.text)
     return "".join(parts).strip()
+
+
+class _AnyOf(asyncio.Event):
+    """An event that is set whenever one of ``events`` is: a provider takes one cancel
+    event, and a reply stops on the host's interrupt or on a lost lease. Both are seen at
+    once (``is_set`` asks them), as the host's own event was before."""
+
+    def __init__(self, *events: asyncio.Event) -> None:
+        super().__init__()
+        self._events = events
+
+    def is_set(self) -> bool:
+        return super().is_set() or any(event.is_set() for event in self._events)
+
+    async def wait(self) -> Literal[True]:
+        if self.is_set():
+            return True
+        waits = [asyncio.ensure_future(event.wait()) for event in self._events]
+        waits.append(asyncio.ensure_future(super().wait()))
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiting in waits:
+                waiting.cancel()
+        return True
+
+
+_T = TypeVar("_T")
+
+
+async def _unless_set(work: Awaitable[_T], event: asyncio.Event) -> _T | None:
+    """``work``'s result, or ``None`` (``work`` cancelled and finished) once ``event`` is
+    set first: a summary in flight when the lease is lost is not waited for."""
+    task = asyncio.ensure_future(work)
+    waiter = asyncio.ensure_future(event.wait())
+    try:
+        await asyncio.wait((task, waiter), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        waiter.cancel()
+        if not task.done():
+            task.cancel()
+            await asyncio.wait((task,))
+    if event.is_set():
+        if not task.cancelled():
+            task.exception()  # retrieved: a failure after the loss does not matter
+        return None
+    return task.result()
 
 
 # --------------------------------------------------------------------------- updates
@@ -293,11 +345,14 @@ class _ChunkBuffer:
 
     A timer writes pending chunks ``CHUNK_FLUSH_SECONDS`` after the first of them even when
     no further delta arrives: a stalled stream must not hold back text already shown.
-    Writes are serialised (FIFO lock), so chunks are stored in order.
+    Writes are serialised (FIFO lock), so chunks are stored in order. Once ``lost`` is set
+    (another writer took the session's lease) nothing more is written: pending chunks are
+    dropped and ``flush`` raises ``LeaseLostError``.
     """
 
     store: SessionStore
     session_id: str
+    lost: asyncio.Event = field(default_factory=asyncio.Event)
     pending: list[NewEvent] = field(default_factory=list)
     first_pending_at: float = 0.0
     written: int = 0
@@ -322,11 +377,15 @@ class _ChunkBuffer:
     def _on_timer(self) -> None:
         self._timer = None
         background = self._background
-        if not self.pending or (
-            background is not None
-            and background.done()
-            and not background.cancelled()
-            and background.exception() is not None
+        if (
+            not self.pending
+            or self.lost.is_set()
+            or (
+                background is not None
+                and background.done()
+                and not background.cancelled()
+                and background.exception() is not None
+            )
         ):
             return  # nothing to write, or a write failed: close() reports that failure
         if background is None or background.done():
@@ -342,11 +401,20 @@ class _ChunkBuffer:
                 self._timer = None
             batch = [*self.pending, *tail]
             self.pending = []
+            if self.lost.is_set():  # the session is another writer's now
+                raise LeaseLostError(self.session_id)
             if not batch:
                 return []
             written = await self.store.append_batch(self.session_id, batch)
             self.written += len(batch) - len(tail)
             return written
+
+    def discard(self) -> None:
+        """Drop the pending chunks and stop the timer (the lease was lost: none is written)."""
+        self.pending = []
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
 
     async def close(self) -> None:
         """Stop the timer and wait for a write it started (its failure is raised here)."""
@@ -381,6 +449,8 @@ class ChatSession:
         self.lease_ttl_ms = REPLY_LEASE_TTL_MS
         self.lease_renew_seconds = REPLY_LEASE_RENEW_SECONDS
         self._lease_owner: str | None = None  # set while this session holds the reply lease
+        # Set (for the lease held now) once another writer took it: nothing more is written.
+        self._lease_lost = asyncio.Event()
 
     @property
     def session_id(self) -> str:
@@ -419,8 +489,11 @@ class ChatSession:
         return provider_messages(snapshot.events) + provider_messages(pending, system=None)
 
     async def submit(self, draft: str, *, cancel: asyncio.Event | None = None) -> Submitted:
-        """Prepare and append the user's batch (all or nothing)."""
+        """Prepare and append the user's batch (all or nothing). Under a reply lease that
+        another writer took meanwhile, nothing is appended (``LeaseLostError``)."""
         prepared = await self.prepare_draft(draft, cancel=cancel)
+        if self._lease_owner is not None and self._lease_lost.is_set():
+            raise await self._lost_error("message")
         events = await self.store.append_batch(self.session_id, prepared.batch)
         return Submitted(tuple(events))
 
@@ -431,7 +504,11 @@ class ChatSession:
         """Hold the session's reply lease in the store (one reply at a time per session,
         across processes), renewed in the background; raises ``SessionBusyError`` when
         another writer holds it. Re-entrant: inside it, ``send`` and ``reply`` use it as is,
-        so a host can take it before storing the user's message."""
+        so a host can take it before storing the user's message.
+
+        When a renewal finds the lease gone to another writer (broken by ``dsh unlock``, or
+        run out during a stall and taken), the reply or compaction under it stops and stores
+        nothing more (``LeaseLostError``)."""
         if self._lease_owner is not None:
             yield
             return
@@ -441,7 +518,8 @@ class ChatSession:
         ):
             raise SessionBusyError(self.session_id, await self._lease_holder())
         self._lease_owner = owner
-        renewing = asyncio.ensure_future(self._renew_lease(owner))
+        self._lease_lost = lost = asyncio.Event()
+        renewing = asyncio.ensure_future(self._renew_lease(owner, lost))
         try:
             yield
         finally:
@@ -458,12 +536,45 @@ class ChatSession:
             return None if lease is None else lease.holder
         return None
 
-    async def _renew_lease(self, owner: str) -> None:
+    async def _renew_lease(self, owner: str, lost: asyncio.Event) -> None:
+        """Renew the lease every ``lease_renew_seconds`` until it is lost (then set ``lost``
+        and stop). A renewal that fails with a store error is tried again at the next one:
+        the reply's own writes report store faults."""
         while True:
             await asyncio.sleep(self.lease_renew_seconds)
-            # A failed renewal is tried again; the reply's own writes report store faults.
-            with contextlib.suppress(DshError):
-                await self.store.take_reply_lease(self.session_id, owner, ttl_ms=self.lease_ttl_ms)
+            try:
+                kept = await self._still_holds(owner) and await self.store.take_reply_lease(
+                    self.session_id, owner, ttl_ms=self.lease_ttl_ms
+                )
+            except DshError:
+                continue
+            if not kept:
+                lost.set()
+                return
+
+    async def _still_holds(self, owner: str) -> bool:
+        """Whether the session's lease is still ``owner``'s: ``False`` once it was broken
+        (``dsh unlock``: a renewal must not take it back) or another writer holds it. One of
+        ours that ran out with nobody taking it is still ours. Store errors are raised."""
+        held = await self.store.read_reply_lease(self.session_id)
+        return held is not None and held.holder == owner
+
+    async def _check_lease(self) -> None:
+        """Just before a final write: raise ``LeaseLostError`` (``lost`` set) when the lease
+        is no longer ours, however recently that happened. A check that fails with a store
+        error says nothing (the write that follows reports the fault)."""
+        owner = self._lease_owner
+        if owner is None or self._lease_lost.is_set():
+            return
+        try:
+            holds = await self._still_holds(owner)
+        except DshError:
+            return
+        if not holds:
+            self._lease_lost.set()
+
+    async def _lost_error(self, what: Literal["reply", "compaction", "message"]) -> LeaseLostError:
+        return LeaseLostError(self.session_id, what, await self._lease_holder())
 
     async def reply(self, *, interrupt: asyncio.Event | None = None) -> AsyncIterator[EngineUpdate]:
         """Stream the model's answer to the current surface and store it (under the reply
@@ -512,32 +623,36 @@ class ChatSession:
     async def _last_turn(self, snapshot: SurfaceSnapshot) -> int:
         """The highest turn number used in the log so far.
 
-        The surface knows the turns of stored replies; a reply that failed before its
-        message was stored left only log-only events (chunks, ``turn/end``) after the last
-        surface event, and its number must not be given again. Turns only grow, so the
-        newest such event with a turn holds the highest one: the log is read backwards
-        from its end, a page at a time, down to the last surface event.
+        The surface knows the turns of stored replies; a reply that failed or stopped
+        before its message was stored (a model error, a killed process, a lost lease) left
+        only log-only events (chunks, ``turn/end``), perhaps with user messages sent since
+        after them, and its number must not be given again. Turns only grow, so the newest
+        event with a turn holds the highest one: the log is read backwards from its end, a
+        page at a time, down to the newest surface event with a turn.
         """
         turn = _surface_turn(snapshot.events)
-        floor = max((event.seq for event in snapshot.events), default=-1)
+        floor = max((e.seq for e in snapshot.events if _turn_of(e) is not None), default=-1)
         high = snapshot.captured_through_seq
         while high is not None and high > floor:
             low = max(floor + 1, high - _TURN_PAGE + 1)
             page = await self.store.read_events_at(self.session_id, range(low, high + 1))
             for event in reversed(page):
-                value = event.data.get("turn")
-                if isinstance(value, int) and not isinstance(value, bool):
+                value = _turn_of(event)
+                if value is not None:
                     return max(turn, value)
             high = low - 1
         return turn
 
     async def _reply(self, interrupt: asyncio.Event | None) -> AsyncGenerator[EngineUpdate, None]:
+        lost = self._lease_lost  # set when another writer takes the lease: stop at once
+        if lost.is_set():
+            raise await self._lost_error("reply")
         # Read under the reply lease: the turn number is unique in the session.
         snapshot = await self.query.read_surface(self.session_id)
         surface = snapshot.events
         turn = await self._last_turn(snapshot) + 1
         messages = provider_messages(surface)
-        buffer = _ChunkBuffer(self.store, self.session_id)
+        buffer = _ChunkBuffer(self.store, self.session_id, lost)
         text_parts: list[str] = []
         reasoning_parts: list[str] = []
         usage: Mapping[str, Any] | None = None
@@ -549,9 +664,13 @@ class ChatSession:
         cancelled = False
         closed = False  # the caller stopped reading (closed us at a yield)
         write_error: Exception | None = None  # storing chunks failed: the reply cannot be kept
-        stream = self.provider.stream(messages, cancel=interrupt)
+        # The provider stops on the host's interrupt or on a lost lease, whichever comes first.
+        stop = _AnyOf(lost) if interrupt is None else _AnyOf(interrupt, lost)
+        stream = self.provider.stream(messages, cancel=stop)
         try:
             async for delta in stream:
+                if lost.is_set():
+                    break  # the session is another writer's: not a word more of this reply
                 if isinstance(delta, Waiting):
                     yield ReplyWaiting(delta.seconds, delta.reason)
                 elif isinstance(delta, (TextDelta, ReasoningDelta)):
@@ -597,6 +716,20 @@ class ChatSession:
                 if error is None and not cancelled and status != "interrupted":
                     status, error = "error", provider_failure(err)
 
+        if not lost.is_set():
+            await self._check_lease()  # taken since the last renewal: no final message either
+        if lost.is_set():
+            # Another writer owns the session now: nothing more of this reply is stored
+            # (the chunks stored so far stay, as of a writer that was killed).
+            buffer.discard()
+            with contextlib.suppress(Exception):
+                await buffer.close()
+            if cancelled:
+                raise asyncio.CancelledError
+            if closed:
+                return  # a closed generator may not yield (or raise) again
+            raise await self._lost_error("reply")
+
         if write_error is not None:
             # The store refuses writes (a full disk…): the reply cannot be kept, and the
             # error is the store's, not the model's. Chunks stored so far stay as they are.
@@ -635,6 +768,14 @@ class ChatSession:
         tail.append(NewEvent(TURN_END, end))
         try:
             written = await buffer.flush(*tail)
+        except LeaseLostError:  # lost while the final write waited for a chunk write
+            with contextlib.suppress(Exception):
+                await buffer.close()
+            if cancelled:
+                raise asyncio.CancelledError from None
+            if closed:
+                return
+            raise await self._lost_error("reply") from None
         except BaseException:
             with contextlib.suppress(Exception):
                 await buffer.close()
@@ -649,7 +790,7 @@ class ChatSession:
         if closed:
             return  # a closed generator may not yield again
         yield ReplyFinished(status, message_event, error, first_delta)
-        if status != "error":
+        if status != "error" and not lost.is_set():
             title = await self._ensure_title()
             if title is not None:
                 yield title
@@ -700,9 +841,14 @@ class ChatSession:
 
         It holds the session's reply lease throughout, like a reply: a compaction and a reply
         (or two compactions) never run at once, in this process or another
-        (``SessionBusyError`` before anything is read or written).
+        (``SessionBusyError`` before anything is read or written). When another writer takes
+        the lease meanwhile (``dsh unlock``), the summary is abandoned and nothing is written
+        (``LeaseLostError``).
         """
         async with self._busy, self.reply_lease():
+            lost = self._lease_lost
+            if lost.is_set():
+                raise await self._lost_error("compaction")
             snapshot = await self.query.read_surface(self.session_id)
             surface = snapshot.events
             if not surface:
@@ -719,9 +865,15 @@ class ChatSession:
                 },
             )
             try:
-                summary = await summarize(self.provider, provider_messages(surface, system=None))
+                summary = await _unless_set(
+                    summarize(self.provider, provider_messages(surface, system=None)), lost
+                )
+                if summary is None:
+                    raise await self._lost_error("compaction")
                 if not summary.strip():
                     raise ProviderError("the model returned an empty summary", "protocol")
+            except LeaseLostError:
+                raise
             except Exception as err:
                 message = str(provider_failure(err))
                 end = {"id": compaction_id, "status": "error", "error": message}
@@ -750,7 +902,11 @@ class ChatSession:
 
     async def _append_compaction(self, batch: list[NewEvent]) -> list[Event]:
         """Append a compaction's events in one batch. A batch built from the surface read
-        before summarising is rejected by the store when that surface has changed since."""
+        before summarising is rejected by the store when that surface has changed since.
+        Under a lease another writer took, nothing is appended (``LeaseLostError``)."""
+        await self._check_lease()
+        if self._lease_lost.is_set():
+            raise await self._lost_error("compaction")
         try:
             return await self.store.append_batch(self.session_id, batch)
         except InvalidEventError as err:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 __all__ = [
     "DiskFullError",
     "DshError",
     "InvalidEventError",
+    "LeaseLostError",
     "SearchQueryError",
     "SessionBusyError",
     "SessionExistsError",
@@ -61,6 +64,26 @@ class SessionBusyError(DshError):
         self.session_id = session_id
         # Who held the lease when it was refused (None: unknown). A holder that is not a
         # process known to run on this machine may be gone: `dsh unlock` frees its session.
+        self.holder = holder
+
+
+class LeaseLostError(DshError):
+    """Another writer took the session's reply lease while this one wrote: its lease was
+    broken (``dsh unlock``) or ran out during a stall and was taken. The reply (or the
+    compaction, or the user's message before it: ``what``) stopped at once and stores
+    nothing more; what it stored before stays, as of a writer that was killed.
+    ``holder``: who holds the lease now (``None``: nobody, or unknown)."""
+
+    def __init__(
+        self,
+        session_id: str,
+        what: Literal["reply", "compaction", "message"] = "reply",
+        holder: str | None = None,
+    ) -> None:
+        done = "the message was not sent" if what == "message" else f"the {what} stopped"
+        super().__init__(f"another writer took the session's reply lease: {done}")
+        self.session_id = session_id
+        self.what = what
         self.holder = holder
 
 

@@ -108,6 +108,21 @@ async def test_a_reply_that_failed_before_any_text_keeps_its_turn_number() -> No
     assert ends == [(1, "error"), (2, "error"), (3, "completed")]
 
 
+async def test_a_failed_turn_keeps_its_number_when_a_new_message_follows() -> None:
+    store = MemorySessionStore()
+    header = await store.create_session("s")
+    failing = _chat(store, header, ScriptedProvider([TextDelta("x")], fail_after=0))
+    async for _ in failing.send("first"):  # fails before any text: no message, a turn/end
+        pass
+    working = _chat(store, header, ScriptedProvider([TextDelta("ok"), Finish("stop")]))
+    async for _ in working.send("second"):  # a new message after the failed turn
+        pass
+    async for _ in working.send("third"):
+        pass
+    ends = [e.data["turn"] for e in await store.read_events("s") if e.type == "turn/end"]
+    assert ends == [1, 2, 3]
+
+
 def test_lease_owners_name_their_process_and_a_killed_one_is_dead() -> None:
     import os
     import socket

@@ -9,6 +9,7 @@ import pytest
 from core.errors import (
     DiskFullError,
     InvalidEventError,
+    LeaseLostError,
     SessionBusyError,
     SessionNotFoundError,
     StoreError,
@@ -146,3 +147,25 @@ def test_a_busy_session_says_how_to_free_it_unless_someone_surely_writes() -> No
     # A process of this machine runs under it (this one): it surely writes. Unknown: no hint.
     assert describe_error(SessionBusyError("s-1", lease_owner())) == SessionBusyError.MESSAGE
     assert describe_error(SessionBusyError("s-1")) == SessionBusyError.MESSAGE
+
+
+def test_a_lost_lease_says_another_process_took_it_and_what_stopped() -> None:
+    took = (
+        "another process took this session's reply lease (it was broken with `dsh unlock`, "
+        "or ran out while this dsh stalled)"
+    )
+    holder = "box:0123456789abcdef:77:\x1b[2J"  # never shown: not the user's business here
+    assert describe_error(LeaseLostError("s", "reply", holder)) == (
+        f"{took}: the reply stopped; your message is saved, the partial reply is not"
+    )
+    assert describe_error(LeaseLostError("s", "compaction")) == (
+        f"{took}: the compaction stopped; nothing was compacted"
+    )
+    assert describe_error(LeaseLostError("s", "message")) == f"{took}: nothing was sent"
+    # The app's notices keep the words as they are: no "Could not …" in front.
+    assert fault_message(LeaseLostError("s", "compaction"), "compact the session") == (
+        sentence(describe_error(LeaseLostError("s", "compaction")))
+    )
+    assert fault_message(LeaseLostError("s", "message"), "send the message").startswith(
+        "Another process took this session's reply lease"
+    )

@@ -44,6 +44,7 @@ from core.damage import damage_line
 from core.engine import ChatSession, ReplyDelta, ReplyFinished, TitleChanged
 from core.errors import (
     InvalidEventError,
+    LeaseLostError,
     SessionBusyError,
     SessionNotFoundError,
     SessionReadOnlyError,
@@ -70,7 +71,9 @@ INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
 SESSION_BUSY = -32001
 """An application error (the -32000 range): the request is well formed, but the session is
-running a prompt. ``-32600`` would tell the client its request was malformed."""
+running a prompt (here, or in another process: before anything is stored, or mid-reply when
+another process took the session's lease). ``-32600`` would tell the client its request was
+malformed."""
 
 StopReason = Literal["end_turn", "cancelled"]
 
@@ -369,7 +372,9 @@ class DshAcpAgent:
                 try:
                     async with state.chat.reply_lease():
                         stop = await self._send(state, draft, cancel)
-                except SessionBusyError as err:
+                except (SessionBusyError, LeaseLostError) as err:
+                    # Lost mid-reply (`dsh unlock` elsewhere): the message is stored, the reply
+                    # stopped and another process writes the session now.
                     raise RequestError(
                         SESSION_BUSY, client_label(describe_error(err)), {"sessionId": session_id}
                     ) from err

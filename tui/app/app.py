@@ -42,6 +42,7 @@ from core.engine import (
 from core.errors import (
     DiskFullError,
     DshError,
+    LeaseLostError,
     SessionBusyError,
     SessionNotFoundError,
     StoreError,
@@ -943,6 +944,12 @@ class DshApp(App[int]):
                         )
                 elif isinstance(update, TitleChanged):
                     await self.refresh_sessions()
+        except LeaseLostError as err:
+            # Another process writes the session now (`dsh unlock`): what streamed stays in
+            # view, and its writes show as any other window's do.
+            words = describe_error(err)
+            view.finish("error", words)
+            self.notice.show_notice(sentence(words), warning=True)
         except FAULTS as err:
             view.finish("error", str(err))
             self.notice.show_notice(self._reply_not_stored(err))

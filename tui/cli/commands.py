@@ -51,6 +51,7 @@ from core.errors import (
     DiskFullError,
     DshError,
     InvalidEventError,
+    LeaseLostError,
     SessionNotFoundError,
     StoreError,
 )
@@ -499,6 +500,11 @@ async def _stream_reply(chat: ChatSession, draft: str | None) -> int:
         raise CliError(_reference_error_line(err) + " — nothing was sent") from err
     except NothingToAnswerError as err:
         raise CliError(f"{err}; `dsh send` sends a new message") from err
+    except LeaseLostError as err:  # `dsh unlock` elsewhere: another process writes it now
+        if wrote:
+            out.write("\n")
+            out.flush()
+        raise CliError(describe_error(err)) from err
     except StoreError as err:
         if wrote:
             out.write("\n")

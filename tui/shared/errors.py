@@ -18,6 +18,7 @@ from core.display import single_line
 from core.engine import CompactionError
 from core.errors import (
     DiskFullError,
+    LeaseLostError,
     SessionBusyError,
     SessionNotFoundError,
     SessionReadOnlyError,
@@ -37,6 +38,7 @@ from core.references.config import (
 
 __all__ = [
     "DETAIL_CHARS",
+    "LEASE_LOST_WORDS",
     "REFERENCE_ERROR_WORDS",
     "describe_error",
     "fault_message",
@@ -64,6 +66,17 @@ REFERENCE_ERROR_WORDS: dict[str, str] = {
 shown beside them by each host."""
 
 _REFERENCE_FALLBACK = "the session references could not be prepared"
+
+LEASE_LOST_WORDS = (
+    "another process took this session's reply lease (it was broken with `dsh unlock`, or "
+    "ran out while this dsh stalled)"
+)
+"""The start of every ``LeaseLostError``'s words; what stopped follows it."""
+_LEASE_LOST_ENDS = {
+    "reply": "the reply stopped; your message is saved, the partial reply is not",
+    "compaction": "the compaction stopped; nothing was compacted",
+    "message": "nothing was sent",
+}
 
 # Codes whose core message adds nothing a user needs to the plain words.
 _WORDS_ONLY = {SESSION_REFERENCE_SELF_REFERENCE, SESSION_REFERENCE_CANCELLED}
@@ -121,6 +134,8 @@ def describe_error(err: BaseException, *, name_of: Callable[[str], str] | None =
     if isinstance(err, SessionBusyError):
         hint = unlock_hint(err)
         return err.MESSAGE if hint is None else f"{err.MESSAGE} (if none is, {hint})"
+    if isinstance(err, LeaseLostError):
+        return f"{LEASE_LOST_WORDS}: {_LEASE_LOST_ENDS.get(err.what, _LEASE_LOST_ENDS['reply'])}"
     if isinstance(err, SessionReadOnlyError):
         return (
             f"the session is read-only: it is owned by {single_line(err.owner, NAME_CHARS)} "
@@ -149,6 +164,6 @@ def fault_message(err: BaseException, doing: str) -> str:
     may have been deleted by another process, which is said in those words."""
     if isinstance(err, SessionNotFoundError):
         return f"Could not {doing}: the session no longer exists (deleted elsewhere?)."
-    if isinstance(err, CompactionError):  # its words already say what was not done
+    if isinstance(err, (CompactionError, LeaseLostError)):  # their words say what was not done
         return sentence(describe_error(err))
     return sentence(f"Could not {doing}: {describe_error(err)}")
