@@ -543,7 +543,8 @@ class ChatSession:
         while True:
             await asyncio.sleep(self.lease_renew_seconds)
             try:
-                kept = await self._still_holds(owner) and await self.store.take_reply_lease(
+                # One step: never takes back a lease broken or taken meanwhile.
+                kept = await self.store.renew_reply_lease(
                     self.session_id, owner, ttl_ms=self.lease_ttl_ms
                 )
             except DshError:

@@ -223,6 +223,13 @@ class SessionStore(Protocol):
         """Give the lease back if ``owner`` still holds it (no error otherwise)."""
         ...
 
+    async def renew_reply_lease(self, session_id: str, owner: str, *, ttl_ms: int) -> bool:
+        """Extend ``owner``'s lease by ``ttl_ms`` from now, in one step, only while it is
+        still theirs (run out or not): ``False`` when it was broken (``dsh unlock``) or
+        another holds it, so a renewal never takes back what was taken from it. A TTL
+        over ``core.leases.MAX_LEASE_TTL_MS`` is ``ValueError``."""
+        ...
+
     async def read_reply_lease(self, session_id: str) -> ReplyLease | None:
         """The session's reply lease as its owner sees it (``None``: no lease at all;
         one that has run out is returned too, with ``expires_in_ms <= 0``). Only the

@@ -274,6 +274,15 @@ class MemorySessionStore:
         if held is not None and held[0] == owner:
             del self._leases[session_id]
 
+    async def renew_reply_lease(self, session_id: str, owner: str, *, ttl_ms: int) -> bool:
+        self._own(session_id)
+        ttl = check_lease_ttl(ttl_ms)
+        held = self._leases.get(session_id)
+        if held is None or held[0] != owner:
+            return False
+        self._leases[session_id] = (owner, now_ms() + ttl)
+        return True
+
     async def read_reply_lease(self, session_id: str) -> ReplyLease | None:
         self._own(session_id)
         held = self._leases.get(session_id)

@@ -1183,6 +1183,24 @@ class PostgresSessionStore:
 
         await self._run(body, write=True)
 
+    async def renew_reply_lease(self, session_id: str, owner: str, *, ttl_ms: int) -> bool:
+        sid = check_session_id(session_id)
+        ttl = check_lease_ttl(ttl_ms)
+
+        async def body(conn: asyncpg.Connection) -> bool:
+            key, _ = await self._require_own(conn, sid)
+            renewed = await conn.fetchval(
+                f"UPDATE dsh_reply_leases SET expires_at = {_SERVER_NOW_MS} + $3 "
+                f"WHERE session_key = $1 AND owner = $2 AND expires_at <> {_RELEASED} "
+                "RETURNING true",
+                key,
+                encode_text(owner),
+                ttl,
+            )
+            return bool(renewed)
+
+        return await self._run(body, write=True)
+
     async def read_reply_lease(self, session_id: str) -> ReplyLease | None:
         sid = check_session_id(session_id)
 

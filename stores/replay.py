@@ -122,6 +122,9 @@ class ReplayStore(MemorySessionStore):
     async def release_reply_lease(self, session_id: str, owner: str) -> None:
         return None
 
+    async def renew_reply_lease(self, session_id: str, owner: str, *, ttl_ms: int) -> bool:
+        self._refuse()
+
     async def read_reply_lease(self, session_id: str) -> ReplyLease | None:
         await self.read_header(session_id)  # an unknown id is SessionNotFoundError
         return None  # a log file has no running writers

@@ -1277,6 +1277,22 @@ class SqliteSessionStore:
 
         await self._run(body, write=True)
 
+    async def renew_reply_lease(self, session_id: str, owner: str, *, ttl_ms: int) -> bool:
+        sid = check_session_id(session_id)
+        ttl = check_lease_ttl(ttl_ms)
+
+        def body(raw: sqlite3.Connection) -> bool:
+            key, _ = self._own(raw, sid)
+            return (
+                raw.execute(
+                    "UPDATE reply_leases SET expires_at = ? WHERE session = ? AND owner = ?",
+                    (now_ms() + ttl, key, owner),
+                ).rowcount
+                > 0
+            )
+
+        return await self._run_sync(body, write=True)
+
     async def read_reply_lease(self, session_id: str) -> ReplyLease | None:
         sid = check_session_id(session_id)
 

@@ -97,3 +97,25 @@ async def test_a_ttl_over_the_longest_is_refused(
     with pytest.raises(ValueError, match="ttl_ms"):
         await store.take_reply_lease(session.id, "one", ttl_ms=ttl)  # type: ignore[arg-type]
     assert await store.read_reply_lease(session.id) is None  # nothing was stored
+
+
+async def test_a_renewal_keeps_only_a_lease_still_held(kind: tuple[SessionStore, Push]) -> None:
+    """``renew_reply_lease`` extends its holder's lease (even one that ran out, if nobody
+    took it) and never takes back one that was broken or taken: in one step, so no
+    ``dsh unlock`` between a check and a take is undone."""
+    store, push = kind
+    session = await store.create_session("s")
+    assert not await store.renew_reply_lease(session.id, "writer", ttl_ms=60_000)  # none yet
+    assert await store.take_reply_lease(session.id, "writer", ttl_ms=1_000)
+    await push(session.id, -5_000)  # ran out, nobody took it
+    assert await store.renew_reply_lease(session.id, "writer", ttl_ms=60_000)
+    lease = await store.read_reply_lease(session.id)
+    assert lease is not None and lease.live and lease.expires_in_ms > 50_000
+    assert not await store.renew_reply_lease(session.id, "someone else", ttl_ms=60_000)
+    assert await store.break_reply_lease(session.id)
+    assert not await store.renew_reply_lease(session.id, "writer", ttl_ms=60_000)
+    assert await store.read_reply_lease(session.id) is None
+    assert await store.take_reply_lease(session.id, "next", ttl_ms=60_000)
+    assert not await store.renew_reply_lease(session.id, "writer", ttl_ms=60_000)
+    with pytest.raises(ValueError):
+        await store.renew_reply_lease(session.id, "next", ttl_ms=MAX_LEASE_TTL_MS + 1)
