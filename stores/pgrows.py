@@ -28,8 +28,8 @@ __all__ = [
     "WANTED_SESSIONS",
     "build_headers",
     "build_titles",
+    "read_id",
     "read_text",
-    "readable_ids",
     "within",
 ]
 
@@ -78,8 +78,9 @@ def read_text(raw: bytes | None, size: int | None, limit: int, what: str) -> str
         raise ValueError(f"its {what} is not valid UTF-8") from None
 
 
-def _id(raw: bytes | None, size: int | None) -> str | None:
-    """An id read within its limit, ``None`` when it cannot be read."""
+def read_id(raw: bytes | None, size: int | None) -> str | None:
+    """An id read within its limit (``within``'s two columns), ``None`` when it cannot be
+    read: a listing leaves such a session out."""
     try:
         return read_text(raw, size, MAX_SESSION_ID_BYTES, "id")
     except ValueError:
@@ -119,7 +120,7 @@ def build_titles(rows: Iterable[Any]) -> tuple[dict[str, SessionTitle], tuple[Da
     titles: dict[str, SessionTitle] = {}
     damaged: list[DamagedRow] = []
     for raw_id, id_size, owner, seq, time, raw, size in rows:
-        sid = _id(raw_id, id_size)
+        sid = read_id(raw_id, id_size)
         if sid is None:
             continue
         try:
@@ -127,11 +128,3 @@ def build_titles(rows: Iterable[Any]) -> tuple[dict[str, SessionTitle], tuple[Da
         except ValueError as err:
             damaged.append(DamagedRow("title", str(err), owner, sid))
     return titles, tuple(damaged)
-
-
-def readable_ids(rows: Iterable[Any]) -> Iterable[tuple[Any, str]]:
-    """``(key, id)`` of the rows (``key``, id within its limit, its size) whose id reads."""
-    for key, raw_id, size in rows:
-        sid = _id(raw_id, size)
-        if sid is not None:
-            yield key, sid

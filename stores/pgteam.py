@@ -33,6 +33,7 @@ from core.limits import MAX_CWD_BYTES, MAX_SESSION_ID_BYTES, MAX_TITLE_EVENT_BYT
 
 __all__ = [
     "DEFINER_ONLY",
+    "GROUP_ROLE",
     "MEMBER_FUNCTIONS",
     "MEMBER_GRANTS",
     "REINDEX",
@@ -40,7 +41,9 @@ __all__ = [
     "team_step",
 ]
 
-GROUP = "dsh_users"  # stores.postgres.GROUP_ROLE (not imported: that module imports this one)
+GROUP_ROLE = "dsh_users"
+"""The group role of a team database: when it exists, each migration grants it the use of
+the tables it creates (rows stay guarded by the policies). See the README's sharing part."""
 
 DEFINER_ONLY = "current_user <> session_user"
 """True only inside a definer function another role called: there ``current_user`` is the
@@ -301,17 +304,17 @@ def _grants() -> str:
     ``MEMBER_GRANTS`` and ``MEMBER_FUNCTIONS`` say (when the server has the group)."""
     body = [
         f"REVOKE ALL ON dsh_sessions, dsh_events, dsh_reply_leases, dsh_surface_nodes, "
-        f"dsh_surface_sums, dsh_search, dsh_shares FROM {GROUP}"
+        f"dsh_surface_sums, dsh_search, dsh_shares FROM {GROUP_ROLE}"
     ]
     for table, privileges in MEMBER_GRANTS.items():
-        grant = f"GRANT {', '.join(privileges)} ON {table} TO {GROUP}"
+        grant = f"GRANT {', '.join(privileges)} ON {table} TO {GROUP_ROLE}"
         if table == "dsh_schema":  # made by the migration itself, before its steps
             grant = f"IF to_regclass('dsh_schema') IS NOT NULL THEN {grant}; END IF"
         body.append(grant)
     for function in MEMBER_FUNCTIONS:
-        body.append(f"GRANT EXECUTE ON FUNCTION {function} TO {GROUP}")
+        body.append(f"GRANT EXECUTE ON FUNCTION {function} TO {GROUP_ROLE}")
     return (
-        f"DO $$ BEGIN IF EXISTS (SELECT FROM pg_roles WHERE rolname = '{GROUP}') THEN "
+        f"DO $$ BEGIN IF EXISTS (SELECT FROM pg_roles WHERE rolname = '{GROUP_ROLE}') THEN "
         + "; ".join(body)
         + "; END IF; END $$"
     )

@@ -85,11 +85,11 @@ from stores.pgrows import (
     WANTED_SESSIONS,
     build_headers,
     build_titles,
+    read_id,
     read_text,
-    readable_ids,
     within,
 )
-from stores.pgteam import REINDEX, REINDEX_SQL, team_step
+from stores.pgteam import GROUP_ROLE, REINDEX, REINDEX_SQL, team_step
 from stores.progress import indexing_words, terminal_progress
 from stores.sharing import check_grantee, check_user
 from stores.validation import (
@@ -131,10 +131,6 @@ _BACKFILL = "SELECT 'dsh: fold every surface into its nodes'"
 # it, and nobody else sees any row of it. The server enforces that on every dsh table with
 # row-level security, FORCEd so that the role owning the tables (whoever ran the first
 # migration) is held to it too; dsh's roles need neither superuser nor BYPASSRLS.
-
-GROUP_ROLE = "dsh_users"
-"""The group role of a team database: when it exists, each migration grants it the use of
-the tables it creates (rows stay guarded by the policies). See the README's sharing part."""
 
 
 def grant_to_group(table: str, privileges: str = "SELECT, INSERT, UPDATE, DELETE") -> str:
@@ -489,9 +485,13 @@ _RELEASED = 0
 
 
 def _holder(raw: bytes) -> str:
-    """A lease's holder as stored (its owner's own rows: bytes that are not UTF-8 are
-    shown escaped rather than refused)."""
-    return raw.decode("utf-8", "backslashreplace")
+    """A lease's holder as stored (``encode_text``'s, so it compares equal to the string a
+    holder took it with); bytes written by hand that do not decode are shown escaped
+    rather than refused (its owner's own rows)."""
+    try:
+        return decode_text(raw)
+    except UnicodeDecodeError:
+        return raw.decode("utf-8", "backslashreplace")
 
 
 _CLIENT_CHECK_MS = 2000
@@ -549,9 +549,6 @@ class PostgresSessionStore:
         self._pool: asyncpg.Pool | None = pool
         self._location = location
         self._limits = limits or PostgresLimits()
-        # The roles holding the locks a statement of ours waits for, by our backend's pid
-        # (``_watch_locks``): named when the wait ends in a lock timeout.
-        self._blockers: dict[int, tuple[str, ...]] = {}
         # One operation at a time, in call order (as the SQLite store): a read issued after
         # a write sees it, even when the writer's caller was cancelled meanwhile.
         self._lock = asyncio.Lock()
@@ -870,16 +867,18 @@ class PostgresSessionStore:
                 # tried once more on a fresh one; a write is not (it may have committed).
                 if write or attempt == 2:
                     raise connect_error(self._location, err, what or "lost the connection") from err
-            except asyncpg.QueryCanceledError as err:
+            except asyncpg.PostgresError as err:
                 # A cancel request meant for an earlier, cancelled read can reach the
                 # server after that read ended and stop the next statement of the
                 # connection: a read so stopped is tried once more (not one the
                 # statement timeout stopped, nor a write, which may have committed).
-                if write or attempt == 2 or "statement timeout" in str(err):
-                    raise self._error(
-                        what or ("write failed" if write else "read failed"), err, blockers
-                    ) from err
-            except asyncpg.PostgresError as err:
+                if (
+                    isinstance(err, asyncpg.QueryCanceledError)
+                    and not write
+                    and attempt == 1
+                    and "statement timeout" not in str(err)
+                ):
+                    continue
                 raise self._error(
                     what or ("write failed" if write else "read failed"), err, blockers
                 ) from err
@@ -1290,9 +1289,10 @@ class PostgresSessionStore:
         if sid is not None:
             return [Share(sid, owner, grantee) for _, _, owner, grantee in rows]
         # A grant on a session whose id cannot be read is left out (as the session is).
-        names = dict(readable_ids((raw, raw, size) for raw, size, _, _ in rows))
         return [
-            Share(names[raw], owner, grantee) for raw, _, owner, grantee in rows if raw in names
+            Share(name, owner, grantee)
+            for raw, size, owner, grantee in rows
+            if (name := read_id(raw, size)) is not None
         ]
 
     # ------------------------------------------------------------------ reads
@@ -1648,7 +1648,7 @@ class PostgresSessionStore:
         found, ids = await self._run(body, write=False, isolation="repeatable_read")
 
         def rank() -> list[SearchHit]:
-            names = {key: sid for key, sid in readable_ids(ids)}
+            names = {key: sid for key, raw, size in ids if (sid := read_id(raw, size)) is not None}
             rows = [(names[key], seq, text) for key, seq, text in found if key in names]
             return rank_hits(rows, terms, wanted)
 
@@ -1660,8 +1660,8 @@ class PostgresSessionStore:
             LAST_EVENT_TIMES_SQL,
             lambda rows: {
                 sid: time
-                for time, sid in readable_ids((time, raw, size) for raw, size, time in rows)
-                if time is not None
+                for raw, size, time in rows
+                if time is not None and (sid := read_id(raw, size)) is not None
             },
         )
         return dict(times)
