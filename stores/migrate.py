@@ -34,7 +34,6 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from core.engine import lease_owner, lease_owner_is_dead
 from core.errors import (
     InvalidEventError,
     SessionExistsError,
@@ -42,6 +41,7 @@ from core.errors import (
     SessionReadOnlyError,
     ShareError,
 )
+from core.leases import lease_owner, lease_owner_is_dead
 from core.log import Event, NewEvent, SessionHeader
 from core.store import SessionStore
 

@@ -18,7 +18,7 @@ from core.limits import MAX_CWD_BYTES, MAX_SESSION_ID_BYTES, MAX_TITLE_EVENT_BYT
 from core.log import SessionHeader
 from core.query import SessionTitle
 from stores.columns import decode_text
-from stores.validation import KIND_TITLE, stored_title
+from stores.validation import KIND_TITLE, check_title_event_size, stored_title
 
 __all__ = [
     "HEADERS_SQL",
@@ -106,10 +106,8 @@ def build_headers(rows: Iterable[Any]) -> tuple[tuple[SessionHeader, ...], tuple
 def _title(seq: int, time: int, raw: str | None, size: int) -> SessionTitle:
     """One title row (``ValueError`` saying why it cannot be read), by the rule of every
     store (``stored_title``); a row over the limit was not even read (``raw`` is None)."""
-    if raw is None:
-        raise ValueError(
-            f"it holds {size:,} bytes, over the {MAX_TITLE_EVENT_BYTES:,} a title event may hold"
-        )
+    check_title_event_size(size)  # the row's size, read without the row
+    assert raw is not None  # ``within`` reads every row within the limit
     return stored_title(seq, time, raw)
 
 

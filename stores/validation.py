@@ -48,6 +48,7 @@ __all__ = [
     "check_seqs",
     "check_session_id",
     "check_session_ids",
+    "check_title_event_size",
     "event_kind",
     "import_header",
     "missing_seq_error",
@@ -318,6 +319,15 @@ def title_of(seq: int, time: int, data: Mapping[str, Any]) -> SessionTitle:
     )
 
 
+def check_title_event_size(size: int) -> None:
+    """``ValueError`` when a stored title event of ``size`` bytes is over the limit (a
+    store that reads rows within their limits knows the size without the text)."""
+    if size > MAX_TITLE_EVENT_BYTES:
+        raise ValueError(
+            f"it holds {size:,} bytes, over the {MAX_TITLE_EVENT_BYTES:,} a title event may hold"
+        )
+
+
 def stored_title(seq: int, time: int, text: str) -> SessionTitle:
     """The ``SessionTitle`` of a stored title row whose data is the JSON ``text``.
 
@@ -325,11 +335,7 @@ def stored_title(seq: int, time: int, text: str) -> SessionTitle:
     ``core.limits``, not JSON, not an object, a title that is not text): rows written
     before the limits or by hand are reported as damaged (``core.damage``), never trusted;
     a text over the limit is not even parsed."""
-    size = utf8_len(text)
-    if size > MAX_TITLE_EVENT_BYTES:
-        raise ValueError(
-            f"it holds {size:,} bytes, over the {MAX_TITLE_EVENT_BYTES:,} a title event may hold"
-        )
+    check_title_event_size(utf8_len(text))
     try:
         data = loads_exact(text)
     except ValueError:

@@ -6,10 +6,12 @@ to the policies too."""
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
+import asyncpg
 import pytest
 
 from core.log import assistant_message, user_message
@@ -17,7 +19,7 @@ from stores import open_store
 from stores.postgres import PostgresSessionStore
 from tests.pgcluster import ALICE, BOB, TEAM_GROUP, Cluster
 
-__all__ = ["ADMIN", "Team", "admin_schema", "admin_team", "seed_team", "team"]
+__all__ = ["ADMIN", "Team", "admin_schema", "admin_team", "plain_sql", "seed_team", "team"]
 
 
 @dataclass(frozen=True)
@@ -101,3 +103,13 @@ async def team(pg_cluster: Cluster) -> AsyncIterator[Team]:
 async def admin_team(pg_cluster: Cluster) -> AsyncIterator[Team]:
     """``team``, with the tables owned by the admin role (neither alice nor bob)."""
     yield await seed_team(pg_cluster, admin=True)
+
+
+@contextlib.asynccontextmanager
+async def plain_sql(url: str) -> AsyncIterator[asyncpg.Connection]:
+    """A plain connection as a member (no dsh in between): what an attacker has."""
+    conn = await asyncpg.connect(url)
+    try:
+        yield conn
+    finally:
+        await conn.close()

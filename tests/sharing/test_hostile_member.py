@@ -24,7 +24,7 @@ from stores import open_store
 from stores.postgres import PostgresSessionStore
 from tests.cli.test_cli_postgres import run_dsh
 from tests.pgcluster import ALICE, BOB, Cluster
-from tests.sharing.team import ADMIN, Team, admin_schema, admin_team, team
+from tests.sharing.team import ADMIN, Team, admin_schema, admin_team, plain_sql, team
 
 __all__ = ["admin_team", "team"]
 
@@ -34,11 +34,8 @@ _MIGRATION_LOCK = 0x64736873  # stores.postgres._MIGRATION_LOCK
 
 @pytest.fixture
 async def bob_sql(admin_team: Team) -> AsyncIterator[asyncpg.Connection]:
-    conn = await asyncpg.connect(admin_team.bob_url)
-    try:
+    async with plain_sql(admin_team.bob_url) as conn:
         yield conn
-    finally:
-        await conn.close()
 
 
 def _dsh(

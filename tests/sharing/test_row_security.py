@@ -15,7 +15,7 @@ from core.errors import SessionNotFoundError
 from stores import open_store
 from stores.postgres import CHANGES_CHANNEL, SCHEMA_VERSION
 from tests.pgcluster import ALICE, BOB, Cluster
-from tests.sharing.team import Team, team
+from tests.sharing.team import Team, plain_sql, team
 
 __all__ = ["team"]
 
@@ -25,20 +25,14 @@ _KEY = "(SELECT key FROM dsh_sessions WHERE id = convert_to($1, 'UTF8'))"
 
 @pytest.fixture
 async def bob_sql(team: Team) -> AsyncIterator[asyncpg.Connection]:
-    conn = await asyncpg.connect(team.bob_url)
-    try:
+    async with plain_sql(team.bob_url) as conn:
         yield conn
-    finally:
-        await conn.close()
 
 
 @pytest.fixture
 async def alice_sql(team: Team) -> AsyncIterator[asyncpg.Connection]:
-    conn = await asyncpg.connect(team.alice_url)
-    try:
+    async with plain_sql(team.alice_url) as conn:
         yield conn
-    finally:
-        await conn.close()
 
 
 async def ids(conn: asyncpg.Connection) -> set[str]:
