@@ -26,6 +26,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 from core.jsoncodec import dumps_js
@@ -217,8 +218,12 @@ def terminal_json(value: Any) -> str:
 
 
 def relative_age(created_at_ms: int, now_ms: int | None = None) -> str:
-    """``just now``, ``5m ago``, ``3h ago``, ``2d ago``, ``4w ago``, ``1y ago``."""
+    """``just now``, ``5m ago``, ``3h ago``, ``2d ago``, ``4w ago``, ``1y ago``; a time
+    more than a minute ahead of the clock (a log from a machine whose clock ran ahead) as
+    its date, ``2031-05-04``."""
     now = time.time_ns() // 1_000_000 if now_ms is None else now_ms
+    if created_at_ms - now > 60_000:
+        return _date(created_at_ms)
     seconds = max(0, (now - created_at_ms) // 1000)
     if seconds < 60:
         return "just now"
@@ -226,3 +231,13 @@ def relative_age(created_at_ms: int, now_ms: int | None = None) -> str:
         if seconds >= size:
             return f"{seconds // size}{unit} ago"
     return "just now"  # pragma: no cover - unreachable
+
+
+def _date(epoch_ms: int) -> str:
+    """The local date of ``epoch_ms`` (UTC's when the local one is past year 9999)."""
+    for zone in (None, UTC):
+        try:
+            return datetime.fromtimestamp(epoch_ms / 1000, zone).strftime("%Y-%m-%d")
+        except (OverflowError, OSError, ValueError):
+            continue
+    return "?"

@@ -32,6 +32,7 @@ __all__ = [
     "export_jsonl",
     "header_to_json",
     "parse_jsonl",
+    "read_jsonl",
 ]
 
 _EVENT_KEYS = {"seq", "type", "time", "data", "surface_op", "source_event_seqs"}
@@ -81,31 +82,53 @@ def _is_int(value: object) -> bool:
 
 def parse_jsonl(lines: Iterable[str]) -> ImportedLog:
     """Validate a whole log: header, contiguous seqs from 0, every event and fold rule."""
-    header: SessionHeader | None = None
-    events: list[NewEvent] = []
-    folder: SurfaceFolder[None] = SurfaceFolder()
+    header, events = read_jsonl(enumerate(lines, start=1))
+    return ImportedLog(header, tuple(events))
+
+
+def read_jsonl(
+    lines: Iterable[tuple[int, str]],
+) -> tuple[SessionHeader, Iterator[NewEvent]]:
+    """``parse_jsonl`` streamed: the header (read now) and the events, validated as they
+    are asked for (``LogImportError`` naming the line of the first problem). ``lines``
+    are ``(number, text)``; a run of blank lines may be given as its first line only."""
+    numbered = iter(lines)
     blank_at: int | None = None
     number = 0
-    for number, raw in enumerate(lines, start=1):
+    for number, raw in numbered:
         line = raw.rstrip("\r\n")
         if not line.strip():
             blank_at = blank_at or number
             continue
         if blank_at is not None:
             raise LogImportError("blank line inside the log", blank_at)
-        try:
-            obj = loads_exact(line, frozen=False, unique_keys=True)
-        except ValueError as err:
-            raise LogImportError(f"invalid JSON ({err})", number) from err
-        if not isinstance(obj, Mapping):
-            raise LogImportError("expected a JSON object", number)
-        if header is None:
-            header = _parse_header(obj, number)
+        return _parse_header(_object(line, number), number), _events(numbered)
+    raise LogImportError("the file is empty: expected a session header line", max(number, 1))
+
+
+def _object(line: str, number: int) -> Mapping[str, Any]:
+    try:
+        obj = loads_exact(line, frozen=False, unique_keys=True)
+    except ValueError as err:
+        raise LogImportError(f"invalid JSON ({err})", number) from err
+    if not isinstance(obj, Mapping):
+        raise LogImportError("expected a JSON object", number)
+    return obj
+
+
+def _events(lines: Iterator[tuple[int, str]]) -> Iterator[NewEvent]:
+    folder: SurfaceFolder[None] = SurfaceFolder()
+    blank_at: int | None = None
+    seq = 0
+    for number, raw in lines:
+        line = raw.rstrip("\r\n")
+        if not line.strip():
+            blank_at = blank_at or number
             continue
-        events.append(_parse_event(obj, number, len(events), folder))
-    if header is None:
-        raise LogImportError("the file is empty: expected a session header line", max(number, 1))
-    return ImportedLog(header, tuple(events))
+        if blank_at is not None:
+            raise LogImportError("blank line inside the log", blank_at)
+        yield _parse_event(_object(line, number), number, seq, folder)
+        seq += 1
 
 
 def _parse_header(obj: Mapping[str, Any], number: int) -> SessionHeader:

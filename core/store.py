@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from core.batches import EventBatches
 from core.damage import DamagedRow
 from core.leases import ReplyLease
 from core.log import Event, NewEvent, SessionHeader, SurfaceOp, SurfaceOutline, SurfaceRow
@@ -170,9 +171,12 @@ class SessionStore(Protocol):
         ...
 
     async def import_session(
-        self, header: SessionHeader, events: Sequence[NewEvent]
+        self, header: SessionHeader, events: Sequence[NewEvent] | EventBatches
     ) -> SessionHeader:
-        """Create a session with exactly this header and log (seqs from 0), all or nothing."""
+        """Create a session with exactly this header and log (seqs from 0), all or nothing.
+        ``EventBatches`` are taken one batch at a time in the same transaction (read off
+        the event loop): a problem in any batch, or raised while producing one, stores
+        nothing."""
         ...
 
     async def delete_session(self, session_id: str) -> None: ...

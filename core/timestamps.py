@@ -1,23 +1,19 @@
 """The one rule for a stored timestamp (a header's ``created_at``, an event's ``time``).
 
-Lists are ordered by these (newest first), so a value far in the future pins its session on
-top forever (``created_at = 2**63-1`` did). Every store and ``dsh import`` accept epoch
-milliseconds from 0 (1970) to at most one day past the current clock: a day absorbs clock
-skew between machines and time-zone mistakes, and nothing can stay on top for longer.
-``MAX_EPOCH_MS`` (the last millisecond of year 9999, the end of what a date can show) bounds
-it whatever the clock says.
+Every store, ``dsh import`` and ``dsh replay`` accept the SPEC's epoch milliseconds from 0
+(1970) to ``MAX_EPOCH_MS``, the last millisecond of year 9999 (the end of what a date can
+show), whatever the clock says (issue 31): a log written on a machine whose clock ran
+ahead is kept as it is, for nothing may be lost for a clock. Such a time is shown as its
+date (``core.display.relative_age``), never as a negative age.
 """
 
 from __future__ import annotations
 
-import time
-
 from core.errors import InvalidEventError
 
-__all__ = ["FUTURE_SLACK_MS", "MAX_EPOCH_MS", "check_epoch_ms", "latest_epoch_ms"]
+__all__ = ["MAX_EPOCH_MS", "check_epoch_ms"]
 
 MAX_EPOCH_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z
-FUTURE_SLACK_MS = 86_400_000  # one day
 
 
 def _shown(value: object) -> str:
@@ -27,14 +23,7 @@ def _shown(value: object) -> str:
     return text if len(text) <= 40 else text[:39] + "…"
 
 
-def latest_epoch_ms(now_ms: int | None = None) -> int:
-    """The latest timestamp ``check_epoch_ms`` accepts when the clock says ``now_ms``
-    (the system clock when ``None``)."""
-    now = time.time_ns() // 1_000_000 if now_ms is None else now_ms
-    return min(MAX_EPOCH_MS, now + FUTURE_SLACK_MS)
-
-
-def check_epoch_ms(value: object, what: str, *, now_ms: int | None = None) -> int:
+def check_epoch_ms(value: object, what: str) -> int:
     """``value`` if it is an int of epoch milliseconds in the accepted range, else
     ``InvalidEventError`` naming ``what`` (e.g. ``"created_at"``, ``"event time"``)."""
     if not isinstance(value, int) or isinstance(value, bool):
@@ -42,10 +31,5 @@ def check_epoch_ms(value: object, what: str, *, now_ms: int | None = None) -> in
     if value < 0 or value > MAX_EPOCH_MS:
         raise InvalidEventError(
             f"{what} {_shown(value)} is out of range (epoch milliseconds, 0 to {MAX_EPOCH_MS})"
-        )
-    now = time.time_ns() // 1_000_000 if now_ms is None else now_ms
-    if value > latest_epoch_ms(now):
-        raise InvalidEventError(
-            f"{what} {value} is more than a day in the future (the clock says {now})"
         )
     return value

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from types import TracebackType
 from typing import Any
 
+from core.batches import EventBatches
 from core.damage import DamagedRow
 from core.errors import InvalidEventError, SessionExistsError, SessionNotFoundError, StoreError
 from core.jsoncodec import dumps_js
@@ -169,7 +171,7 @@ class MemorySessionStore:
         return header
 
     async def import_session(
-        self, header: SessionHeader, events: Sequence[NewEvent]
+        self, header: SessionHeader, events: Sequence[NewEvent] | EventBatches
     ) -> SessionHeader:
         """Create a session with exactly this header and log (seqs from 0), all or nothing.
 
@@ -177,11 +179,18 @@ class MemorySessionStore:
         """
         self._open()
         checked = replace(import_header(header), owner=header.owner or self._user)
-        batch = validate_batch(events)
+        batch = [] if isinstance(events, EventBatches) else validate_batch(events)
         if checked.id in self._sessions:
             raise SessionExistsError(checked.id)
         session = _Session(checked)
         self._commit(session, batch)
+        while isinstance(events, EventBatches):  # read off the event loop, a batch at a time
+            more = await asyncio.to_thread(events.next_batch)
+            if more is None:
+                break
+            self._commit(session, validate_batch(more))
+        if checked.id in self._sessions:  # created meanwhile
+            raise SessionExistsError(checked.id)
         self._sessions[checked.id] = session
         self._changes += 1
         return checked

@@ -28,6 +28,7 @@ from typing import Any, NoReturn, TypeVar
 
 import asyncpg
 
+from core.batches import EventBatches
 from core.config import PostgresLimits
 from core.damage import DamagedRow
 from core.display import single_line
@@ -1100,18 +1101,27 @@ class PostgresSessionStore:
         ]
 
     async def import_session(
-        self, header: SessionHeader, events: Sequence[NewEvent]
+        self, header: SessionHeader, events: Sequence[NewEvent] | EventBatches
     ) -> SessionHeader:
         """Create a session with exactly this header and log (seqs from 0), all or nothing.
 
         A taken id raises ``SessionExistsError``; a bad event ``InvalidEventError``.
         """
         checked = dataclasses.replace(import_header(header), owner=header.owner or self._user)
-        batch = validate_batch(events)
+        batch = [] if isinstance(events, EventBatches) else validate_batch(events)
 
         async def body(conn: asyncpg.Connection) -> SessionHeader:
             key = await _insert_session(conn, checked, len(batch))
-            await _insert_events(conn, key, 0, SurfaceFolder(), batch)
+            folder: SurfaceFolder[None] = SurfaceFolder()
+            first = len(await _insert_events(conn, key, 0, folder, batch))
+            if isinstance(events, EventBatches):  # read off the event loop, one at a time
+                while (more := await asyncio.to_thread(events.next_batch)) is not None:
+                    first += len(
+                        await _insert_events(conn, key, first, folder, validate_batch(more))
+                    )
+                await conn.execute(
+                    "UPDATE dsh_sessions SET next_seq = $1 WHERE key = $2", first, key
+                )
             return checked
 
         return await self._run(body, write=True)

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, NoReturn
 
+from core.batches import EventBatches
 from core.damage import DamagedRow
 from core.display import single_line
 from core.errors import InvalidEventError, SessionNotFoundError, StoreError
@@ -102,7 +103,7 @@ class ReplayStore(MemorySessionStore):
         self._refuse()
 
     async def import_session(
-        self, header: SessionHeader, events: Sequence[NewEvent]
+        self, header: SessionHeader, events: Sequence[NewEvent] | EventBatches
     ) -> SessionHeader:
         self._refuse()
 

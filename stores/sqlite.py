@@ -66,6 +66,7 @@ from typing import Any, TypeVar
 
 import aiosqlite
 
+from core.batches import EventBatches
 from core.config import default_database_path
 from core.damage import DamagedRow
 from core.errors import (
@@ -1209,18 +1210,27 @@ class SqliteSessionStore:
         return await self._run_sync(body, write=True)
 
     async def import_session(
-        self, header: SessionHeader, events: Sequence[NewEvent]
+        self, header: SessionHeader, events: Sequence[NewEvent] | EventBatches
     ) -> SessionHeader:
         """Create a session with exactly this header and log (seqs from 0), all or nothing.
 
         A taken id raises ``SessionExistsError``; a bad event ``InvalidEventError``.
         """
         checked = replace(import_header(header), owner=header.owner or self._user)
-        batch = validate_batch(events)
+        batch = [] if isinstance(events, EventBatches) else validate_batch(events)
 
         def body(raw: sqlite3.Connection) -> SessionHeader:
             key = _insert_session_sync(raw, checked)
-            _insert_events(raw, key, 0, SurfaceFolder(), batch, None)
+            folder: SurfaceFolder[None] = SurfaceFolder()
+            first = len(_insert_events(raw, key, 0, folder, batch, None))
+            # More batches (read on this thread, the store's, not the event loop's),
+            # each continuing the last pack as an append would.
+            while isinstance(events, EventBatches) and (more := events.next_batch()) is not None:
+                row = raw.execute(_APPEND_HEAD_SQL, (encode_text(checked.id),)).fetchone()
+                open_pack = (row[1], row[2], row[4]) if row[3] == KIND_PACK else None
+                first += len(
+                    _insert_events(raw, key, first, folder, validate_batch(more), open_pack)
+                )
             return checked
 
         return await self._run_sync(body, write=True)

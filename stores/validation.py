@@ -35,7 +35,7 @@ from core.log import (
 )
 from core.query import SessionTitle
 from core.surface import SurfaceFolder
-from core.timestamps import check_epoch_ms, latest_epoch_ms
+from core.timestamps import MAX_EPOCH_MS, check_epoch_ms
 
 __all__ = [
     "KIND_LOG",
@@ -203,9 +203,9 @@ def _validate_common(events: Sequence[NewEvent]) -> list[ValidatedEvent] | None:
     by property tests (tests/stores/test_validation_fast.py)."""
     if not SPEEDUPS:
         return None
-    # The latest time accepted, by the clock check_epoch_ms reads; the store's clock for
-    # events without a time is core.log.now_ms as check_new_event finds it (tests fix it).
-    limit = latest_epoch_ms()
+    # The latest time accepted (check_epoch_ms); the store's clock for events without a
+    # time is core.log.now_ms as check_new_event finds it (tests fix it).
+    limit = MAX_EPOCH_MS
     clock = _log.now_ms
     if _c_validate_common is None:
         return _py_validate_common(events, limit, clock)

@@ -22,12 +22,15 @@ Every problem is a ``LogImportError`` naming the 1-based line of the (decompress
 
 from __future__ import annotations
 
+import io
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any, Literal
 
 from core.errors import InvalidEventError
+from core.importers.bounds import MAX_PACKED_ROW_MEMBERS
+from core.importers.source import ZSTD_MAGIC, LogLine, decompressed_chunks, log_lines
 from core.jsoncodec import dumps_js, loads_exact, thaw_json
 from core.limits import check_header_limits
 from core.log import (
@@ -47,17 +50,19 @@ __all__ = [
     "PACKED_ROW_TYPES",
     "REFERENCE_HEADER_EVENT",
     "ZSTD_MAGIC",
+    "ReadStats",
     "ReferenceLog",
     "decode_zstd_frames",
+    "iter_row",
     "looks_like_reference",
     "pack_chunk_runs",
     "parse_reference",
+    "read_reference",
     "reference_lines",
     "unpack_row",
     "upgrade_pre_identity_message",
 ]
 
-ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 REFERENCE_HEADER_EVENT = "reference/session"
 """The log-only event that keeps the reference header's fields dsh has no column for."""
 
@@ -105,56 +110,12 @@ def decode_zstd_frames(raw: bytes) -> str:
 
     A frame without a checksum, a checksum mismatch, bytes that are no frame and a file that
     ends inside a frame are all errors naming the first log line the bad frame holds.
+    Bounded as every log is (``core.importers.bounds``).
     """
-    import zstandard  # only a compressed log needs it
-
-    parts: list[bytes] = []
-    lines_before = 0
-    offset = 0
-    number = 0
-    while offset < len(raw):
-        number += 1
-        where = f"Zstandard frame {number} at byte {offset}"
-        line = lines_before + 1
-        rest = raw[offset:]
-        if not rest.startswith(ZSTD_MAGIC):
-            raise LogImportError(
-                f"{where}: not a Zstandard frame (the file is damaged or is not a session log)",
-                line,
-            )
-        try:
-            has_checksum = zstandard.get_frame_parameters(rest).has_checksum
-        except zstandard.ZstdError as err:
-            raise LogImportError(f"{where}: the file ends inside the frame header", line) from err
-        if not has_checksum:
-            raise LogImportError(
-                f"{where}: the frame has no checksum, so its content cannot be verified", line
-            )
-        decoder = zstandard.ZstdDecompressor().decompressobj()
-        try:
-            text = decoder.decompress(rest)
-        except zstandard.ZstdError as err:
-            reason = "checksum mismatch" if "checksum" in str(err) else str(err)
-            raise LogImportError(
-                f"{where}: {reason}: the file is damaged; nothing was imported", line
-            ) from err
-        if not decoder.eof:
-            raise LogImportError(
-                f"{where}: the file ends inside this frame; {_TORN_ADVICE}",
-                line,
-            )
-        parts.append(text)
-        lines_before += text.count(b"\n")
-        offset = len(raw) - len(decoder.unused_data)
-    return _utf8(b"".join(parts))
-
-
-def _utf8(raw: bytes) -> str:
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as err:
-        line = raw[: err.start].count(b"\n") + 1
-        raise LogImportError("not valid UTF-8", line) from err
+    return "".join(
+        line.text + ("\n" if line.ended else "")
+        for line in log_lines(decompressed_chunks(io.BytesIO(raw)))
+    )
 
 
 # --------------------------------------------------------------------------- packed rows
@@ -167,6 +128,11 @@ def unpack_row(row: Mapping[str, Any], *, seq0: int, time0: int) -> list[dict[st
     whose shape is not exactly the reference's is an ``InvalidEventError``: guessing would
     drop or invent chunks.
     """
+    return list(iter_row(row, seq0=seq0, time0=time0))
+
+
+def iter_row(row: Mapping[str, Any], *, seq0: int, time0: int) -> Iterator[dict[str, Any]]:
+    """``unpack_row``, one member at a time (the row is checked before the first)."""
     tag = row.get("type")
     delta = PACKED_ROW_TYPES.get(tag) if isinstance(tag, str) else None
     if delta is None:
@@ -216,6 +182,11 @@ def unpack_row(row: Mapping[str, Any], *, seq0: int, time0: int) -> list[dict[st
         or not all(isinstance(m, str) for m in members)
     ):
         raise InvalidEventError(f"malformed {tag} row: its members must be a non-empty string list")
+    if len(members) > MAX_PACKED_ROW_MEMBERS:
+        raise InvalidEventError(
+            f"the {tag} row has {len(members):,} members; dsh reads at most "
+            f"{MAX_PACKED_ROW_MEMBERS:,} in one row"
+        )
     gaps = data["dt"]
     if isinstance(gaps, str) or not isinstance(gaps, Sequence) or not all(_is_int(g) for g in gaps):
         raise InvalidEventError(f"malformed {tag} row: dt must be a list of integers")
@@ -223,7 +194,6 @@ def unpack_row(row: Mapping[str, Any], *, seq0: int, time0: int) -> list[dict[st
         raise InvalidEventError(
             f"malformed {tag} row: {len(gaps)} time gaps for {len(members)} members"
         )
-    out: list[dict[str, Any]] = []
     time = time0
     for k, member in enumerate(members):
         if k:
@@ -236,15 +206,12 @@ def unpack_row(row: Mapping[str, Any], *, seq0: int, time0: int) -> list[dict[st
             chunk["argumentsDelta"] = member
         else:
             chunk = {"type": delta, "index": data["index"], "text": member}
-        out.append(
-            {
-                "type": "assistant/chunk",
-                "seq": seq0 + k,
-                "time": time,
-                "data": {"turn": data["turn"], "step": data["step"], "chunk": chunk},
-            }
-        )
-    return out
+        yield {
+            "type": "assistant/chunk",
+            "seq": seq0 + k,
+            "time": time,
+            "data": {"turn": data["turn"], "step": data["step"], "chunk": chunk},
+        }
 
 
 def _delta_kind(event: Mapping[str, Any]) -> str | None:
@@ -361,20 +328,76 @@ def parse_reference(raw: bytes) -> ReferenceLog:
 
     All or nothing: the first problem raises ``LogImportError`` with its line.
     """
-    if raw.startswith(ZSTD_MAGIC):
-        text, encoding = decode_zstd_frames(raw), "zstd"
-    else:
-        text, encoding = _utf8(raw), "jsonl"
-    return _parse_text(text, encoding)  # type: ignore[arg-type]
+    encoding: Literal["zstd", "jsonl"] = "zstd" if raw.startswith(ZSTD_MAGIC) else "jsonl"
+    lines = log_lines(decompressed_chunks(io.BytesIO(raw)))
+    stats = ReadStats()
+    header, events = read_reference(lines, stats)
+    return ReferenceLog(header, tuple(events), encoding, stats.rows, stats.packed_rows)
 
 
-def _lines(text: str) -> Iterator[tuple[int, str]]:
-    lines = text.split("\n")
-    last = len(lines)
-    for number, line in enumerate(lines, start=1):
-        if number == last and line == "":
-            return  # the final newline
-        yield number, line.removesuffix("\r")
+@dataclass(slots=True)
+class ReadStats:
+    """What a streamed read has met so far (complete once its events are all read)."""
+
+    rows: int = 0  # storage records after the header (packed rows count once)
+    packed_rows: int = 0
+    bytes: int = 0  # of the lines read (decompressed)
+    line: int = 0  # the number of the last line read
+
+
+def read_reference(
+    lines: Iterator[LogLine], stats: ReadStats, first: LogLine | None = None
+) -> tuple[SessionHeader, Iterator[NewEvent]]:
+    """The header of a reference log (read now) and its events (read as they are asked
+    for; the last is the header event). ``first``: its first line, when already read."""
+    if first is None:
+        first = next(lines, None)
+    if first is None or not first.text.strip():
+        raise LogImportError("the log is empty: expected a session header line", 1)
+    header_obj = _load(first.text.removesuffix("\r"), first.number, not first.ended)
+    header = _header(header_obj, first.number)
+    return header, _reference_events(lines, header_obj, header, stats)
+
+
+def _reference_events(
+    lines: Iterator[LogLine],
+    header_obj: Mapping[str, Any],
+    header: SessionHeader,
+    stats: ReadStats,
+) -> Iterator[NewEvent]:
+    folder: SurfaceFolder[None] = SurfaceFolder()
+    time = header.created_at
+    seq = 0
+    message_ids: dict[int, str] = {}
+    for line in lines:
+        number, text = line.number, line.text.removesuffix("\r")
+        if not text.strip():
+            raise LogImportError("blank line inside the log", number)
+        obj = _load(text, number, not line.ended)
+        stats.rows += 1
+        kind = obj.get("type")
+        try:
+            members: Iterable[Mapping[str, Any]]
+            if isinstance(kind, str) and kind in PACKED_ROW_TYPES:
+                stats.packed_rows += 1
+                members = iter_row(obj, seq0=seq, time0=time)
+            else:
+                members = (obj,)
+            for member in members:
+                upgraded = upgrade_pre_identity_message(member, header.id, seq, message_ids)
+                event = _event(upgraded, seq, time, folder)
+                _remember_message_id(event, seq, message_ids)
+                yield event
+                seq += 1
+                assert event.time is not None
+                time = event.time
+        except InvalidEventError as err:
+            raise LogImportError(str(err), number) from err
+    try:
+        kept = validate_new_event(REFERENCE_HEADER_EVENT, {"header": header_obj}, time=time)
+    except InvalidEventError as err:
+        raise LogImportError(f"the header: {err}", 1) from err
+    yield NewEvent(kept.type, kept.data, time=kept.time)
 
 
 def _load(line: str, number: int, last: bool) -> Mapping[str, Any]:
@@ -421,49 +444,6 @@ def _header(obj: Mapping[str, Any], number: int) -> SessionHeader:
 def _short(value: object) -> str:
     text = repr(value)
     return text if len(text) <= 40 else text[:39] + "…"
-
-
-def _parse_text(text: str, encoding: Literal["zstd", "jsonl"]) -> ReferenceLog:
-    lines = list(_lines(text))
-    if not lines or not lines[0][1].strip():
-        raise LogImportError("the log is empty: expected a session header line", 1)
-    last_number = lines[-1][0]
-    cut = not text.endswith("\n")
-    number, line = lines[0]
-    header_obj = _load(line, number, cut and number == last_number)
-    header = _header(header_obj, number)
-    events: list[NewEvent] = []
-    folder: SurfaceFolder[None] = SurfaceFolder()
-    time = header.created_at
-    packed = 0
-    message_ids: dict[int, str] = {}
-    for number, line in lines[1:]:
-        if not line.strip():
-            raise LogImportError("blank line inside the log", number)
-        obj = _load(line, number, cut and number == last_number)
-        kind = obj.get("type")
-        try:
-            if isinstance(kind, str) and kind in PACKED_ROW_TYPES:
-                packed += 1
-                members: list[Mapping[str, Any]] = [*unpack_row(obj, seq0=len(events), time0=time)]
-            else:
-                members = [obj]
-            for member in members:
-                seq = len(events)
-                upgraded = upgrade_pre_identity_message(member, header.id, seq, message_ids)
-                event = _event(upgraded, seq, time, folder)
-                _remember_message_id(event, seq, message_ids)
-                events.append(event)
-                assert event.time is not None
-                time = event.time
-        except InvalidEventError as err:
-            raise LogImportError(str(err), number) from err
-    try:
-        kept = validate_new_event(REFERENCE_HEADER_EVENT, {"header": header_obj}, time=time)
-    except InvalidEventError as err:
-        raise LogImportError(f"the header: {err}", 1) from err
-    events.append(NewEvent(kept.type, kept.data, time=kept.time))
-    return ReferenceLog(header, tuple(events), encoding, len(lines) - 1, packed)
 
 
 def _legacy_id(session_id: str, seq: int) -> str:

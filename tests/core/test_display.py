@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from hypothesis import given
 from hypothesis import strategies as st
 
 from core.display import escape_control, relative_age, single_line
+from core.timestamps import MAX_EPOCH_MS
 from tests.terminal_safety import (
     ALWAYS_CATEGORIES,
     EXTRA_INVISIBLE,
@@ -69,6 +72,14 @@ def test_relative_age() -> None:
     assert relative_age(now - 15 * 86_400_000, now) == "2w ago"
     assert relative_age(now - 400 * 86_400_000, now) == "1y ago"
     assert relative_age(now + 50_000, now) == "just now"
+
+
+def test_a_future_time_is_shown_as_its_date() -> None:
+    now = 1_800_000_000_000
+    assert relative_age(now + 59_000, now) == "just now"  # a little skew
+    ahead = now + 400 * 86_400_000
+    assert relative_age(ahead, now) == datetime.fromtimestamp(ahead / 1000).strftime("%Y-%m-%d")
+    assert relative_age(MAX_EPOCH_MS, now) in ("9999-12-31", "9999-12-30")
 
 
 # --------------------------------------------------------------------------- issue 12 §3

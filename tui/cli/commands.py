@@ -646,7 +646,8 @@ async def cmd_export(rt: Runtime, args: argparse.Namespace) -> int:
 
 
 async def cmd_import(rt: Runtime, args: argparse.Namespace) -> int:
-    from tui.cli.importing import import_log, import_tree, summary_lines
+    from core.logfile import LogImportError
+    from tui.cli.importing import import_log, import_path, import_tree, spool_stdin, summary_lines
 
     if args.file != "-" and await asyncio.to_thread(Path(args.file).is_dir):
         summary = await import_tree(rt.store, Path(args.file))
@@ -654,16 +655,19 @@ async def cmd_import(rt: Runtime, args: argparse.Namespace) -> int:
         sys.stdout.write("".join(line + "\n" for line in lines))
         failed = summary.count("rejected") + summary.count("conflict")
         return 1 if failed or not summary.outcomes else 0
-    try:
-        if args.file == "-":
-            raw = await asyncio.to_thread(sys.stdin.buffer.read)
-        else:
-            raw = await asyncio.to_thread(Path(args.file).read_bytes)
-    except (OSError, ValueError) as err:  # ValueError: a NUL or a lone surrogate
-        reason = getattr(err, "strerror", None) or err
-        raise CliError(f"cannot read {args.file}: {reason}") from err
-    outcome = await import_log(rt.store, raw)
+    if args.file == "-":
+        try:
+            spooled = await asyncio.to_thread(spool_stdin)
+        except (OSError, LogImportError) as err:
+            reason = getattr(err, "strerror", None) or err
+            raise CliError(f"cannot read {args.file}: {reason}") from err
+        with spooled:
+            outcome = await import_log(rt.store, spooled)
+    else:
+        outcome = await import_path(rt.store, args.file)
     sid = single_line(outcome.session_id or "")
+    if outcome.status == "skipped":
+        raise CliError(f"cannot import {args.file}: {outcome.reason}; nothing imported")
     if outcome.status == "rejected":
         raise CliError(f"cannot import {args.file}: {outcome.reason}; nothing imported")
     if outcome.status == "conflict":

@@ -7,14 +7,18 @@ it is validated exactly as ``dsh import`` would, then held in a :class:`stores.r
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
+import os
+from typing import BinaryIO
 
 from core.config import DshConfig
 from core.display import single_line
 from core.errors import DshError
-from core.importers.detect import load_session_log
-from core.importers.reference import ZSTD_MAGIC, looks_like_reference
+from core.importers.bounds import MAX_IMPORT_EVENTS, MAX_LOG_BYTES, MAX_LOG_LINE_BYTES
+from core.importers.detect import open_session_log
+from core.importers.reference import looks_like_reference
+from core.importers.source import ZSTD_MAGIC, open_regular_file
 from core.jsoncodec import loads_exact
+from core.log import NewEvent, SessionHeader
 from core.logfile import LogImportError, parse_jsonl
 from core.providers.offline import OfflineProvider
 from stores.replay import LazyReplayStore, ReplayStore
@@ -43,43 +47,65 @@ async def open_replay(path: str, *, at: int | None = None, lazy: bool = False) -
     one is a ``ReplayError`` naming the line."""
     shown = single_line(path, 120)
     try:
-        raw = await asyncio.to_thread(Path(path).read_bytes)
+        file = await asyncio.to_thread(open_regular_file, path)
     except (OSError, ValueError) as err:  # ValueError: a NUL in the name
         reason = getattr(err, "strerror", None) or str(err)
         raise ReplayError(f"cannot read {shown}: {single_line(reason)}") from err
-    if lazy and at is None:
-        store = await asyncio.to_thread(_lazy_store, raw, path)
-        if store is not None:
-            return store
+    with file:
+        if lazy and at is None:
+            store = await asyncio.to_thread(_lazy_store, file, path)
+            if store is not None:
+                return store
+        try:
+            header, events, total = await asyncio.to_thread(_read_log, file, at)
+        except LogImportError as err:  # its words start with the line at fault
+            raise ReplayError(f"{shown}: {single_line(str(err))}") from err
+        except OSError as err:
+            reason = err.strerror or str(err)
+            raise ReplayError(f"cannot read {shown}: {single_line(reason)}") from err
+    if at is not None and not 0 <= at < total:
+        raise ReplayError(f"{shown}: --at {at} is outside the log (seqs 0–{total - 1})")
     try:
-        log = await asyncio.to_thread(load_session_log, raw)
-    except LogImportError as err:  # its words start with the line at fault
-        raise ReplayError(f"{shown}: {single_line(str(err))}") from err
-    events = log.events
-    if at is not None:
-        if not 0 <= at < len(events):
-            raise ReplayError(f"{shown}: --at {at} is outside the log (seqs 0–{len(events) - 1})")
-        events = events[: at + 1]
-    try:
-        return await ReplayStore.holding(log.header, events, replay_reason(path))
+        return await ReplayStore.holding(header, events, replay_reason(path))
     except DshError as err:
         raise ReplayError(f"{shown}: {single_line(str(err))}") from err
 
 
-def _lazy_store(raw: bytes, path: str) -> LazyReplayStore | None:
+def _read_log(file: BinaryIO, at: int | None) -> tuple[SessionHeader, list[NewEvent], int]:
+    """The log's header, its events (up to seq ``at``) and how many it has: all read and
+    checked as ``dsh import`` reads them (streamed, within ``core.importers.bounds``)."""
+    file.seek(0)
+    log = open_session_log(file)
+    events: list[NewEvent] = []
+    total = 0
+    for event in log.events:
+        if at is None or total <= at:
+            events.append(event)
+        total += 1
+    return log.header, events, total
+
+
+def _lazy_store(file: BinaryIO, path: str) -> LazyReplayStore | None:
     """A ``LazyReplayStore`` over a dsh JSONL log, or ``None`` for anything else (read
-    whole instead: another format, or a header that is not right)."""
-    if raw.startswith(ZSTD_MAGIC):
+    whole instead: another format, a header that is not right, or a file past the bounds,
+    which the whole read reports)."""
+    if os.fstat(file.fileno()).st_size > MAX_LOG_BYTES:
         return None
+    file.seek(0)
+    raw = file.read()
+    if raw.startswith(ZSTD_MAGIC) or raw.count(b"\n") > MAX_IMPORT_EVENTS + 1:
+        return None  # (a flood of blank lines: the whole read counts them without a list)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         return None
+    del raw
     lines = text.split("\n")
+    del text
     while lines and not lines[-1].strip():
         lines.pop()
-    if not lines:
-        return None
+    if not lines or max(map(len, lines)) > MAX_LOG_LINE_BYTES // 4:
+        return None  # a line that may be too long: the whole read says which
     try:
         head = loads_exact(lines[0].rstrip("\r"), frozen=False)
         if not isinstance(head, dict) or looks_like_reference(head):
