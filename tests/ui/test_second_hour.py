@@ -1,0 +1,44 @@
+"""Pilot tests for a newcomer's second hour in the TUI (issue 31): the session list follows
+a theme switch, a restart reopens the session left open, the footer drops whole items,
+Esc and ``?`` in the sidebar, F2 selects the old title, the markdown export holds the whole
+history, and a read-only session's composer says so."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.segment import Segment
+
+from tests.ui.conftest import SIZE, make_app
+from tests.ui.test_app import settle, wait_for
+from tui.app.app import DshApp
+from tui.app.uistate import UiState, save_ui_state
+from tui.shared.runtime import Runtime
+
+
+def list_lines(app: DshApp) -> list[list[Segment]]:
+    """The session list as drawn now: every line's segments (text and style)."""
+    session_list = app.sidebar.option_list
+    return [list(session_list.render_line(y)) for y in range(session_list.size.height)]
+
+
+async def test_theme_switch_redraws_the_session_list(runtime: Runtime, tmp_path: Path) -> None:
+    # The list as a fresh start in the light theme draws it ...
+    state = tmp_path / "light.json"
+    save_ui_state(state, UiState(theme="textual-light"))
+    app = make_app(runtime, state_path=state)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await wait_for(pilot, lambda: app.theme == "textual-light")
+        await pilot.pause()
+        expected = list_lines(app)
+    # ... is how it looks right after switching to it from the dark one.
+    app = make_app(runtime)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        dark = list_lines(app)
+        app.theme = "textual-light"
+        await pilot.pause()
+        await pilot.pause()
+        assert list_lines(app) != dark
+        assert list_lines(app) == expected
