@@ -9,10 +9,11 @@ from pathlib import Path
 
 from rich.segment import Segment
 
+from core.log import user_message
 from tests.ui.conftest import SIZE, make_app
 from tests.ui.test_app import settle, wait_for
 from tui.app.app import DshApp
-from tui.app.uistate import UiState, save_ui_state
+from tui.app.uistate import UiState, load_ui_state, save_ui_state
 from tui.shared.runtime import Runtime
 
 
@@ -42,3 +43,44 @@ async def test_theme_switch_redraws_the_session_list(runtime: Runtime, tmp_path:
         await pilot.pause()
         assert list_lines(app) != dark
         assert list_lines(app) == expected
+
+
+async def test_a_restart_reopens_the_session_left_open(runtime: Runtime, tmp_path: Path) -> None:
+    state = tmp_path / "state" / "tui.json"
+    app = make_app(runtime, state_path=state)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        assert app.current_id == "checkout"  # the newest write
+        app.switch_to("search-tuning")
+        await wait_for(pilot, lambda: app.current_id == "search-tuning")
+        await settle(app, pilot)
+    # Another window writes to a different session meanwhile: still the one left open.
+    await runtime.store.append("scratch", "message/user", user_message("later", id="later"))
+    app = make_app(runtime, state_path=state)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        assert app.current_id == "search-tuning"
+        assert app.sidebar.visible_ids[0] == "scratch"
+    # Gone since: the newest write opens instead, and says nothing about it.
+    await runtime.store.delete_session("search-tuning")
+    app = make_app(runtime, state_path=state)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        assert app.current_id == "scratch"
+        assert app.notice.visible_text == ""
+
+
+async def test_the_session_left_open_is_kept_per_database(runtime: Runtime, tmp_path: Path) -> None:
+    state = tmp_path / "state" / "tui.json"
+    other = UiState().with_open_session("/elsewhere/other.sqlite3", "k8s-upgrade")
+    save_ui_state(state, other)
+    app = make_app(runtime, state_path=state)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        assert app.current_id == "checkout"  # another database's choice plays no part
+        app.switch_to("scratch")
+        await wait_for(pilot, lambda: app.current_id == "scratch")
+        await settle(app, pilot)
+    kept = load_ui_state(state)
+    assert kept.open_session("/elsewhere/other.sqlite3") == "k8s-upgrade"
+    assert kept.open_session(str(tmp_path / "ui.sqlite3")) == "scratch"

@@ -14,6 +14,7 @@ import os
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AsyncExitStack
+from dataclasses import replace
 from pathlib import Path, PurePath
 from typing import ClassVar
 
@@ -77,7 +78,7 @@ from tui.app.sidebar.sidebar import Sidebar
 from tui.app.statusbar import KeyFooter, NoticeBar, StatusLine, TitleBar
 from tui.app.transcript.cards import Foldable
 from tui.app.transcript.transcript import Transcript, last_assistant_text
-from tui.app.uistate import UiState, default_state_path, load_ui_state, save_ui_state
+from tui.app.uistate import UiStateKeeper, default_state_path
 from tui.shared.errors import describe_error, fault_message, sentence, unlock_hint
 from tui.shared.export import export_markdown
 from tui.shared.files import write_new_file
@@ -215,7 +216,7 @@ class DshApp(App[int]):
         self._terminal_fds: tuple[int, ...] = ()
         self._stopping: set[asyncio.Task[None]] = set()
         self._unanswered = False  # the open session ends with a message nothing answered
-        self._state_path = state_path
+        self._ui_state = UiStateKeeper(state_path)
         self._keep_drafts = keep_drafts
         self.follower = StoreFollower(self)
         self._drafts = DraftKeeper(None)
@@ -305,7 +306,7 @@ class DshApp(App[int]):
         if self._initial_session is not None:
             await self.open_session(self._initial_session)
         else:
-            await self.open_newest_session()
+            await self.open_last_session()
         self._damage_told = ()  # opening the session cleared the notice line: tell it now
         self._tell_damage()
         self.follower.start()
@@ -322,34 +323,56 @@ class DshApp(App[int]):
 
     async def _restore_ui_state(self) -> None:
         """Apply the saved theme, then save every theme the user picks from now on."""
-        if self._state_path is None:
+        if self._ui_state.path is None:
             return
-        state = await asyncio.to_thread(load_ui_state, self._state_path)
+        state = await self._ui_state.load()
         if state.theme is not None and state.theme in self.available_themes:
             self.theme = state.theme
-        self.theme_changed_signal.subscribe(self, lambda theme: self._save_ui_state())
+        self.theme_changed_signal.subscribe(self, lambda theme: self._keep_ui_state(theme=True))
 
-    def _save_ui_state(self) -> None:
-        path, state = self._state_path, UiState(theme=self.theme)
-        if path is None:
+    @property
+    def _database_key(self) -> str:
+        return os.fspath(self._config.database)
+
+    async def open_last_session(self) -> None:
+        """Open the session that was on screen when the app last quit (with this database),
+        if it is still listed, else the one used last."""
+        remembered = self._ui_state.state.open_session(self._database_key)
+        if remembered is not None and self.sidebar.entry(remembered) is not None:
+            await self.open_session(remembered)
+            if self.current_id == remembered:
+                return
+        await self.open_newest_session()
+
+    def _keep_ui_state(self, *, theme: bool = False) -> None:
+        """Save the open session (and ``theme``: the theme) in the background for next run."""
+        keeper = self._ui_state
+        if keeper.path is None:
             return
+        if theme:
+            keeper.state = replace(keeper.state, theme=self.theme)
+        if self.current_id is not None:
+            keeper.state = keeper.state.with_open_session(self._database_key, self.current_id)
+        self.run_worker(self._save_ui_state(), group="ui-state")
 
-        async def save() -> None:
-            try:
-                await asyncio.to_thread(save_ui_state, path, state)
-            except OSError as err:
-                self.notify(
-                    sentence(f"Could not keep the theme for next time: {describe_error(err)}"),
-                    severity="warning",
-                )
-
-        self.run_worker(save(), group="ui-state")
+    async def _save_ui_state(self) -> None:
+        try:
+            await self._ui_state.save()
+        except OSError as err:
+            self.notify(
+                sentence(
+                    f"Could not keep the theme and open session for next time: {describe_error(err)}"
+                ),
+                severity="warning",
+            )
 
     async def on_unmount(self) -> None:
         if self._remove_stop_handler is not None:
             self._remove_stop_handler()
         with contextlib.suppress(OSError):
             await self._drafts.flush()  # unsent drafts survive quitting
+        with contextlib.suppress(OSError):
+            await self._ui_state.save()  # a save cut short by quitting
         await self._stack.aclose()
 
     def _show_read_only_notice(self) -> None:
@@ -671,6 +694,7 @@ class DshApp(App[int]):
             self.composer.history_incomplete = bool(window.unread) or not window.complete
             self._history_window = window
         self.sidebar.set_current(session_id)
+        self._keep_ui_state()  # the next run opens this session again
         self._show_window(window)
         self._set_unanswered(unanswered_message(window.events) is not None)
         self._update_title()
