@@ -5,13 +5,18 @@ history, and a read-only session's composer says so."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 from rich.segment import Segment
+from textual.widgets import Footer
+from textual.widgets._footer import FooterKey
 
 from core.log import user_message
 from tests.ui.conftest import SIZE, make_app
-from tests.ui.test_app import settle, wait_for
+from tests.ui.snapshots import screen_text
+from tests.ui.test_app import send_idle, settle, wait_for
+from tests.ui.test_busy import footer_keys, gated
 from tui.app.app import DshApp
 from tui.app.uistate import UiState, load_ui_state, save_ui_state
 from tui.shared.runtime import Runtime
@@ -84,3 +89,61 @@ async def test_the_session_left_open_is_kept_per_database(runtime: Runtime, tmp_
     kept = load_ui_state(state)
     assert kept.open_session("/elsewhere/other.sqlite3") == "k8s-upgrade"
     assert kept.open_session(str(tmp_path / "ui.sqlite3")) == "scratch"
+
+
+# --------------------------------------------------------------------------- footer
+
+
+def footer_items(app: DshApp) -> tuple[list[str], str]:
+    """The footer's items as each reads whole ("^n New"), in order, and the palette's."""
+    footer = app.screen.query_one(Footer)
+    keys = [k for k in footer.query(FooterKey) if not k.has_class("-command-palette")]
+    palette = footer.query_one(".-command-palette", FooterKey)
+    return [k.render().plain.strip() for k in keys], palette.render().plain.strip()
+
+
+def check_footer(app: DshApp) -> None:
+    """The bottom line shows whole items only, in order, with nothing cut and no stray
+    letter; the palette key ends it; an item is left out only when it would not fit."""
+    width = app.size.width
+    line = screen_text(app).splitlines()[-1]
+    items, palette = footer_items(app)
+    assert line.rstrip().endswith(palette), (width, line)
+    left = line.rstrip()[: -len(palette)].rstrip().rstrip("▏▕│").rstrip()
+    shown = [item for item in items if item in left]
+    assert " ".join(left.split()) == " ".join(" ".join(shown).split()), (width, line)
+    assert shown == items[: len(shown)], (width, line)
+    if len(shown) < len(items):  # the next item really would not have fitted
+        assert len(left) + 2 + len(items[len(shown)]) + 2 + len(palette) > width, (width, line)
+
+
+async def test_the_footer_drops_whole_items_at_every_width(runtime: Runtime) -> None:
+    app = make_app(runtime)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        for width in range(60, 201):
+            await pilot.resize_terminal(width, SIZE[1])
+            await pilot.pause()
+            check_footer(app)
+
+
+async def test_while_a_reply_streams_the_keys_that_wait_are_hidden(runtime: Runtime) -> None:
+    rt, provider = gated(runtime)
+    app = make_app(rt)
+    async with app.run_test(size=(200, 32)) as pilot:
+        await settle(app, pilot)
+        await pilot.press(*"slow one", "enter")
+        await asyncio.wait_for(provider.started.wait(), 5)
+        await wait_for(pilot, lambda: app.streaming)
+        await wait_for(pilot, lambda: "compact_session" not in footer_keys(app))
+        keys = footer_keys(app)
+        for action in ("new_session", "compact_session", "delete_session", "answer_again"):
+            assert action not in keys, action
+        assert keys["rename_session"] and keys["cancel"]
+        footer = screen_text(app).splitlines()[-1]
+        assert "Answer again" not in footer and "Compact" not in footer, footer
+        check_footer(app)
+        provider.gate.set()
+        await send_idle(app, pilot)
+        await wait_for(pilot, lambda: footer_keys(app).get("compact_session") is True)
+        check_footer(app)

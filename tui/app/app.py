@@ -179,7 +179,7 @@ class DshApp(App[int]):
 
     activity: reactive[Activity] = reactive(IDLE, bindings=True, init=False)
     """What the app is busy with: the status line shows it, and the bindings it keeps out
-    show dimmed in the footer (``check_action``)."""
+    hide from the footer until it is done (``check_action``)."""
 
     def __init__(
         self,
@@ -591,9 +591,10 @@ class DshApp(App[int]):
         )
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """``None`` (shown dimmed, does nothing) for an action that cannot run now."""
+        """``None`` (shown dimmed, does nothing) for an action that cannot run now;
+        ``False`` (hidden) for one that waits until the reply, compaction, … is done."""
         if not action_available(action, self.activity.state):
-            return None
+            return False
         if action in WRITING_ACTIONS and self._read_only:  # a replay, or a full disk
             return None
         if action in SESSION_WRITING_ACTIONS and self._foreign_owner is not None:
