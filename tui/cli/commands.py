@@ -18,7 +18,7 @@ import shlex
 import shutil
 import sys
 import time
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -63,6 +63,7 @@ from core.references.labels import safe_mention
 from core.resolve import SessionNameError, resolve_session_name
 from core.search import unindexed_notice
 from stores.replay import ReplayStore
+from tui.shared.activity import active_at, by_last_activity
 from tui.shared.errors import describe_error
 from tui.shared.progress import terminal_progress
 from tui.shared.runtime import Runtime, offline_delay_from_env, open_runtime
@@ -118,7 +119,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"dsh {VERSION}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
-    p = sub.add_parser("sessions", help="list sessions, newest first")
+    p = sub.add_parser("sessions", help="list sessions, most recently active first")
     p.add_argument("--json", action="store_true", help="print a JSON array")
 
     p = sub.add_parser("new", help="create a session and print its id")
@@ -344,9 +345,11 @@ def _owner_label(rt: Runtime, header: SessionHeader) -> str:
 
 
 async def cmd_sessions(rt: Runtime, args: argparse.Namespace) -> int:
-    headers = await rt.query.list_sessions()
+    # The app's order: most recently active first (tui.shared.activity).
+    last_active = await rt.query.read_last_event_times()
+    headers = by_last_activity(await rt.query.list_sessions(), last_active)
     titles = await rt.query.read_titles()
-    _print_sessions(rt, args.json, headers, titles)
+    _print_sessions(rt, args.json, headers, titles, last_active)
     sys.stdout.flush()
     for row in rt.store.damaged_rows():  # one line each, on stderr: stdout stays parseable
         print(f"dsh: {damage_line(row)}", file=sys.stderr)
@@ -354,7 +357,11 @@ async def cmd_sessions(rt: Runtime, args: argparse.Namespace) -> int:
 
 
 def _print_sessions(
-    rt: Runtime, as_json: bool, headers: list[SessionHeader], titles: dict[str, SessionTitle]
+    rt: Runtime,
+    as_json: bool,
+    headers: list[SessionHeader],
+    titles: dict[str, SessionTitle],
+    last_active: Mapping[str, int],
 ) -> None:
     if as_json:
         rows = [
@@ -363,6 +370,7 @@ def _print_sessions(
                 "title": titles[h.id].title if h.id in titles else None,
                 "cwd": h.cwd,
                 "created_at": h.created_at,
+                "last_active_at": active_at(h, last_active.get(h.id)),
                 "owner": h.owner,
             }
             for h in headers
@@ -377,11 +385,11 @@ def _print_sessions(
             single_line(h.id),
             single_line(titles[h.id].title, 60) if h.id in titles else "",
             single_line(h.cwd) if h.cwd is not None else "—",
-            relative_age(h.created_at),
+            relative_age(active_at(h, last_active.get(h.id))),
         )
         for h in headers
     ]
-    columns: tuple[str, ...] = ("id", "title", "cwd", "age")
+    columns: tuple[str, ...] = ("id", "title", "cwd", "last active")
     owners = [_owner_label(rt, h) for h in headers]
     if any(owners):  # someone else's sessions (shared with you): say whose
         columns += ("owner",)

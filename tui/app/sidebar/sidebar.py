@@ -24,6 +24,7 @@ from core.query import SessionTitle
 from core.references import SessionDiscovery
 from core.search import SearchHit
 from tui.app.sidebar.sessionlist import SessionList
+from tui.shared.activity import active_at, order_by_last_activity
 from tui.shared.snippets import snippet_text
 
 __all__ = ["NEW_SESSION_LABEL", "BodySource", "SessionEntry", "Sidebar", "by_last_activity"]
@@ -54,7 +55,7 @@ class SessionEntry:
     @property
     def active_at(self) -> int:
         """When the session was last used: its last event, or its creation."""
-        return self.last_active if self.last_active is not None else self.header.created_at
+        return active_at(self.header, self.last_active)
 
     def matches(self, query: str) -> bool:
         needle = query.casefold()
@@ -65,10 +66,8 @@ class SessionEntry:
 
 
 def by_last_activity(entries: Sequence[SessionEntry]) -> list[SessionEntry]:
-    """Newest activity first; ties by newest creation, then by id."""
-    ordered = sorted(entries, key=lambda e: e.header.id)
-    ordered.sort(key=lambda e: (e.active_at, e.header.created_at), reverse=True)
-    return ordered
+    """Newest activity first; ties by newest creation, then by id (as ``dsh sessions``)."""
+    return order_by_last_activity(entries, lambda e: e.header, lambda e: e.last_active)
 
 
 class Sidebar(Vertical):
