@@ -18,8 +18,13 @@ from tests.ui.snapshots import screen_text
 from tests.ui.test_app import send_idle, settle, wait_for
 from tests.ui.test_busy import footer_keys, gated
 from tui.app.app import DshApp
+from tui.app.screens.help import HELP_KEYS, HelpScreen
 from tui.app.uistate import UiState, load_ui_state, save_ui_state
 from tui.shared.runtime import Runtime
+
+
+def help_text() -> str:
+    return "\n".join(f"{key} {what}" for _, rows in HELP_KEYS for key, what in rows)
 
 
 def list_lines(app: DshApp) -> list[list[Segment]]:
@@ -147,3 +152,48 @@ async def test_while_a_reply_streams_the_keys_that_wait_are_hidden(runtime: Runt
         await send_idle(app, pilot)
         await wait_for(pilot, lambda: footer_keys(app).get("compact_session") is True)
         check_footer(app)
+
+
+# --------------------------------------------------------------------------- sidebar keys
+
+
+async def test_esc_in_the_filter_clears_it_first_then_returns_to_the_composer(
+    runtime: Runtime,
+) -> None:
+    app = make_app(runtime)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("ctrl+l", *"kubernetes!")
+        assert app.sidebar.visible_ids == [] and app.sidebar.filter_input.has_focus
+        await pilot.press("escape")
+        assert app.sidebar.filter_input.value == ""
+        assert len(app.sidebar.visible_ids) == 4
+        assert app.sidebar.filter_input.has_focus  # the first Esc only cleared it
+        await pilot.press("escape")
+        assert app.composer.has_focus
+        # From the list below a filter, too.
+        await pilot.press("ctrl+l", *"shop", "down")
+        assert app.sidebar.option_list.has_focus and len(app.sidebar.visible_ids) == 2
+        await pilot.press("escape")
+        assert app.sidebar.filter_input.value == "" and len(app.sidebar.visible_ids) == 4
+        await pilot.press("escape")
+        assert app.composer.has_focus
+
+
+async def test_question_mark_in_the_list_opens_help_and_in_the_filter_types(
+    runtime: Runtime,
+) -> None:
+    app = make_app(runtime)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("ctrl+l", "down")
+        assert app.sidebar.option_list.has_focus
+        await pilot.press("question_mark")
+        await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen))
+        assert app.sidebar.filter_input.value == ""
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not isinstance(app.screen, HelpScreen))
+        await pilot.press("ctrl+l", *"what?")
+        assert app.sidebar.filter_input.value == "what?"
+        assert not isinstance(app.screen, HelpScreen)
+        assert "outside the composer and the session filter" in help_text()

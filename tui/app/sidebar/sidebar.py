@@ -86,7 +86,8 @@ class Sidebar(Vertical):
     """``sidebar--current``: the marker before the open session."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("delete", "delete_session", "Delete", show=False)
+        Binding("delete", "delete_session", "Delete", show=False),
+        Binding("escape", "clear_filter", "Clear filter", show=False),
     ]
 
     class Selected(Message):
@@ -280,9 +281,24 @@ class Sidebar(Vertical):
     def _selected(self, entry: SessionEntry) -> Sidebar.Selected:
         return self.Selected(entry.header.id, entry.hit.seq if entry.hit is not None else None)
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # Esc clears a filter first; with none, it is the app's (back to the composer).
+        if action == "clear_filter" and not self.filter_input.value:
+            return False
+        return super().check_action(action, parameters)
+
+    def action_clear_filter(self) -> None:
+        self.filter_input.value = ""
+
     def on_key(self, event: Key) -> None:
-        # Typing while the list has focus filters it: send printable keys to the filter.
-        if self.option_list.has_focus and event.is_printable and event.character:
+        # Typing while the list has focus filters it: send printable keys to the filter
+        # (but "?", which opens the help there, as anywhere outside a text field).
+        if (
+            self.option_list.has_focus
+            and event.is_printable
+            and event.character
+            and event.character != "?"
+        ):
             self.filter_input.focus()
             self.filter_input.insert_text_at_cursor(event.character)
             event.stop()
