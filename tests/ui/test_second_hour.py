@@ -9,7 +9,7 @@ import asyncio
 from pathlib import Path
 
 from rich.segment import Segment
-from textual.widgets import Footer
+from textual.widgets import Footer, Input
 from textual.widgets._footer import FooterKey
 
 from core.log import user_message
@@ -19,6 +19,7 @@ from tests.ui.test_app import send_idle, settle, wait_for
 from tests.ui.test_busy import footer_keys, gated
 from tui.app.app import DshApp
 from tui.app.screens.help import HELP_KEYS, HelpScreen
+from tui.app.screens.modals import RenameScreen
 from tui.app.uistate import UiState, load_ui_state, save_ui_state
 from tui.shared.runtime import Runtime
 
@@ -197,3 +198,20 @@ async def test_question_mark_in_the_list_opens_help_and_in_the_filter_types(
         assert app.sidebar.filter_input.value == "what?"
         assert not isinstance(app.screen, HelpScreen)
         assert "outside the composer and the session filter" in help_text()
+
+
+async def test_f2_selects_the_old_title_so_typing_replaces_it(runtime: Runtime) -> None:
+    app = make_app(runtime)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("f2")
+        await wait_for(pilot, lambda: isinstance(app.screen, RenameScreen))
+        await pilot.pause()
+        field = app.screen.query_one("#rename-input", Input)
+        assert field.value == "Checkout redesign" and field.has_focus
+        assert (field.selection.start, field.selection.end) == (0, len(field.value))
+        await pilot.press(*"Checkout v2", "enter")
+        await wait_for(pilot, lambda: not isinstance(app.screen, RenameScreen))
+        await wait_for(pilot, lambda: app.sidebar.entry("checkout").title == "Checkout v2")  # type: ignore[union-attr]
+    title = await runtime.query.read_title("checkout")
+    assert title is not None and title.title == "Checkout v2"
