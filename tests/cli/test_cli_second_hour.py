@@ -3,7 +3,13 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterator
+
+import pytest
+
 from tests.cli.conftest import Run
+from tui.shared.times import local_minute, utc_minute
 
 
 def new(dsh: Run, *args: str) -> str:
@@ -22,6 +28,45 @@ def test_sessions_are_listed_by_last_activity_as_in_the_app(dsh: Run) -> None:
     assert head.split("\t") == ["id", "title", "cwd", "last active"]
     assert [line.split("\t")[0] for line in lines] == [used, newer]
     rows = dsh("sessions", "--json").json()
-    assert [row["id"] for row in rows] == [used, newer]
-    assert rows[0]["last_active_at"] > rows[0]["created_at"]
-    assert rows[1]["last_active_at"] == rows[1]["created_at"]  # no event yet: its creation
+    assert [row["id"] for row in rows] == [used, newer]  # the same order
+
+
+@pytest.fixture
+def kolkata(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A time zone half an hour off any whole-hour one: local and UTC times differ."""
+    monkeypatch.setenv("TZ", "Asia/Kolkata")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+def test_markdown_export_after_a_compaction_holds_the_whole_history(
+    dsh: Run, kolkata: None
+) -> None:
+    sid = new(dsh)
+    assert dsh("send", sid, "first question about caching").code == 0
+    assert dsh("send", sid, "second question about queues").code == 0
+    assert dsh("compact", sid).code == 0
+    assert dsh("send", sid, "third question after compaction").code == 0
+    exported = dsh("export", sid, "--format", "md")
+    assert exported.code == 0, exported.err
+    md = exported.out
+    headings = [line for line in md.splitlines() if line.startswith("## ")]
+    kinds = [h.split(" · ")[0] for h in headings]
+    assert kinds == ["## You", "## Assistant"] * 2 + ["## Compacted summary"] + [
+        "## You",
+        "## Assistant",
+    ]
+    assert all(h.endswith(" · compacted") for h in headings[:4]), headings
+    assert not any(h.endswith("compacted") for h in headings[4:]), headings
+    for said in ("first question about caching", "second question", "third question"):
+        assert said in md
+    assert md.index("first question") < md.index("<compacted-summary>") < md.index("third")
+    assert "- 4 earlier messages are marked compacted: the model sees the summary" in md
+    # Local time, as the app shows it (and the zone said once), not UTC.
+    events = dsh("show", sid, "--json").json()
+    first = next(e for e in events if e["type"] == "user/message")
+    assert headings[0] == f"## You · {local_minute(first['time'])} · compacted"
+    assert local_minute(first["time"]) != utc_minute(first["time"])
+    assert "times are local, UTC+05:30" in md

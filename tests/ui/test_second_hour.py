@@ -13,19 +13,26 @@ from textual.widgets import Footer, Input
 from textual.widgets._footer import FooterKey
 
 from core.log import user_message
-from tests.ui.conftest import SIZE, make_app
+from tests.ui.conftest import DAY, FIXED_NOW, MINUTE, SIZE, make_app
 from tests.ui.snapshots import screen_text
 from tests.ui.test_app import send_idle, settle, wait_for
 from tests.ui.test_busy import footer_keys, gated
 from tui.app.app import DshApp
 from tui.app.screens.help import HELP_KEYS, HelpScreen
-from tui.app.screens.modals import RenameScreen
+from tui.app.screens.modals import ConfirmScreen, RenameScreen
+from tui.app.transcript.cards import CheckpointCard
 from tui.app.uistate import UiState, load_ui_state, save_ui_state
 from tui.shared.runtime import Runtime
+from tui.shared.times import local_minute
 
 
 def help_text() -> str:
     return "\n".join(f"{key} {what}" for _, rows in HELP_KEYS for key, what in rows)
+
+
+def exported(folder: Path) -> str:
+    """The markdown export written in ``folder`` ('' while there is none)."""
+    return "".join(path.read_text("utf-8") for path in folder.glob("dsh-*.md"))
 
 
 def list_lines(app: DshApp) -> list[list[Segment]]:
@@ -215,3 +222,32 @@ async def test_f2_selects_the_old_title_so_typing_replaces_it(runtime: Runtime) 
         await wait_for(pilot, lambda: app.sidebar.entry("checkout").title == "Checkout v2")  # type: ignore[union-attr]
     title = await runtime.query.read_title("checkout")
     assert title is not None and title.title == "Checkout v2"
+
+
+# --------------------------------------------------------------------------- export
+
+
+async def test_palette_markdown_export_after_f4_holds_the_whole_history(
+    runtime: Runtime, tmp_path: Path
+) -> None:
+    app = make_app(runtime, cwd=str(tmp_path))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("f4")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.click("#yes")
+        await wait_for(pilot, lambda: bool(app.transcript.query(CheckpointCard)))
+        await settle(app, pilot)
+        commands = {c.title: c for c in app.get_system_commands(app.screen)}
+        commands["Export as Markdown"].callback()
+        await wait_for(pilot, lambda: bool(exported(tmp_path)))
+    md = exported(tmp_path)
+    headings = [line for line in md.splitlines() if line.startswith("## ")]
+    # The exchange the summary replaced, marked, in the app's (local) time; then the summary.
+    assert headings[:2] == [
+        f"## You · {local_minute(FIXED_NOW - 2 * DAY + MINUTE)} · compacted",
+        f"## Assistant · {local_minute(FIXED_NOW - 2 * DAY + MINUTE + 5000)} · compacted",
+    ]
+    assert headings[2].startswith("## Compacted summary")
+    assert "> Can we merge shipping and billing?" in md
+    assert "one address form with a **billing differs** toggle" in md

@@ -82,6 +82,7 @@ from tui.app.uistate import UiStateKeeper, default_state_path
 from tui.shared.errors import describe_error, fault_message, sentence, unlock_hint
 from tui.shared.export import export_markdown
 from tui.shared.files import write_new_file
+from tui.shared.history import whole_history
 from tui.shared.progress import indexing_words
 from tui.shared.runtime import Runtime, offline_delay_from_env, open_runtime
 from tui.shared.signals import (
@@ -1243,9 +1244,9 @@ class DshApp(App[int]):
                 events = await self.runtime.store.read_events(header.id)
                 lines = list(export_jsonl(header, events))
             else:
-                snapshot = await self.runtime.query.read_surface(header.id)
+                history, taken = whole_history(await self.runtime.store.read_events(header.id))
                 entry = self.sidebar.entry(header.id)
-                lines = export_markdown(header, entry.title if entry else None, snapshot.events)
+                lines = export_markdown(header, entry.title if entry else None, history, taken)
         if guard.failed:
             return
         safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in header.id)[:40] or "session"

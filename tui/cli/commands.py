@@ -370,7 +370,6 @@ def _print_sessions(
                 "title": titles[h.id].title if h.id in titles else None,
                 "cwd": h.cwd,
                 "created_at": h.created_at,
-                "last_active_at": active_at(h, last_active.get(h.id)),
                 "owner": h.owner,
             }
             for h in headers
@@ -626,10 +625,11 @@ async def cmd_export(rt: Runtime, args: argparse.Namespace) -> int:
             raise CliError(f"cannot export {single_line(header.id)}: {err}") from err
     else:
         from tui.shared.export import export_markdown
+        from tui.shared.history import whole_history
 
-        snapshot = await rt.query.read_surface(header.id)
+        history, taken = whole_history(await rt.store.read_events(header.id))
         title = await rt.query.read_title(header.id)
-        lines = export_markdown(header, title.title if title else None, snapshot.events)
+        lines = export_markdown(header, title.title if title else None, history, taken)
     if args.output:
         from tui.shared.files import write_atomically
 
