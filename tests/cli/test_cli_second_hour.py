@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from tests.cli.conftest import Run
+from tui.cli.commands import main
 from tui.shared.times import local_minute, utc_minute
 
 
@@ -70,3 +72,45 @@ def test_markdown_export_after_a_compaction_holds_the_whole_history(
     assert headings[0] == f"## You · {local_minute(first['time'])} · compacted"
     assert local_minute(first["time"]) != utc_minute(first["time"])
     assert "times are local, UTC+05:30" in md
+
+
+def test_new_records_the_current_directory_as_ctrl_n_does(
+    dsh: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    here = tmp_path / "project"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    plain = new(dsh)
+    elsewhere = new(dsh, "--cwd", "/somewhere/else")
+    none = new(dsh, "--no-cwd")
+    cwds = {row["id"]: row["cwd"] for row in dsh("sessions", "--json").json()}
+    assert cwds == {plain: str(here), elsewhere: "/somewhere/else", none: None}
+    with pytest.raises(SystemExit) as usage:
+        dsh("new", "--cwd", "/x", "--no-cwd")
+    assert usage.value.code == 2
+
+
+def test_send_help_says_how_to_name_a_session(dsh: Run, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as done:
+        main(["send", "--help"])
+    assert done.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "full id" in text and "id prefix" in text and "exact title" in text
+    # ... and it is the truth: each of the three names the session.
+    sid = new(dsh)
+    assert dsh("rename", sid, "Named plan").code == 0
+    for name in (sid, sid[:8], "Named plan"):
+        assert dsh("send", name, f"via {name}").code == 0, name
+    shown = dsh("show", sid).out
+    assert all(f"via {name}" in shown for name in (sid, sid[:8], "Named plan"))
+
+
+def test_the_hostile_demo_session_says_it_is_a_demo(dsh: Run) -> None:
+    assert dsh("demo").code == 0
+    titles = {row["id"]: row["title"] for row in dsh("sessions", "--json").json()}
+    hostile = titles["demo-hostile-[bold]x[/]"]
+    assert hostile.startswith("Demo: hostile input is shown inert"), hostile
+    assert "[bold red]PWNED[/]" in hostile and "\x1b[31m" in hostile  # still hostile after
+    listed = dsh("sessions").out
+    row = next(line for line in listed.splitlines() if line.startswith("demo-hostile"))
+    assert row.split("\t")[1].startswith("Demo: hostile input is shown inert")

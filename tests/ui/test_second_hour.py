@@ -12,7 +12,10 @@ from rich.segment import Segment
 from textual.widgets import Footer, Input
 from textual.widgets._footer import FooterKey
 
-from core.log import user_message
+from core.config import DshConfig
+from core.log import SESSION_TITLE, user_message
+from core.providers.offline import OfflineProvider
+from stores import SqliteSessionStore
 from tests.ui.conftest import DAY, FIXED_NOW, MINUTE, SIZE, make_app
 from tests.ui.snapshots import screen_text
 from tests.ui.test_app import send_idle, settle, wait_for
@@ -22,7 +25,7 @@ from tui.app.screens.help import HELP_KEYS, HelpScreen
 from tui.app.screens.modals import ConfirmScreen, RenameScreen
 from tui.app.transcript.cards import CheckpointCard
 from tui.app.uistate import UiState, load_ui_state, save_ui_state
-from tui.shared.runtime import Runtime
+from tui.shared.runtime import Runtime, open_runtime
 from tui.shared.times import local_minute
 
 
@@ -251,3 +254,31 @@ async def test_palette_markdown_export_after_f4_holds_the_whole_history(
     assert headings[2].startswith("## Compacted summary")
     assert "> Can we merge shipping and billing?" in md
     assert "one address form with a **billing differs** toggle" in md
+
+
+# --------------------------------------------------------------------------- read-only
+
+
+async def test_a_shared_session_s_composer_says_it_is_read_only(tmp_path: Path) -> None:
+    db = tmp_path / "team.sqlite3"
+    async with await SqliteSessionStore.open(db, user="alice") as alice:
+        await alice.create_session("hers", cwd="/home/alice", created_at=FIXED_NOW - DAY)
+        await alice.append("hers", SESSION_TITLE, {"title": "Alice's plan"})
+        assert await alice.share("hers", "bob")
+    async with (
+        await SqliteSessionStore.open(db, user="bob") as bob,
+        open_runtime(DshConfig(database=db), store=bob, provider=OfflineProvider()) as rt,
+    ):
+        await bob.create_session("his", cwd="/home/bob", created_at=FIXED_NOW - 2 * DAY)
+        app = make_app(rt, initial_session="hers")
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(app, pilot)
+            assert app.current_id == "hers" and not app.composer.send_enabled
+            placeholder = app.composer.placeholder
+            assert "Enter to send" not in placeholder, placeholder
+            assert "read-only" in placeholder.lower() and "alice" in placeholder, placeholder
+            assert "Read-only: shared with you by alice" in screen_text(app)
+            app.switch_to("his")
+            await wait_for(pilot, lambda: app.current_id == "his")
+            await settle(app, pilot)
+            assert "Enter to send" in app.composer.placeholder

@@ -113,6 +113,9 @@ SESSION_WRITING_ACTIONS = frozenset(
 """Actions that write to the open session: dimmed when another user owns it (issue 17:
 a session shared with you is read-only to you)."""
 
+MESSAGE_PLACEHOLDER = "Message… (@ to reference another session, Enter to send)"
+"""What the empty composer says when the open session takes messages."""
+
 HISTORY_EVENTS = 2000
 """How many surface events before the newest page are read for Up/Down history."""
 
@@ -146,7 +149,7 @@ class ChatScreen(Screen[None]):
                     cursor_blink=self._cursor_blink,
                     max_references=self._max_refs,
                     candidate_limit=self._limit,
-                    placeholder="Message… (@ to reference another session, Enter to send)",
+                    placeholder=MESSAGE_PLACEHOLDER,
                 )
         yield KeyFooter(compact=True)
 
@@ -704,6 +707,12 @@ class DshApp(App[int]):
         owner = self._foreign_owner
         if owner is not None:
             self.notice.show_notice(self._foreign_notice(owner), warning=True)
+        if not self._read_only:  # (a read-only database says why itself, once)
+            self.composer.placeholder = (
+                MESSAGE_PLACEHOLDER
+                if owner is None
+                else f"Read-only: shared with you by {single_line(owner, 40)}; nothing can be sent"
+            )
         self.refresh_bindings()
 
     async def open_newest_session(self) -> None:

@@ -123,10 +123,20 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print a JSON array")
 
     p = sub.add_parser("new", help="create a session and print its id")
-    p.add_argument("--cwd", help="working directory recorded on the session (default: none)")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument(
+        "--cwd",
+        help="working directory recorded on the session (default: the current directory, "
+        "as the app's Ctrl+N)",
+    )
+    where.add_argument("--no-cwd", action="store_true", help="record no working directory")
 
-    p = sub.add_parser("send", help="send a message (mentions allowed) and stream the reply")
-    p.add_argument("session")
+    p = sub.add_parser(
+        "send",
+        help="send a message (mentions allowed) and stream the reply",
+        description="Send TEXT to SESSION and stream the reply. " + SESSION_NAME_HELP,
+    )
+    p.add_argument("session", help=SESSION_ARG_HELP)
     p.add_argument("text", help="the message; '-' reads standard input")
 
     p = sub.add_parser(
@@ -136,10 +146,10 @@ def _parser() -> argparse.ArgumentParser:
         "has no reply yet (a reply that could not be stored, a model error before any word). "
         "Nothing is appended but the reply.",
     )
-    p.add_argument("session")
+    p.add_argument("session", help=SESSION_ARG_HELP)
 
     p = sub.add_parser("show", help="print a session's transcript")
-    p.add_argument("session")
+    p.add_argument("session", help=SESSION_ARG_HELP)
     p.add_argument("--json", action="store_true", help="print the raw event log as JSON")
     p.add_argument("--expand", action="store_true", help="expand reference cards")
     p.add_argument(
@@ -150,19 +160,19 @@ def _parser() -> argparse.ArgumentParser:
     )
 
     p = sub.add_parser("prepare", help="print what the model would receive, without sending")
-    p.add_argument("--session", required=True)
+    p.add_argument("--session", required=True, help=SESSION_ARG_HELP)
     p.add_argument("text", help="the draft; '-' reads standard input")
     p.add_argument("--json", action="store_true", help="print the messages as JSON")
 
     p = sub.add_parser("compact", help="replace a session's conversation by a summary")
-    p.add_argument("session")
+    p.add_argument("session", help=SESSION_ARG_HELP)
 
     p = sub.add_parser("rename", help="set a session's title")
-    p.add_argument("session")
+    p.add_argument("session", help=SESSION_ARG_HELP)
     p.add_argument("title")
 
     p = sub.add_parser("export", help="export a session")
-    p.add_argument("session")
+    p.add_argument("session", help=SESSION_ARG_HELP)
     p.add_argument(
         "--format",
         choices=("md", "json", "reference"),
@@ -202,7 +212,7 @@ def _parser() -> argparse.ArgumentParser:
         help="delete a session",
         description="Delete a session. On a terminal dsh asks first; --yes does not ask.",
     )
-    p.add_argument("session")
+    p.add_argument("session", help=SESSION_ARG_HELP)
     p.add_argument("-y", "--yes", action="store_true", help="delete without asking")
 
     p = sub.add_parser(
@@ -213,7 +223,7 @@ def _parser() -> argparse.ArgumentParser:
         "keeps its session busy until the lease runs out (30 s). dsh says who holds it and "
         "asks first on a terminal; --yes does not ask (and is needed without a terminal).",
     )
-    p.add_argument("session")
+    p.add_argument("session", help=SESSION_ARG_HELP)
     p.add_argument("-y", "--yes", action="store_true", help="break it without asking")
 
     p = sub.add_parser(
@@ -223,11 +233,11 @@ def _parser() -> argparse.ArgumentParser:
         "SESSION, which you own: they see it, can show, export and @-mention it, never "
         "write it. Take it back with `dsh unshare`.",
     )
-    p.add_argument("session")
+    p.add_argument("session", help=SESSION_ARG_HELP)
     p.add_argument("--with", dest="user", required=True, metavar="USER")
 
     p = sub.add_parser("unshare", help="take back what `dsh share` gave")
-    p.add_argument("session")
+    p.add_argument("session", help=SESSION_ARG_HELP)
     p.add_argument("--with", dest="user", required=True, metavar="USER")
 
     p = sub.add_parser(
@@ -238,7 +248,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print a JSON array")
 
     p = sub.add_parser("mention", help="print the @ mention that references a session")
-    p.add_argument("session")
+    p.add_argument("session", help=SESSION_ARG_HELP)
 
     p = sub.add_parser(
         "candidates",
@@ -247,7 +257,7 @@ def _parser() -> argparse.ArgumentParser:
         "title contain QUERY (the picker's order), then those whose messages contain it "
         "(best match first, with the message's snippet).",
     )
-    p.add_argument("session")
+    p.add_argument("session", help=SESSION_ARG_HELP)
     p.add_argument("query", nargs="?", default="")
     p.add_argument("--json", action="store_true")
 
@@ -316,6 +326,22 @@ def _read_arg(text: str) -> str:
         return sys.stdin.read()
     data: bytes = stream.read()
     return data.decode("utf-8", "surrogateescape")
+
+
+SESSION_ARG_HELP = "the session: its id, a unique id prefix, or its exact title"
+SESSION_NAME_HELP = (
+    "Name a session by its full id, by a prefix of its id that no other id starts with, or "
+    "by its exact title (`dsh sessions` lists them); a name that fits two sessions is an "
+    "error that lists both."
+)
+
+
+def _current_directory() -> str | None:
+    """Where dsh runs (``None`` when that folder is gone): a new session's default cwd."""
+    try:
+        return os.getcwd()
+    except OSError:
+        return None
 
 
 async def _resolve(rt: Runtime, name: str) -> SessionHeader:
@@ -403,7 +429,8 @@ def _print_sessions(
 
 
 async def cmd_new(rt: Runtime, args: argparse.Namespace) -> int:
-    header = await rt.store.create_session(cwd=args.cwd)
+    cwd = None if args.no_cwd else args.cwd if args.cwd is not None else _current_directory()
+    header = await rt.store.create_session(cwd=cwd)
     print(single_line(header.id))
     return 0
 
