@@ -26,7 +26,7 @@ def test_a_piped_listing_is_tab_separated(dsh: Run) -> None:
     listed = dsh("sessions")
     assert listed.code == 0
     head, *lines = listed.out.splitlines()
-    assert head == "id\ttitle\tcwd\tage"
+    assert head == "id\ttitle\tcwd\tlast active"  # four columns, as before issue 31
     rows = [line.split("\t") for line in lines]
     assert all(len(row) == 4 for row in rows), rows
     by_id = {row[0]: row[1:] for row in rows}

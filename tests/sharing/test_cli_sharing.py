@@ -59,7 +59,7 @@ def test_sessions_and_candidates_hide_private_sessions_and_name_owners(
     assert listed.code == 0, listed.err
     assert team.private not in listed.out and "secret" not in listed.out
     head, *rows = listed.out.splitlines()
-    assert head.split("\t") == ["id", "title", "cwd", "age", "owner"]
+    assert head.split("\t") == ["id", "title", "cwd", "last active", "owner"]
     (shared_row,) = [r.split("\t") for r in rows if team.shared in r]
     assert shared_row[0] == team.shared and shared_row[4] == ALICE
     (own_row,) = [r.split("\t") for r in rows if team.bobs in r]
@@ -71,7 +71,7 @@ def test_sessions_and_candidates_hide_private_sessions_and_name_owners(
         "id",
         "title",
         "cwd",
-        "age",
+        "last active",
     ]
     candidates = bob("candidates", team.bobs, "--json").json()
     assert [c["id"] for c in candidates] == [team.shared]

@@ -24,6 +24,22 @@ def test_ui_state_round_trip_and_bad_files(tmp_path: Path) -> None:
     assert [p.name for p in path.parent.iterdir()] == ["tui.json"], "no temporary file left"
 
 
+def test_open_sessions_round_trip_bounded_and_odd_ids(tmp_path: Path) -> None:
+    path = tmp_path / "tui.json"
+    state = UiState(theme="nord")
+    for n in range(40):
+        state = state.with_open_session(f"/db/{n}", f"s{n}")
+    state = state.with_open_session("/db/odd", "id \udcff\x00 🚀")  # any str is an id
+    save_ui_state(path, state)
+    loaded = load_ui_state(path)
+    assert loaded == state and loaded.theme == "nord"
+    assert loaded.open_session("/db/odd") == "id \udcff\x00 🚀"
+    assert loaded.open_session("/db/0") is None  # the least recently used are forgotten
+    assert len(loaded.open_sessions) == 32
+    path.write_text('{"theme": "nord", "open_sessions": {"/db": 3, "/x": "y"}}', "utf-8")
+    assert load_ui_state(path) == UiState(theme="nord", open_sessions={"/x": "y"})
+
+
 def test_atomic_write_keeps_the_old_file_when_it_fails(tmp_path: Path) -> None:
     path = tmp_path / "tui.json"
     path.write_text("old", encoding="utf-8")

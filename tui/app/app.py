@@ -14,6 +14,7 @@ import os
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AsyncExitStack
+from dataclasses import replace
 from pathlib import Path, PurePath
 from typing import ClassVar
 
@@ -77,10 +78,11 @@ from tui.app.sidebar.sidebar import Sidebar
 from tui.app.statusbar import KeyFooter, NoticeBar, StatusLine, TitleBar
 from tui.app.transcript.cards import Foldable
 from tui.app.transcript.transcript import Transcript, last_assistant_text
-from tui.app.uistate import UiState, default_state_path, load_ui_state, save_ui_state
+from tui.app.uistate import UiStateKeeper, default_state_path
 from tui.shared.errors import describe_error, fault_message, sentence, unlock_hint
 from tui.shared.export import export_markdown
 from tui.shared.files import write_new_file
+from tui.shared.history import whole_history
 from tui.shared.progress import indexing_words
 from tui.shared.runtime import Runtime, offline_delay_from_env, open_runtime
 from tui.shared.signals import (
@@ -110,6 +112,9 @@ SESSION_WRITING_ACTIONS = frozenset(
 )
 """Actions that write to the open session: dimmed when another user owns it (issue 17:
 a session shared with you is read-only to you)."""
+
+MESSAGE_PLACEHOLDER = "Message… (@ to reference another session, Enter to send)"
+"""What the empty composer says when the open session takes messages."""
 
 HISTORY_EVENTS = 2000
 """How many surface events before the newest page are read for Up/Down history."""
@@ -144,7 +149,7 @@ class ChatScreen(Screen[None]):
                     cursor_blink=self._cursor_blink,
                     max_references=self._max_refs,
                     candidate_limit=self._limit,
-                    placeholder="Message… (@ to reference another session, Enter to send)",
+                    placeholder=MESSAGE_PLACEHOLDER,
                 )
         yield KeyFooter(compact=True)
 
@@ -178,7 +183,7 @@ class DshApp(App[int]):
 
     activity: reactive[Activity] = reactive(IDLE, bindings=True, init=False)
     """What the app is busy with: the status line shows it, and the bindings it keeps out
-    show dimmed in the footer (``check_action``)."""
+    hide from the footer until it is done (``check_action``)."""
 
     def __init__(
         self,
@@ -215,7 +220,7 @@ class DshApp(App[int]):
         self._terminal_fds: tuple[int, ...] = ()
         self._stopping: set[asyncio.Task[None]] = set()
         self._unanswered = False  # the open session ends with a message nothing answered
-        self._state_path = state_path
+        self._ui_state = UiStateKeeper(state_path)
         self._keep_drafts = keep_drafts
         self.follower = StoreFollower(self)
         self._drafts = DraftKeeper(None)
@@ -305,7 +310,7 @@ class DshApp(App[int]):
         if self._initial_session is not None:
             await self.open_session(self._initial_session)
         else:
-            await self.open_newest_session()
+            await self.open_last_session()
         self._damage_told = ()  # opening the session cleared the notice line: tell it now
         self._tell_damage()
         self.follower.start()
@@ -322,34 +327,56 @@ class DshApp(App[int]):
 
     async def _restore_ui_state(self) -> None:
         """Apply the saved theme, then save every theme the user picks from now on."""
-        if self._state_path is None:
+        if self._ui_state.path is None:
             return
-        state = await asyncio.to_thread(load_ui_state, self._state_path)
+        state = await self._ui_state.load()
         if state.theme is not None and state.theme in self.available_themes:
             self.theme = state.theme
-        self.theme_changed_signal.subscribe(self, lambda theme: self._save_ui_state())
+        self.theme_changed_signal.subscribe(self, lambda theme: self._keep_ui_state(theme=True))
 
-    def _save_ui_state(self) -> None:
-        path, state = self._state_path, UiState(theme=self.theme)
-        if path is None:
+    @property
+    def _database_key(self) -> str:
+        return os.fspath(self._config.database)
+
+    async def open_last_session(self) -> None:
+        """Open the session that was on screen when the app last quit (with this database),
+        if it is still listed, else the one used last."""
+        remembered = self._ui_state.state.open_session(self._database_key)
+        if remembered is not None and self.sidebar.entry(remembered) is not None:
+            await self.open_session(remembered)
+            if self.current_id == remembered:
+                return
+        await self.open_newest_session()
+
+    def _keep_ui_state(self, *, theme: bool = False) -> None:
+        """Save the open session (and ``theme``: the theme) in the background for next run."""
+        keeper = self._ui_state
+        if keeper.path is None:
             return
+        if theme:
+            keeper.state = replace(keeper.state, theme=self.theme)
+        if self.current_id is not None:
+            keeper.state = keeper.state.with_open_session(self._database_key, self.current_id)
+        self.run_worker(self._save_ui_state(), group="ui-state")
 
-        async def save() -> None:
-            try:
-                await asyncio.to_thread(save_ui_state, path, state)
-            except OSError as err:
-                self.notify(
-                    sentence(f"Could not keep the theme for next time: {describe_error(err)}"),
-                    severity="warning",
-                )
-
-        self.run_worker(save(), group="ui-state")
+    async def _save_ui_state(self) -> None:
+        try:
+            await self._ui_state.save()
+        except OSError as err:
+            self.notify(
+                sentence(
+                    f"Could not keep the theme and open session for next time: {describe_error(err)}"
+                ),
+                severity="warning",
+            )
 
     async def on_unmount(self) -> None:
         if self._remove_stop_handler is not None:
             self._remove_stop_handler()
         with contextlib.suppress(OSError):
             await self._drafts.flush()  # unsent drafts survive quitting
+        with contextlib.suppress(OSError):
+            await self._ui_state.save()  # a save cut short by quitting
         await self._stack.aclose()
 
     def _show_read_only_notice(self) -> None:
@@ -568,9 +595,10 @@ class DshApp(App[int]):
         )
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """``None`` (shown dimmed, does nothing) for an action that cannot run now."""
+        """``None`` (shown dimmed, does nothing) for an action that cannot run now;
+        ``False`` (hidden) for one that waits until the reply, compaction, … is done."""
         if not action_available(action, self.activity.state):
-            return None
+            return False
         if action in WRITING_ACTIONS and self._read_only:  # a replay, or a full disk
             return None
         if action in SESSION_WRITING_ACTIONS and self._foreign_owner is not None:
@@ -671,6 +699,7 @@ class DshApp(App[int]):
             self.composer.history_incomplete = bool(window.unread) or not window.complete
             self._history_window = window
         self.sidebar.set_current(session_id)
+        self._keep_ui_state()  # the next run opens this session again
         self._show_window(window)
         self._set_unanswered(unanswered_message(window.events) is not None)
         self._update_title()
@@ -678,6 +707,12 @@ class DshApp(App[int]):
         owner = self._foreign_owner
         if owner is not None:
             self.notice.show_notice(self._foreign_notice(owner), warning=True)
+        if not self._read_only:  # (a read-only database says why itself, once)
+            self.composer.placeholder = (
+                MESSAGE_PLACEHOLDER
+                if owner is None
+                else f"Read-only: shared with you by {single_line(owner, 40)}; nothing can be sent"
+            )
         self.refresh_bindings()
 
     async def open_newest_session(self) -> None:
@@ -1218,9 +1253,9 @@ class DshApp(App[int]):
                 events = await self.runtime.store.read_events(header.id)
                 lines = list(export_jsonl(header, events))
             else:
-                snapshot = await self.runtime.query.read_surface(header.id)
+                history, taken = whole_history(await self.runtime.store.read_events(header.id))
                 entry = self.sidebar.entry(header.id)
-                lines = export_markdown(header, entry.title if entry else None, snapshot.events)
+                lines = export_markdown(header, entry.title if entry else None, history, taken)
         if guard.failed:
             return
         safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in header.id)[:40] or "session"

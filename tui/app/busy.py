@@ -2,7 +2,7 @@
 
 Textual-free so the rules can be read (and tested) on their own: while the app creates a
 session, prepares a message, streams a reply or compacts, the actions that would change
-the open session or what it holds cannot run; the footer shows them dimmed.
+the open session or what it holds cannot run; the footer hides them until it is done.
 """
 
 from __future__ import annotations

@@ -4,7 +4,9 @@ only, never markup."""
 from __future__ import annotations
 
 from rich.text import Text
+from textual import events
 from textual.app import ComposeResult
+from textual.geometry import Size
 from textual.widget import Widget
 from textual.widgets import Footer, Static
 
@@ -92,8 +94,9 @@ class NoticeBar(Static):
 
 
 class KeyFooter(Footer):
-    """The footer, with the keys that cannot run now (dimmed) after those that can: when
-    the row is cut on a narrow terminal, what is lost is what could not run anyway."""
+    """The footer, with the keys that cannot run now (dimmed) after those that can. Keys
+    that do not fit beside the palette key are left out whole, from the right (what is lost
+    first is what could not run anyway), never cut mid-word or shown under it."""
 
     def compose(self) -> ComposeResult:
         dimmed: list[Widget] = []
@@ -108,3 +111,34 @@ class KeyFooter(Footer):
                 dimmed = []
             yield widget
         yield from dimmed
+
+    async def recompose(self) -> None:
+        await super().recompose()
+        self.fit_keys()
+
+    def on_resize(self, event: events.Resize) -> None:
+        self.fit_keys()
+
+    def fit_keys(self) -> None:
+        """Show the keys, in order, while they fit; hide the rest."""
+        width = self.size.width
+        if not width:
+            return
+        items = list(self.children)
+        room = width - sum(
+            self._width(item) for item in items if item.has_class("-command-palette")
+        )
+        used, fits = 0, True
+        for item in items:
+            if item.has_class("-command-palette"):
+                continue
+            item_width = self._width(item)
+            fits = fits and used + item_width <= room
+            item.display = fits
+            used += item_width if fits else 0
+
+    def _width(self, item: Widget) -> int:
+        """The cells ``item`` takes in the row: its content, padding, border and margin."""
+        styles = item.styles
+        content = item.get_content_width(Size(self.size.width, 1), self.app.size)
+        return content + styles.gutter.width + styles.margin.width

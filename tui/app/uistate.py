@@ -1,4 +1,5 @@
-"""What the terminal UI remembers between runs (today: the theme), in one small JSON file.
+"""What the terminal UI remembers between runs (the theme, and the session open at quit in
+each database), in one small JSON file.
 
 The file lives in the user's state directory (``platformdirs.user_state_dir("dsh")``), not
 in the database: it is a preference of this terminal, not part of any session. Reading and
@@ -9,8 +10,10 @@ atomically (a crash or a full disk never leaves half a file behind).
 
 from __future__ import annotations
 
+import asyncio
 import json
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import platformdirs
@@ -19,6 +22,7 @@ from tui.shared.files import write_atomically
 
 __all__ = [
     "UiState",
+    "UiStateKeeper",
     "default_state_path",
     "load_ui_state",
     "save_ui_state",
@@ -26,11 +30,24 @@ __all__ = [
 ]
 
 STATE_FILE = "tui.json"
+MAX_DATABASES = 32
+"""How many databases' open sessions are remembered (the least recently used is forgotten)."""
 
 
 @dataclass(frozen=True, slots=True)
 class UiState:
     theme: str | None = None
+    open_sessions: Mapping[str, str] = field(default_factory=dict)
+    """Database location → the session open when the app last showed that database, the
+    most recently used database last."""
+
+    def open_session(self, database: str) -> str | None:
+        return self.open_sessions.get(database)
+
+    def with_open_session(self, database: str, session_id: str) -> UiState:
+        sessions = {k: v for k, v in self.open_sessions.items() if k != database}
+        sessions[database] = session_id
+        return replace(self, open_sessions=dict(list(sessions.items())[-MAX_DATABASES:]))
 
 
 def default_state_path() -> Path:
@@ -46,12 +63,46 @@ def load_ui_state(path: Path) -> UiState:
     if not isinstance(data, dict):
         return UiState()
     theme = data.get("theme")
-    return UiState(theme=theme if isinstance(theme, str) and theme else None)
+    sessions = data.get("open_sessions")
+    return UiState(
+        theme=theme if isinstance(theme, str) and theme else None,
+        open_sessions={
+            k: v for k, v in sessions.items() if isinstance(k, str) and isinstance(v, str)
+        }
+        if isinstance(sessions, dict)
+        else {},
+    )
 
 
 def save_ui_state(path: Path, state: UiState) -> None:
-    """Write ``state`` to ``path`` atomically."""
-    write_text_atomically(path, json.dumps({"theme": state.theme}, ensure_ascii=False) + "\n")
+    """Write ``state`` to ``path`` atomically (ASCII: an id's lone surrogate is escaped)."""
+    data = {"theme": state.theme, "open_sessions": dict(state.open_sessions)}
+    write_text_atomically(path, json.dumps(data, ensure_ascii=True) + "\n")
+
+
+class UiStateKeeper:
+    """The app's UI state and its file (``None``: nothing is kept). Saves run one at a time
+    off the event loop and write the latest state, so a slower, older save never lands last."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self.state = UiState()
+        self._saved = UiState()
+        self._lock = asyncio.Lock()
+
+    async def load(self) -> UiState:
+        if self.path is not None:
+            self.state = self._saved = await asyncio.to_thread(load_ui_state, self.path)
+        return self.state
+
+    async def save(self) -> None:
+        """Write the state if it changed since the last write (``OSError`` when it fails)."""
+        async with self._lock:
+            state = self.state
+            if self.path is None or state == self._saved:
+                return
+            await asyncio.to_thread(save_ui_state, self.path, state)
+            self._saved = state
 
 
 def write_text_atomically(path: Path, text: str) -> None:

@@ -18,7 +18,7 @@ import shlex
 import shutil
 import sys
 import time
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -63,6 +63,7 @@ from core.references.labels import safe_mention
 from core.resolve import SessionNameError, resolve_session_name
 from core.search import unindexed_notice
 from stores.replay import ReplayStore
+from tui.shared.activity import active_at, by_last_activity
 from tui.shared.errors import describe_error
 from tui.shared.progress import terminal_progress
 from tui.shared.runtime import Runtime, offline_delay_from_env, open_runtime
@@ -118,14 +119,24 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"dsh {VERSION}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
-    p = sub.add_parser("sessions", help="list sessions, newest first")
+    p = sub.add_parser("sessions", help="list sessions, most recently active first")
     p.add_argument("--json", action="store_true", help="print a JSON array")
 
     p = sub.add_parser("new", help="create a session and print its id")
-    p.add_argument("--cwd", help="working directory recorded on the session (default: none)")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument(
+        "--cwd",
+        help="working directory recorded on the session (default: the current directory, "
+        "as the app's Ctrl+N)",
+    )
+    where.add_argument("--no-cwd", action="store_true", help="record no working directory")
 
-    p = sub.add_parser("send", help="send a message (mentions allowed) and stream the reply")
-    p.add_argument("session")
+    p = sub.add_parser(
+        "send",
+        help="send a message (mentions allowed) and stream the reply",
+        description="Send TEXT to SESSION and stream the reply. " + SESSION_NAME_HELP,
+    )
+    p.add_argument("session", help=SESSION_ARG_HELP)
     p.add_argument("text", help="the message; '-' reads standard input")
 
     p = sub.add_parser(
@@ -135,10 +146,10 @@ def _parser() -> argparse.ArgumentParser:
         "has no reply yet (a reply that could not be stored, a model error before any word). "
         "Nothing is appended but the reply.",
     )
-    p.add_argument("session")
+    p.add_argument("session", help=SESSION_ARG_HELP)
 
     p = sub.add_parser("show", help="print a session's transcript")
-    p.add_argument("session")
+    p.add_argument("session", help=SESSION_ARG_HELP)
     p.add_argument("--json", action="store_true", help="print the raw event log as JSON")
     p.add_argument("--expand", action="store_true", help="expand reference cards")
     p.add_argument(
@@ -149,19 +160,19 @@ def _parser() -> argparse.ArgumentParser:
     )
 
     p = sub.add_parser("prepare", help="print what the model would receive, without sending")
-    p.add_argument("--session", required=True)
+    p.add_argument("--session", required=True, help=SESSION_ARG_HELP)
     p.add_argument("text", help="the draft; '-' reads standard input")
     p.add_argument("--json", action="store_true", help="print the messages as JSON")
 
     p = sub.add_parser("compact", help="replace a session's conversation by a summary")
-    p.add_argument("session")
+    p.add_argument("session", help=SESSION_ARG_HELP)
 
     p = sub.add_parser("rename", help="set a session's title")
-    p.add_argument("session")
+    p.add_argument("session", help=SESSION_ARG_HELP)
     p.add_argument("title")
 
     p = sub.add_parser("export", help="export a session")
-    p.add_argument("session")
+    p.add_argument("session", help=SESSION_ARG_HELP)
     p.add_argument(
         "--format",
         choices=("md", "json", "reference"),
@@ -201,7 +212,7 @@ def _parser() -> argparse.ArgumentParser:
         help="delete a session",
         description="Delete a session. On a terminal dsh asks first; --yes does not ask.",
     )
-    p.add_argument("session")
+    p.add_argument("session", help=SESSION_ARG_HELP)
     p.add_argument("-y", "--yes", action="store_true", help="delete without asking")
 
     p = sub.add_parser(
@@ -212,7 +223,7 @@ def _parser() -> argparse.ArgumentParser:
         "keeps its session busy until the lease runs out (30 s). dsh says who holds it and "
         "asks first on a terminal; --yes does not ask (and is needed without a terminal).",
     )
-    p.add_argument("session")
+    p.add_argument("session", help=SESSION_ARG_HELP)
     p.add_argument("-y", "--yes", action="store_true", help="break it without asking")
 
     p = sub.add_parser(
@@ -222,11 +233,11 @@ def _parser() -> argparse.ArgumentParser:
         "SESSION, which you own: they see it, can show, export and @-mention it, never "
         "write it. Take it back with `dsh unshare`.",
     )
-    p.add_argument("session")
+    p.add_argument("session", help=SESSION_ARG_HELP)
     p.add_argument("--with", dest="user", required=True, metavar="USER")
 
     p = sub.add_parser("unshare", help="take back what `dsh share` gave")
-    p.add_argument("session")
+    p.add_argument("session", help=SESSION_ARG_HELP)
     p.add_argument("--with", dest="user", required=True, metavar="USER")
 
     p = sub.add_parser(
@@ -237,7 +248,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print a JSON array")
 
     p = sub.add_parser("mention", help="print the @ mention that references a session")
-    p.add_argument("session")
+    p.add_argument("session", help=SESSION_ARG_HELP)
 
     p = sub.add_parser(
         "candidates",
@@ -246,7 +257,7 @@ def _parser() -> argparse.ArgumentParser:
         "title contain QUERY (the picker's order), then those whose messages contain it "
         "(best match first, with the message's snippet).",
     )
-    p.add_argument("session")
+    p.add_argument("session", help=SESSION_ARG_HELP)
     p.add_argument("query", nargs="?", default="")
     p.add_argument("--json", action="store_true")
 
@@ -317,6 +328,22 @@ def _read_arg(text: str) -> str:
     return data.decode("utf-8", "surrogateescape")
 
 
+SESSION_ARG_HELP = "the session: its id, a unique id prefix, or its exact title"
+SESSION_NAME_HELP = (
+    "Name a session by its full id, by a prefix of its id that no other id starts with, or "
+    "by its exact title (`dsh sessions` lists them); a name that fits two sessions is an "
+    "error that lists both."
+)
+
+
+def _current_directory() -> str | None:
+    """Where dsh runs (``None`` when that folder is gone): a new session's default cwd."""
+    try:
+        return os.getcwd()
+    except OSError:
+        return None
+
+
 async def _resolve(rt: Runtime, name: str) -> SessionHeader:
     headers = await rt.query.list_sessions()
     titles = await rt.query.read_titles()
@@ -344,9 +371,11 @@ def _owner_label(rt: Runtime, header: SessionHeader) -> str:
 
 
 async def cmd_sessions(rt: Runtime, args: argparse.Namespace) -> int:
-    headers = await rt.query.list_sessions()
+    # The app's order: most recently active first (tui.shared.activity).
+    last_active = await rt.query.read_last_event_times()
+    headers = by_last_activity(await rt.query.list_sessions(), last_active)
     titles = await rt.query.read_titles()
-    _print_sessions(rt, args.json, headers, titles)
+    _print_sessions(rt, args.json, headers, titles, last_active)
     sys.stdout.flush()
     for row in rt.store.damaged_rows():  # one line each, on stderr: stdout stays parseable
         print(f"dsh: {damage_line(row)}", file=sys.stderr)
@@ -354,7 +383,11 @@ async def cmd_sessions(rt: Runtime, args: argparse.Namespace) -> int:
 
 
 def _print_sessions(
-    rt: Runtime, as_json: bool, headers: list[SessionHeader], titles: dict[str, SessionTitle]
+    rt: Runtime,
+    as_json: bool,
+    headers: list[SessionHeader],
+    titles: dict[str, SessionTitle],
+    last_active: Mapping[str, int],
 ) -> None:
     if as_json:
         rows = [
@@ -377,11 +410,11 @@ def _print_sessions(
             single_line(h.id),
             single_line(titles[h.id].title, 60) if h.id in titles else "",
             single_line(h.cwd) if h.cwd is not None else "—",
-            relative_age(h.created_at),
+            relative_age(active_at(h, last_active.get(h.id))),
         )
         for h in headers
     ]
-    columns: tuple[str, ...] = ("id", "title", "cwd", "age")
+    columns: tuple[str, ...] = ("id", "title", "cwd", "last active")
     owners = [_owner_label(rt, h) for h in headers]
     if any(owners):  # someone else's sessions (shared with you): say whose
         columns += ("owner",)
@@ -396,7 +429,8 @@ def _print_sessions(
 
 
 async def cmd_new(rt: Runtime, args: argparse.Namespace) -> int:
-    header = await rt.store.create_session(cwd=args.cwd)
+    cwd = None if args.no_cwd else args.cwd if args.cwd is not None else _current_directory()
+    header = await rt.store.create_session(cwd=cwd)
     print(single_line(header.id))
     return 0
 
@@ -618,10 +652,11 @@ async def cmd_export(rt: Runtime, args: argparse.Namespace) -> int:
             raise CliError(f"cannot export {single_line(header.id)}: {err}") from err
     else:
         from tui.shared.export import export_markdown
+        from tui.shared.history import whole_history
 
-        snapshot = await rt.query.read_surface(header.id)
+        history, taken = whole_history(await rt.store.read_events(header.id))
         title = await rt.query.read_title(header.id)
-        lines = export_markdown(header, title.title if title else None, snapshot.events)
+        lines = export_markdown(header, title.title if title else None, history, taken)
     if args.output:
         from tui.shared.files import write_atomically
 

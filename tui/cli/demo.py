@@ -41,6 +41,8 @@ UNICODE = "démo-café-会话-🚀"
 NOTES = "demo-notes"
 CARDS = "demo-research-with-references"
 
+HOSTILE_DEMO_TITLE = "Demo: hostile input is shown inert"
+"""How the hostile-input demo session's title starts."""
 DEMO_SESSION_IDS = (CHECKOUT, LONG, COMPACTED, HOSTILE, UNICODE, NOTES, CARDS)
 
 _MINUTE = 60_000
@@ -144,7 +146,12 @@ async def _compacted(rt: Runtime) -> None:
 
 async def _hostile(rt: Runtime) -> None:
     await _fresh(rt, HOSTILE, "/tmp/[red]cwd[/red]\x1b]0;owned\x07", 3 * _DAY)
-    events = [_title("[bold red]PWNED[/] \x1b[31mred\x1b[0m \u202eevil\u202c title")]
+    # Said to be a demo first (the list cuts the rest): hostile-looking, not a broken app.
+    events = [
+        _title(
+            f"{HOSTILE_DEMO_TITLE} — [bold red]PWNED[/] \x1b[31mred\x1b[0m \u202eevil\u202c title"
+        )
+    ]
     events += _exchange(
         "Markup: [bold]bold?[/bold] [link=https://example.invalid]click[/link] [/]\n"
         "ANSI: \x1b[2J\x1b[31mred\x1b[0m bell\x07 NUL\x00 bidi \u202edesrever\u202c",

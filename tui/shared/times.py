@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-__all__ = ["UNKNOWN_TIME", "iso_time", "local_minute", "utc_minute"]
+__all__ = ["UNKNOWN_TIME", "iso_time", "local_minute", "local_zone", "utc_minute"]
 
 UNKNOWN_TIME = "?"
 """What a time no calendar date can show is printed as."""
@@ -25,6 +25,15 @@ def local_minute(epoch_ms: int) -> str:
     """``2025-11-24 16:00`` in the local time zone (the transcript, ``dsh show``)."""
     moment = _moment(epoch_ms)
     return UNKNOWN_TIME if moment is None else moment.strftime("%Y-%m-%d %H:%M")
+
+
+def local_zone() -> str:
+    """The local time zone as an offset from UTC now, ``UTC+01:00`` (says what
+    ``local_minute`` times are, in a file read elsewhere)."""
+    offset = datetime.now().astimezone().utcoffset()
+    minutes = int(offset.total_seconds() // 60) if offset is not None else 0
+    sign = "+" if minutes >= 0 else "-"
+    return f"UTC{sign}{abs(minutes) // 60:02}:{abs(minutes) % 60:02}"
 
 
 def utc_minute(epoch_ms: int) -> str:

@@ -1,4 +1,4 @@
-"""The help screen (F1, or ``?`` outside the composer): every key of the app on one page."""
+"""The help screen (F1, or ``?`` outside the composer and the session filter): every key of the app on one page."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ HELP_KEYS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
             ("Enter / Space", "expand or collapse a focused card"),
             ("Tab / Shift+Tab", "move between the list, the cards and the composer"),
             ("Ctrl+P", "command palette: switch session, export, copy, theme, screenshot"),
-            ("F1, ?", "this help (? outside the composer)"),
+            ("F1, ?", "this help (? outside the composer and the session filter)"),
             ("Ctrl+Q", "quit"),
         ),
     ),

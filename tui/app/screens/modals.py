@@ -53,6 +53,18 @@ class RenameScreen(ModalScreen[str | None]):
                 yield Button("Cancel", id="cancel")
                 yield Button("Rename", id="ok", variant="primary")
 
+    def on_mount(self) -> None:
+        # The old title starts selected, so typing replaces it: whichever the field gets
+        # first, its focus or its value (the value puts the cursor at its end).
+        field = self.query_one("#rename-input", Input)
+        field.focus()
+        self.call_after_refresh(self._select_untouched)
+
+    def _select_untouched(self) -> None:
+        field = self.query_one("#rename-input", Input)
+        if field.value == self._shown:  # nothing typed yet
+            field.select_all()
+
     @on(Input.Submitted)
     def _submitted(self) -> None:
         self._accept()

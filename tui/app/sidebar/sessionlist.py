@@ -136,6 +136,11 @@ class SessionList(ScrollView, can_focus=True):
     def _resize_virtual(self) -> None:
         self.virtual_size = Size(self.scrollable_content_region.width, self._count * ROW_HEIGHT)
 
+    def notify_style_update(self) -> None:
+        # A new theme (or any restyle) changes the colours the cached lines were drawn in.
+        super().notify_style_update()
+        self._strips.clear()
+
     def on_resize(self, event: events.Resize) -> None:
         self._strips.clear()
         self._resize_virtual()

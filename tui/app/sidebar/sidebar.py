@@ -24,6 +24,7 @@ from core.query import SessionTitle
 from core.references import SessionDiscovery
 from core.search import SearchHit
 from tui.app.sidebar.sessionlist import SessionList
+from tui.shared.activity import active_at, order_by_last_activity
 from tui.shared.snippets import snippet_text
 
 __all__ = ["NEW_SESSION_LABEL", "BodySource", "SessionEntry", "Sidebar", "by_last_activity"]
@@ -54,7 +55,7 @@ class SessionEntry:
     @property
     def active_at(self) -> int:
         """When the session was last used: its last event, or its creation."""
-        return self.last_active if self.last_active is not None else self.header.created_at
+        return active_at(self.header, self.last_active)
 
     def matches(self, query: str) -> bool:
         needle = query.casefold()
@@ -65,10 +66,8 @@ class SessionEntry:
 
 
 def by_last_activity(entries: Sequence[SessionEntry]) -> list[SessionEntry]:
-    """Newest activity first; ties by newest creation, then by id."""
-    ordered = sorted(entries, key=lambda e: e.header.id)
-    ordered.sort(key=lambda e: (e.active_at, e.header.created_at), reverse=True)
-    return ordered
+    """Newest activity first; ties by newest creation, then by id (as ``dsh sessions``)."""
+    return order_by_last_activity(entries, lambda e: e.header, lambda e: e.last_active)
 
 
 class Sidebar(Vertical):
@@ -87,7 +86,8 @@ class Sidebar(Vertical):
     """``sidebar--current``: the marker before the open session."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("delete", "delete_session", "Delete", show=False)
+        Binding("delete", "delete_session", "Delete", show=False),
+        Binding("escape", "clear_filter", "Clear filter", show=False),
     ]
 
     class Selected(Message):
@@ -281,9 +281,24 @@ class Sidebar(Vertical):
     def _selected(self, entry: SessionEntry) -> Sidebar.Selected:
         return self.Selected(entry.header.id, entry.hit.seq if entry.hit is not None else None)
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # Esc clears a filter first; with none, it is the app's (back to the composer).
+        if action == "clear_filter" and not self.filter_input.value:
+            return False
+        return super().check_action(action, parameters)
+
+    def action_clear_filter(self) -> None:
+        self.filter_input.value = ""
+
     def on_key(self, event: Key) -> None:
-        # Typing while the list has focus filters it: send printable keys to the filter.
-        if self.option_list.has_focus and event.is_printable and event.character:
+        # Typing while the list has focus filters it: send printable keys to the filter
+        # (but "?", which opens the help there, as anywhere outside a text field).
+        if (
+            self.option_list.has_focus
+            and event.is_printable
+            and event.character
+            and event.character != "?"
+        ):
             self.filter_input.focus()
             self.filter_input.insert_text_at_cursor(event.character)
             event.stop()

@@ -1,0 +1,43 @@
+"""A session's whole conversation, as written: what a compaction (or any replace) took off
+the current surface stays in, marked. The surface is what the model sees next; a person
+reading an export wants everything that was said."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from core.log import Event, Replace, is_compact_checkpoint_source
+
+__all__ = ["COMPACTED", "REPLACED", "whole_history"]
+
+COMPACTED = "compacted"
+"""Taken off the surface by a compaction (the summary that replaced it comes after it)."""
+REPLACED = "replaced"
+"""Taken off the surface by another replace."""
+
+
+def whole_history(events: Iterable[Event]) -> tuple[list[Event], dict[int, str]]:
+    """Every surface event of the raw log ``events``, in the order written, and which of
+    them are no longer on the surface: seq → ``COMPACTED`` or ``REPLACED``. (The surface
+    is folded as SPEC §2.3 says, so exactly the shadowed events are marked.)"""
+    history: list[Event] = []
+    taken: dict[int, str] = {}
+    nodes: list[int] = []  # the current surface, by seq, in node order
+    for event in events:
+        op = event.surface_op
+        if op is None:
+            continue  # log-only (chunks, titles, compaction bookkeeping)
+        history.append(event)
+        if not isinstance(op, Replace):
+            nodes.append(event.seq)
+            continue
+        how = COMPACTED if is_compact_checkpoint_source(event.data.get("source")) else REPLACED
+        if op.start in nodes and op.end in nodes:
+            first, last = nodes.index(op.start), nodes.index(op.end)
+            shadowed, nodes[first : last + 1] = nodes[first : last + 1], [event.seq]
+        else:  # a log the store let through anyway: trust what the event lists
+            shadowed = list(event.source_event_seqs or ())
+            nodes = [seq for seq in nodes if seq not in shadowed] + [event.seq]
+        for seq in shadowed:
+            taken[seq] = how
+    return history, taken
