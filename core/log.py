@@ -10,7 +10,7 @@ from typing import Any, Literal, NamedTuple
 
 from core.errors import InvalidEventError
 from core.jsoncodec import FrozenDict, _speedups, dumps_js, loads_exact
-from core.limits import check_title_limits
+from core.limits import check_data_depth, check_title_limits
 
 __all__ = [
     "ASSISTANT_CHUNK",
@@ -321,6 +321,7 @@ def check_new_event(
         data_json = dumps_js(data)
     except TypeError as err:
         raise InvalidEventError(f"event data is not JSON: {err}") from err
+    check_data_depth(data_json)
     if type in SURFACE_EVENT_TYPES:
         if surface_op is None:
             raise InvalidEventError(f"a {type} event must carry a surface_op")
