@@ -25,6 +25,9 @@ ELIDED = "…"
 # only brackets outside strings are captured, so ``findall`` returns "" for each string.
 _TOKENS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|([\[\]{}])', re.DOTALL)
 _BTOKENS = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|([\[\]{}])', re.DOTALL)
+_STRINGS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_NOT_BRACKETS = re.compile(r"[^\[\]{}]+")
+_INNERMOST = re.compile(r"[\[{][\]}]")
 
 
 def json_depth(text: str | bytes) -> int:
@@ -52,12 +55,21 @@ def nests_deeper(text: str | bytes, limit: int) -> bool:
     """Whether the JSON ``text`` opens more than ``limit`` containers at once.
 
     Cheap for the shallow data nearly every event holds: when the text has at most
-    ``limit`` opening brackets in all, it cannot nest deeper, and only that is counted."""
+    ``limit`` opening brackets in all, it cannot nest deeper. Otherwise its strings are
+    cut out, then each pass removes every innermost pair of brackets (one level), all in
+    the regex engine: at most ``limit`` passes over the brackets alone."""
     if isinstance(text, bytes):
-        opening = text.count(b"{") + text.count(b"[")
-    else:
-        opening = text.count("{") + text.count("[")
-    return opening > limit and json_depth(text) > limit
+        if text.count(b"{") + text.count(b"[") <= limit:
+            return False
+        return nests_deeper(text.decode("utf-8", "surrogateescape"), limit)
+    if text.count("{") + text.count("[") <= limit:
+        return False
+    brackets = _NOT_BRACKETS.sub("", _STRINGS.sub("", text))
+    for _ in range(limit):
+        if not brackets:
+            return False
+        brackets = _INNERMOST.sub("", brackets)
+    return bool(brackets)  # what is left is deeper (or, in text that is not JSON, unpaired)
 
 
 def elide_deep(value: Any, limit: int | None) -> Any:
@@ -118,17 +130,19 @@ def dumps_deep(value: Any, scalar: Callable[[Any], str], key: Callable[[Any], st
     stack: list[tuple[Iterator[Any], str, int, bool]] = []
     item = value
     while True:
-        if isinstance(item, (Mapping, list, tuple)):
+        if item.__class__ in _ATOMS:
+            append(scalar(item))
+        elif isinstance(item, (dict, list, tuple, Mapping)):
             marker = id(item)
             if marker in active:
                 raise TypeError("circular reference in JSON value")
             active.add(marker)
-            if isinstance(item, Mapping):
-                append("{")
-                stack.append((iter(item.items()), "}", marker, True))
-            else:
+            if isinstance(item, (list, tuple)):
                 append("[")
                 stack.append((iter(item), "]", marker, False))
+            else:
+                append("{")
+                stack.append((iter(item.items()), "}", marker, True))
         else:
             append(scalar(item))
         while stack:  # the next item to write, closing the containers it leaves

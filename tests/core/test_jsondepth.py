@@ -119,8 +119,10 @@ def test_event_data_may_nest_64_levels_and_no_more() -> None:
     assert MAX_JSON_DEPTH == 64
     ok = {"a": nested(MAX_JSON_DEPTH - 1)}
     validate_new_event("odd/event", ok)
+    validate_new_event("odd/event", {"a": nested(MAX_JSON_DEPTH - 1, 1.5)})  # not C-encoded
     for too_deep in (
         {"a": nested(MAX_JSON_DEPTH)},
+        {"a": nested(MAX_JSON_DEPTH, 1.5)},
         {"a": nested(500)},
         {"a": nested(DEEPER_THAN_THE_STACK)},
     ):
