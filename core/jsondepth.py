@@ -52,7 +52,8 @@ def json_depth(text: str | bytes) -> int:
 
 
 def nests_deeper(text: str | bytes, limit: int) -> bool:
-    """Whether the JSON ``text`` opens more than ``limit`` containers at once.
+    """Whether the JSON ``text`` opens more than ``limit`` containers at once (on text
+    that is not JSON, an estimate: :func:`json_depth` is exact on any text).
 
     Cheap for the shallow data nearly every event holds: when the text has at most
     ``limit`` opening brackets in all, it cannot nest deeper. Otherwise its strings are
@@ -69,7 +70,7 @@ def nests_deeper(text: str | bytes, limit: int) -> bool:
         if not brackets:
             return False
         brackets = _INNERMOST.sub("", brackets)
-    return bool(brackets)  # what is left is deeper (or, in text that is not JSON, unpaired)
+    return bool(brackets)  # what is left is deeper
 
 
 def elide_deep(value: Any, limit: int | None) -> Any:

@@ -13,7 +13,7 @@ from typing import Any
 
 from core.errors import DshError, InvalidEventError
 from core.jsoncodec import dumps_js, loads_exact
-from core.jsondepth import nests_deeper
+from core.jsondepth import json_depth
 from core.limits import MAX_JSON_DEPTH, check_header_limits
 from core.log import (
     Event,
@@ -51,7 +51,7 @@ def check_record_depth(line: str, number: int) -> None:
     """For a line that did not parse: ``LogImportError`` when it nests deeper than
     ``MAX_JSON_DEPTH`` levels (a parser's recursion gave up on it), so that the user reads
     that rather than a parser's words."""
-    if nests_deeper(line, MAX_JSON_DEPTH):
+    if json_depth(line) > MAX_JSON_DEPTH:  # exact on any text, even a torn one
         raise LogImportError(f"the record nests deeper than {MAX_JSON_DEPTH} levels", number)
 
 

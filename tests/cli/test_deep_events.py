@@ -132,6 +132,12 @@ def test_import_refuses_deep_records_with_one_line(dsh: Run, tmp_path: Path) -> 
         for mode in (["--text"], ["--svg", str(tmp_path / "out.svg")]):
             replayed = dsh("replay", str(log), *mode, db=tmp_path / "never.sqlite3")
             assert replayed.code != 0 and "deeper than 64 levels" in one_error_line(replayed.err)
+    # A record cut short is not called deep for its many unclosed brackets.
+    torn = tmp_path / "torn.jsonl"
+    wide = "[" + ",".join(["{}"] * 100) + ",[[{"
+    torn.write_text(json.dumps(header) + "\n" + event(wide)[:-40] + "\n", encoding="utf-8")
+    result = dsh("import", str(torn))
+    assert result.code != 0 and "line 2: invalid JSON" in one_error_line(result.err)
     assert dsh("sessions", "--json").json() == []
     # At the limit it imports.
     log = tmp_path / "ok.jsonl"

@@ -184,15 +184,18 @@ class LineTransport:
             line = line.strip()
             if not line:
                 continue
-            if nests_deeper(line, MAX_JSON_DEPTH):  # json.loads would recurse to its end
-                await self._answer_error(None, PARSE_ERROR, "Parse error", DEEP_LINE)
-                continue
             try:
                 message = json.loads(line)
+            except RecursionError:  # json.loads recurses once per level
+                await self._answer_error(None, PARSE_ERROR, "Parse error", DEEP_LINE)
+                continue
             except ValueError:  # not JSON, or not UTF-8
                 await self._answer_error(
                     None, PARSE_ERROR, "Parse error", "the line is not valid JSON"
                 )
+                continue
+            if nests_deeper(line, MAX_JSON_DEPTH):  # JSON, but deeper than dsh reads
+                await self._answer_error(None, PARSE_ERROR, "Parse error", DEEP_LINE)
                 continue
             problem = _invalid(message)
             if problem is not None:
