@@ -99,3 +99,25 @@ def test_any_text_makes_well_formed_svg(text: str) -> None:
         svg = xml_safe(console.export_svg(title=text))
         well_formed(svg)
         console.file.close()
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.text(st.sampled_from(FORBIDDEN + "a \n"), min_size=1, max_size=20) | st.text(min_size=1))
+def test_the_screen_itself_holds_nothing_xml_forbids(text: str) -> None:
+    """Textual's own SVG (no ``xml_safe``) of a transcript showing arbitrary text: the
+    display rule alone keeps it well-formed, so the terminal gets no such character."""
+    from core.log import build_event
+    from tests.ui.transcript_harness import TranscriptApp, settle
+
+    events = [
+        build_event(0, "user/message", 1, user_message(text), "append"),
+        build_event(1, "odd/event", 2, {"t": text}, None),
+    ]
+
+    async def render() -> str:
+        app = TranscriptApp(events)
+        async with app.run_test(size=(60, 12)) as pilot:
+            await settle(pilot)
+            return app.export_screenshot(title="t")
+
+    well_formed(asyncio.run(render()))
