@@ -47,7 +47,9 @@ MAX_JSON_DEPTH = 64
 """How deeply an event's data may nest (issue 31): the data object itself is level 1, each
 object or array inside it one more. dsh's own events nest fewer than 10 levels; Python's
 parsers and encoders recurse once per level, so deeper data is refused on every append and
-import, and readers show what lies deeper in older rows as ``…`` (``core.jsondepth``)."""
+import, and readers show what lies deeper in older rows as ``…`` (``core.jsondepth``).
+The C encoder declines exactly what nests deeper (``core.jsoncodec._C_SAFE_DEPTH``), so what
+it wrote needs no scan."""
 
 
 def _over(what: str, limit: int, size: int) -> InvalidEventError:

@@ -130,3 +130,19 @@ def test_event_data_may_nest_64_levels_and_no_more() -> None:
             check_new_event("odd/event", too_deep)
     # Brackets inside strings are text, whatever their number.
     validate_new_event("odd/event", {"a": "[" * 10_000})
+
+
+def test_the_c_encoder_takes_exactly_what_is_shallow_enough() -> None:
+    """check_new_event and the stores' fast batch path skip the depth scan for what the C
+    encoder wrote: it must decline every value nested deeper than the limit."""
+    from core import jsoncodec
+
+    assert jsoncodec._C_SAFE_DEPTH == MAX_JSON_DEPTH
+    if jsoncodec._encode_js is None:
+        pytest.skip("the C extension is not in use")
+    assert jsoncodec.encode_frozen(nested_data_of(MAX_JSON_DEPTH)) is not None
+    assert jsoncodec.encode_frozen(nested_data_of(MAX_JSON_DEPTH + 1)) is None
+
+
+def nested_data_of(depth: int) -> dict[str, Any]:
+    return {"a": nested(depth - 1)}
