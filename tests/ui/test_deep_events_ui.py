@@ -21,9 +21,10 @@ from tui.shared.runtime import open_runtime
 pytestmark = pytest.mark.timeout(60)
 
 
-async def test_the_app_opens_a_session_with_deep_rows(tmp_path: Path) -> None:
+@pytest.mark.parametrize("depth", [500, 980])
+async def test_the_app_opens_a_session_with_deep_rows(tmp_path: Path, depth: int) -> None:
     db = tmp_path / "deep.sqlite3"
-    await seed_deep(db, "deep")
+    await seed_deep(db, "deep", depth)
     async with open_runtime(DshConfig(database=db), provider=OfflineProvider()) as runtime:
         app = make_app(runtime, initial_session="deep")
         async with app.run_test(size=SIZE) as pilot:
