@@ -11,6 +11,9 @@ what may be shown raw, and every presentation of it (escape, mask, remove, JSON)
   VS1–VS14 U+FE00–U+FE0D and VS17–VS256 U+E0100–U+E01EF, Mongolian free variation
   selectors, the combining grapheme joiner U+034F, Hangul fillers U+115F/U+1160/U+3164/
   U+FFA0, Khmer inherent vowels U+17B4/U+17B5); U+2065 (reserved in the bidi block);
+  the noncharacters U+FFFE and U+FFFF (a byte-order mark read backwards; XML forbids them,
+  so an SVG of the screen could not hold them: with the C0 controls and lone surrogates
+  above, every character XML 1.0 forbids is escaped);
 * allowed only where emoji need them: VS15/VS16 (U+FE0E/U+FE0F) right after a visible
   character (one selector, never a run: a run could encode hidden bytes), and the zero
   width joiner U+200D only between two emoji (family, rainbow flag, skin-tone sequences).
@@ -47,7 +50,7 @@ __all__ = [
 _ALWAYS = (
     "\x00-\x08\x0b-\x1f\x7f-\x9f\xad\u034f\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891"
     "\u08e2\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b\u200c\u200e\u200f\u2028-\u202e"
-    "\u2060-\u206f\u3164\ud800-\udfff\ufe00-\ufe0d\ufeff\uffa0\ufff9-\ufffb"
+    "\u2060-\u206f\u3164\ud800-\udfff\ufe00-\ufe0d\ufeff\uffa0\ufff9-\ufffb\ufffe\uffff"
     "\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3"
     "\U0001d173-\U0001d17a\U000e0000-\U000e007f\U000e0100-\U000e01ef"
 )

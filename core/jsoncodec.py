@@ -15,11 +15,13 @@ import json
 import math
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from json import encoder as json_encoder
 from json.encoder import encode_basestring
 from types import ModuleType
 from typing import Any, NoReturn
+
+from core.jsondepth import dumps_deep, elide_deep
 
 __all__ = [
     "FrozenDict",
@@ -183,12 +185,9 @@ _UNIQUE_SCAN: Callable[[str, int], tuple[Any, int]] = _UNIQUE_DECODER.scan_once 
 
 
 def thaw_json(value: Any) -> Any:
-    """A plain, mutable deep copy of a JSON value (frozen or not)."""
-    if isinstance(value, Mapping):
-        return {k: thaw_json(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [thaw_json(v) for v in value]
-    return value
+    """A plain, mutable deep copy of a JSON value (frozen or not), of any depth (it does
+    not recurse: ``core.jsondepth``)."""
+    return elide_deep(value, None)
 
 
 def freeze_json(value: Any) -> Any:
@@ -348,65 +347,34 @@ def encode_frozen(value: Any) -> tuple[str, Any] | None:
     return _encode_js(value, True)  # type: ignore[no-any-return]
 
 
+def _scalar_js(v: Any) -> str:
+    if isinstance(v, str):
+        return _encode_str(v)
+    if v is None:
+        return "null"
+    if v is True:
+        return "true"
+    if v is False:
+        return "false"
+    if isinstance(v, int):
+        return int.__repr__(v)
+    if isinstance(v, float):
+        if not math.isfinite(v):
+            raise TypeError(f"{v!r} is not JSON-serialisable")
+        return _js_number(v)
+    raise TypeError(f"{type(v).__name__} is not JSON-serialisable")
+
+
+def _key_js(key: Any) -> str:
+    if not isinstance(key, str):
+        raise TypeError(f"JSON object keys must be str, not {type(key).__name__}")
+    return _encode_str(key)
+
+
 def _dumps_js_exact(value: Any) -> str:
-    """The reference encoder behind ``dumps_js`` (every value, in pure Python)."""
-    parts: list[str] = []
-    active: set[int] = set()
-    append = parts.append
-
-    def enc(v: Any) -> None:
-        if isinstance(v, str):
-            append(_encode_str(v))
-        elif v is None:
-            append("null")
-        elif v is True:
-            append("true")
-        elif v is False:
-            append("false")
-        elif isinstance(v, int):
-            append(int.__repr__(v))
-        elif isinstance(v, float):
-            if not math.isfinite(v):
-                raise TypeError(f"{v!r} is not JSON-serialisable")
-            append(_js_number(v))
-        elif isinstance(v, Mapping):
-            marker = id(v)
-            if marker in active:
-                raise TypeError("circular reference in JSON value")
-            active.add(marker)
-            append("{")
-            first = True
-            for key, item in v.items():
-                if not isinstance(key, str):
-                    raise TypeError(f"JSON object keys must be str, not {type(key).__name__}")
-                if not first:
-                    append(",")
-                first = False
-                append(_encode_str(key))
-                append(":")
-                enc(item)
-            append("}")
-            active.discard(marker)
-        elif isinstance(v, (list, tuple)):
-            marker = id(v)
-            if marker in active:
-                raise TypeError("circular reference in JSON value")
-            active.add(marker)
-            append("[")
-            for i, item in enumerate(v):
-                if i:
-                    append(",")
-                enc(item)
-            append("]")
-            active.discard(marker)
-        else:
-            raise TypeError(f"{type(v).__name__} is not JSON-serialisable")
-
-    try:
-        enc(value)
-    except RecursionError as err:
-        raise TypeError("JSON value is nested too deeply") from err
-    return "".join(parts)
+    """The reference encoder behind ``dumps_js`` (every value, in pure Python, at any depth:
+    ``core.jsondepth``)."""
+    return dumps_deep(value, _scalar_js, _key_js)
 
 
 # --------------------------------------------------------------------------- decoding

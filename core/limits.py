@@ -1,4 +1,5 @@
-"""The sizes a session's header and title may have (issue 30): every store refuses more on
+"""The sizes a session's header and title may have (issue 30), and how deeply an event's
+data may nest (issue 31): every store refuses more on
 every write path, and the PostgreSQL team store's tables refuse it too, so that what one
 member writes cannot cost another member's listing more than a page.
 
@@ -14,14 +15,18 @@ from typing import Any
 
 from core.errors import InvalidEventError
 from core.jsoncodec import utf8_len
+from core.jsondepth import nests_deeper
 
 __all__ = [
     "MAX_CWD_BYTES",
+    "MAX_JSON_DEPTH",
     "MAX_SESSION_ID_BYTES",
     "MAX_TITLE_BYTES",
     "MAX_TITLE_EVENT_BYTES",
+    "check_data_depth",
     "check_header_limits",
     "check_title_limits",
+    "data_depth_error",
     "title_limit_error",
 ]
 
@@ -37,6 +42,14 @@ MAX_TITLE_BYTES = 1024
 MAX_TITLE_EVENT_BYTES = 8192
 """The JSON of a whole ``session/title`` event's data (its title, source and any other
 field): what a listing reads of one title at most."""
+
+MAX_JSON_DEPTH = 64
+"""How deeply an event's data may nest (issue 31): the data object itself is level 1, each
+object or array inside it one more. dsh's own events nest fewer than 10 levels; Python's
+parsers and encoders recurse once per level, so deeper data is refused on every append and
+import, and readers show what lies deeper in older rows as ``…`` (``core.jsondepth``).
+The C encoder declines exactly what nests deeper (``core.jsoncodec._C_SAFE_DEPTH``), so what
+it wrote needs no scan."""
 
 
 def _over(what: str, limit: int, size: int) -> InvalidEventError:
@@ -75,3 +88,15 @@ def check_title_limits(data: Mapping[str, Any], data_json: str) -> None:
     error = title_limit_error(data, data_json)
     if error is not None:
         raise error
+
+
+def check_data_depth(data_json: str) -> None:
+    """``InvalidEventError`` when an event's data (as its JSON text) nests deeper than
+    ``MAX_JSON_DEPTH`` levels."""
+    if nests_deeper(data_json, MAX_JSON_DEPTH):
+        raise data_depth_error()
+
+
+def data_depth_error() -> InvalidEventError:
+    """The error of event data nested deeper than ``MAX_JSON_DEPTH`` levels."""
+    return InvalidEventError(f"event data nests deeper than {MAX_JSON_DEPTH} levels")

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Literal, NamedTuple
 
 from core.errors import InvalidEventError
-from core.jsoncodec import FrozenDict, _speedups, dumps_js, loads_exact
-from core.limits import check_title_limits
+from core.jsoncodec import FrozenDict, _encode_js, _speedups, dumps_js, loads_exact
+from core.limits import check_data_depth, check_title_limits
 
 __all__ = [
     "ASSISTANT_CHUNK",
@@ -317,10 +317,15 @@ def check_new_event(
         raise InvalidEventError(f"event type must be a non-empty str, got {type!r}")
     if not isinstance(data, Mapping):
         raise InvalidEventError(f"event data must be a JSON object, got {data.__class__.__name__}")
-    try:
-        data_json = dumps_js(data)
-    except TypeError as err:
-        raise InvalidEventError(f"event data is not JSON: {err}") from err
+    # The C encoder writes only values nested at most _C_SAFE_DEPTH (= MAX_JSON_DEPTH)
+    # levels: what it wrote needs no depth scan, the rest is scanned as text.
+    data_json = _encode_js(data, False) if _encode_js is not None else None
+    if data_json is None:
+        try:
+            data_json = dumps_js(data)
+        except TypeError as err:
+            raise InvalidEventError(f"event data is not JSON: {err}") from err
+        check_data_depth(data_json)
     if type in SURFACE_EVENT_TYPES:
         if surface_op is None:
             raise InvalidEventError(f"a {type} event must carry a surface_op")

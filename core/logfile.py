@@ -13,7 +13,8 @@ from typing import Any
 
 from core.errors import DshError, InvalidEventError
 from core.jsoncodec import dumps_js, loads_exact
-from core.limits import check_header_limits
+from core.jsondepth import json_depth
+from core.limits import MAX_JSON_DEPTH, check_header_limits
 from core.log import (
     Event,
     NewEvent,
@@ -28,6 +29,7 @@ from core.timestamps import check_epoch_ms
 __all__ = [
     "ImportedLog",
     "LogImportError",
+    "check_record_depth",
     "event_to_json",
     "export_jsonl",
     "header_to_json",
@@ -44,6 +46,14 @@ class LogImportError(DshError, ValueError):
     def __init__(self, message: str, line: int = 0) -> None:
         super().__init__(f"line {line}: {message}" if line else message)
         self.line = line
+
+
+def check_record_depth(line: str, number: int) -> None:
+    """For a line that did not parse: ``LogImportError`` when it nests deeper than
+    ``MAX_JSON_DEPTH`` levels (a parser's recursion gave up on it), so that the user reads
+    that rather than a parser's words."""
+    if json_depth(line) > MAX_JSON_DEPTH:  # exact on any text, even a torn one
+        raise LogImportError(f"the record nests deeper than {MAX_JSON_DEPTH} levels", number)
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +120,7 @@ def _object(line: str, number: int) -> Mapping[str, Any]:
     try:
         obj = loads_exact(line, frozen=False, unique_keys=True)
     except ValueError as err:
+        check_record_depth(line, number)
         raise LogImportError(f"invalid JSON ({err})", number) from err
     if not isinstance(obj, Mapping):
         raise LogImportError("expected a JSON object", number)

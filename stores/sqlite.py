@@ -551,6 +551,10 @@ def _connect_target(db_path: Path, read_only: bool, options: str) -> str:
         db_path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise StoreError(f"{db_path}: cannot create its directory: {err}") from err
+    # A database dsh creates is its user's alone; SQLite gives its -wal and -shm files the
+    # database's mode. (An empty file is an empty database; an existing one is left as is.)
+    with contextlib.suppress(OSError):  # it exists, or SQLite names what is wrong
+        os.close(os.open(db_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
     return str(db_path)
 
 

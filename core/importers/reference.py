@@ -42,7 +42,7 @@ from core.log import (
     surface_op_to_json,
     validate_new_event,
 )
-from core.logfile import LogImportError
+from core.logfile import LogImportError, check_record_depth
 from core.surface import SurfaceFolder
 from core.timestamps import check_epoch_ms
 
@@ -404,6 +404,7 @@ def _load(line: str, number: int, last: bool) -> Mapping[str, Any]:
     try:
         obj = loads_exact(line, frozen=False, unique_keys=True)
     except ValueError as err:
+        check_record_depth(line, number)
         if last:
             raise LogImportError(
                 f"the log ends in the middle of a record; {_TORN_ADVICE}",

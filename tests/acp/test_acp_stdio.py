@@ -223,6 +223,39 @@ async def test_lines_that_are_not_objects_are_invalid_requests_and_reading_goes_
     assert answers[1]["result"] == {"sessions": []}, "null was not taken as the end of input"
 
 
+async def test_lines_nested_too_deeply_are_parse_errors_and_reading_goes_on(
+    tmp_path: Path,
+) -> None:
+    process = await _spawn(tmp_path, tmp_path / "db.sqlite3")
+    deep_params = _request(2, "session/list", {"cwd": "/p", "x": [[[[[[[[[[]]]]]]]]]]})
+    deep_params["params"]["x"] = json.loads("[" * 500 + "]" * 500)
+    lines = [
+        json.dumps(INITIALIZE),
+        "[" * 100_000 + "]" * 100_000,  # deeper than any recursive parser
+        "{" * 100_000,  # not JSON, and deep too
+        json.dumps(deep_params),  # JSON, deeper than dsh reads
+        json.dumps(_request(1, "session/list", {})),
+    ]
+    process.stdin.write("".join(line + "\n" for line in lines).encode())
+    await process.stdin.drain()
+    messages: list[dict[str, Any]] = []
+    await _read_until(process, messages, lambda: any(m.get("id") == 1 for m in messages))
+    process.stdin.close()
+    rest, err = await asyncio.wait_for(process.communicate(), 30)
+    assert process.returncode == 0, err.decode()
+    assert rest == b"" and b"Traceback" not in err and b"RecursionError" not in err
+
+    errors = [m for m in messages if "error" in m]
+    assert [(m["id"], m["error"]["code"]) for m in errors] == [(None, -32700)] * 3
+    assert [m["error"]["data"]["details"] for m in errors] == [
+        "Parse error: the line nests deeper than 64 levels",
+        "Parse error: the line is not valid JSON",
+        "Parse error: the line nests deeper than 64 levels",
+    ]
+    answers = {m["id"]: m for m in messages if m.get("id") is not None}
+    assert answers[1]["result"] == {"sessions": []}
+
+
 async def test_piped_requests_finish_their_prompts_after_the_end_of_input(
     tmp_path: Path,
 ) -> None:

@@ -2,7 +2,8 @@
 
 The SDK's own newline transport hands every decoded line to the connection: a line that is
 not an object (``[]``, ``42``, ``true``) raised inside its receive loop and ended ``dsh acp``,
-and ``null`` read as the end of input. Here a line that is not JSON gets ``-32700`` and one
+and ``null`` read as the end of input. Here a line that is not JSON, or nests deeper than
+event data may (``MAX_JSON_DEPTH``: parsers recurse per level), gets ``-32700`` and one
 that is not a request, notification or response gets ``-32600`` (id ``null`` unless the
 line had a usable id), and reading goes on.
 
@@ -21,6 +22,8 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from core.jsondepth import nests_deeper
+from core.limits import MAX_JSON_DEPTH
 from tui.acp.text import client_label, client_text
 
 __all__ = ["INVALID_REQUEST", "PARSE_ERROR", "LineTransport", "with_details"]
@@ -33,6 +36,7 @@ INVALID_PARAMS = -32602
 METHOD_NOT_FOUND = -32601
 
 _TOO_LONG = object()
+DEEP_LINE = f"the line nests deeper than {MAX_JSON_DEPTH} levels"
 
 
 def _id_key(value: object) -> tuple[str, object] | None:
@@ -182,10 +186,16 @@ class LineTransport:
                 continue
             try:
                 message = json.loads(line)
+            except RecursionError:  # json.loads recurses once per level
+                await self._answer_error(None, PARSE_ERROR, "Parse error", DEEP_LINE)
+                continue
             except ValueError:  # not JSON, or not UTF-8
                 await self._answer_error(
                     None, PARSE_ERROR, "Parse error", "the line is not valid JSON"
                 )
+                continue
+            if nests_deeper(line, MAX_JSON_DEPTH):  # JSON, but deeper than dsh reads
+                await self._answer_error(None, PARSE_ERROR, "Parse error", DEEP_LINE)
                 continue
             problem = _invalid(message)
             if problem is not None:

@@ -72,7 +72,7 @@ from tui.app.screens.modals import (
     delete_question,
     share_question,
 )
-from tui.app.screenshot import save_screenshot_file, screenshot_directory
+from tui.app.screenshot import save_screenshot_file, screenshot_directory, xml_safe
 from tui.app.sent_history import sent_messages
 from tui.app.sidebar.sidebar import Sidebar
 from tui.app.statusbar import KeyFooter, NoticeBar, StatusLine, TitleBar
@@ -1269,6 +1269,10 @@ class DshApp(App[int]):
             self.notice.show_notice(f"Could not export: {single_line(str(reason), 200)}")
             return
         self.notify(f"Exported to {single_line(str(path))}", markup=False)
+
+    def export_screenshot(self, *, title: str | None = None, simplify: bool = False) -> str:
+        """Textual's SVG of the screen, well-formed XML whatever the screen holds."""
+        return xml_safe(super().export_screenshot(title=title, simplify=simplify))
 
     def deliver_screenshot(
         self,

@@ -72,7 +72,7 @@ def save_drafts(path: Path, drafts: Mapping[str, str]) -> None:
         return
     path.parent.mkdir(parents=True, exist_ok=True)
     data = json.dumps({"version": _VERSION, "drafts": kept}, ensure_ascii=True)
-    write_atomically(path, data, new_mode=0o600)  # drafts are private text
+    write_atomically(path, data)  # private (0600), never through a symlink
 
 
 class DraftKeeper:

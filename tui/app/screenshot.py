@@ -7,6 +7,7 @@ cannot, never overwrites a file (the same naming as exports: ``name (2).svg``), 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from pathlib import Path, PurePath
 
@@ -14,7 +15,18 @@ import platformdirs
 
 from tui.shared.files import write_new_file
 
-__all__ = ["save_screenshot_file", "screenshot_directory"]
+__all__ = ["save_screenshot_file", "screenshot_directory", "xml_safe"]
+
+# What XML 1.0 forbids anywhere in a document: C0 controls but TAB, LF and CR, lone
+# surrogates, U+FFFE and U+FFFF.
+_XML_FORBIDDEN = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+def xml_safe(svg: str) -> str:
+    """``svg`` with every character XML 1.0 forbids replaced by U+FFFD (one cell for one):
+    the screen shows them escaped (``core.display``), so only text a widget printed raw
+    could still hold one, and an SVG with it is not well-formed XML."""
+    return _XML_FORBIDDEN.sub("\ufffd", svg)
 
 
 def screenshot_directory() -> Path:

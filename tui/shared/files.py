@@ -2,6 +2,11 @@
 
 Exports, drafts, UI state and screenshots all go through here, so a full disk or a crash
 mid-write leaves the old file (or none), never a part of the new one.
+
+Every file written here is its user's alone (issue 31): mode 0600 whatever the umask, an
+existing file's wider mode narrowed, and a symlink at the name is never written through
+(``write_atomically`` replaces the link itself, ``write_new_file`` takes the next name). The
+rule is :func:`private_open`, which every writer opens its file with.
 """
 
 from __future__ import annotations
@@ -11,16 +16,36 @@ import os
 import secrets
 from pathlib import Path
 
-__all__ = ["write_atomically", "write_new_file"]
+__all__ = ["PRIVATE_MODE", "private_open", "write_atomically", "write_new_file"]
+
+PRIVATE_MODE = 0o600
+"""The mode of every file dsh writes for its user: drafts, UI state, exports, screenshots."""
+
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)  # not on Windows, where links need privileges
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
 
-def _write_temp(directory: Path, name: str, data: bytes, mode: int = 0o666) -> Path:
-    """``data`` in a new hidden file beside ``name`` in ``directory``, flushed to disk
-    (``mode`` less the umask: by default an ordinary new file)."""
+def private_open(path: Path, flags: int) -> int:
+    """``os.open(path, flags)`` for writing a file of dsh's: never through a symlink (one at
+    ``path`` is an ``OSError``, ``ELOOP``), created with ``PRIVATE_MODE`` and set to it
+    whatever the umask or the file's mode before. Returns the descriptor."""
+    fd = os.open(path, flags | _NOFOLLOW | _CLOEXEC, PRIVATE_MODE)
+    try:
+        if hasattr(os, "fchmod"):
+            os.fchmod(fd, PRIVATE_MODE)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _write_temp(directory: Path, name: str, data: bytes) -> Path:
+    """``data`` in a new hidden private file beside ``name`` in ``directory``, flushed to
+    disk."""
     while True:
         temp = directory / f".{name}.{secrets.token_hex(4)}.tmp"
         try:
-            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+            fd = private_open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
         except FileExistsError:
             continue
         break
@@ -45,17 +70,15 @@ def _sync_directory(directory: Path) -> None:
             os.close(fd)
 
 
-def write_atomically(path: Path, text: str, *, new_mode: int = 0o666) -> Path:
-    """Write ``text`` (UTF-8) to ``path`` all or nothing: a temp file in the same directory,
-    fsynced, then renamed over ``path`` (a full disk leaves the old file as it was). A
-    symlink is followed; an existing file keeps its permissions, a new one gets ``new_mode``
-    less the umask. Returns the path written."""
+def write_atomically(path: Path, text: str) -> Path:
+    """Write ``text`` (UTF-8) to ``path`` all or nothing: a private temp file in the same
+    directory, fsynced, then renamed over ``path`` (a full disk leaves the old file as it
+    was). The file is ``PRIVATE_MODE``; a symlink at ``path`` is replaced by the file, its
+    target left untouched. Returns the path written."""
     data = text.encode("utf-8")  # a lone surrogate fails here, before any file is touched
-    target = Path(os.path.realpath(path))
-    temp = _write_temp(target.parent, target.name, data, new_mode)
+    target = Path(os.path.abspath(path))
+    temp = _write_temp(target.parent, target.name, data)
     try:
-        with contextlib.suppress(FileNotFoundError):
-            os.chmod(temp, target.stat().st_mode & 0o7777)
         os.replace(temp, target)
     except BaseException:
         with contextlib.suppress(OSError):

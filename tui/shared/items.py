@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 from core.cards import ReferenceCard, parse_reference_card
 from core.display import single_line
-from core.jsoncodec import thaw_json
+from core.jsondepth import elide_deep
+from core.limits import MAX_JSON_DEPTH
 from core.log import (
     ASSISTANT_MESSAGE,
     STEERING_MESSAGE,
@@ -105,7 +106,8 @@ def with_unknown_events(events: Sequence[Event], unknown: Sequence[Event]) -> li
 def event_preview(event: Event, limit: int = PREVIEW_CHARS) -> str:
     """An event's data as one safe line of compact JSON (every control, bidi or invisible
     character escaped), cut past ``limit`` characters with a notice of how many more."""
-    text = json.dumps(thaw_json(event.data), ensure_ascii=False, separators=(",", ":"), default=str)
+    shown = elide_deep(event.data, MAX_JSON_DEPTH)  # older rows may nest deeper: "…"
+    text = json.dumps(shown, ensure_ascii=False, separators=(",", ":"), default=str)
     line = single_line(text)
     if len(line) <= limit:
         return line

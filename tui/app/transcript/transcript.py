@@ -31,7 +31,8 @@ from textual.widgets import Button, Static
 
 from core.display import escape_control, single_line
 from core.errors import DshError
-from core.jsoncodec import thaw_json
+from core.jsondepth import elide_deep
+from core.limits import MAX_JSON_DEPTH
 from core.log import ASSISTANT_MESSAGE, Event, message_text
 from core.query import SurfaceWindow
 from tui.app.transcript.cards import CheckpointCard, CollapsedItem, ReferenceCard
@@ -1288,7 +1289,8 @@ class Transcript(VerticalScroll):
             return CollapsedItem(
                 f"Context from {who}", _shown(message_text(data)), classes="context"
             )
-        body = json.dumps(thaw_json(data), ensure_ascii=False, indent=2, default=str)
+        shown = elide_deep(data, MAX_JSON_DEPTH)  # older rows may nest deeper: "…"
+        body = json.dumps(shown, ensure_ascii=False, indent=2, default=str)
         title = f"{single_line(event.type, 80)} event · {event_preview(event)}"
         return CollapsedItem(title, _shown(body), classes="unknown")
 
