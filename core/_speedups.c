@@ -353,7 +353,7 @@ c_safe(PyObject *module, PyObject *value)
  * very value, or the very error, it always gave):
  *
  *   loads_frozen(text)   -> value  core.jsoncodec.loads_exact(text) (frozen containers,
- *                                  escaped surrogate pairs left unmerged); text a str or
+ *                                  escaped surrogate pairs merged); text a str or
  *                                  UTF-8 bytes
  *   set_event_type(Event)          register core.log.Event (its six slots)
  *   unpack_events(first, n, body, wanted) -> list[Event]
@@ -447,7 +447,9 @@ hex_value(unsigned char c)
 }
 
 /* A string holding escapes, from s->p (after the opening quote) to ``close`` (its
- * closing quote): each \uXXXX is one code point, never merged with a neighbour. */
+ * closing quote): each \uXXXX is one code point, except that an escaped high surrogate
+ * directly followed by an escaped low one is their astral character (the raw runs are
+ * strict UTF-8: they hold no surrogate to pair with). */
 static PyObject *
 escaped_string(Scan *s, const unsigned char *close)
 {
@@ -485,7 +487,14 @@ escaped_string(Scan *s, const unsigned char *close)
             default:
                 goto bad;
             }
-            buf[m++] = c;
+            if (c >= 0xDC00 && c <= 0xDFFF && m > 0 && buf[m - 1] >= 0xD800 &&
+                buf[m - 1] <= 0xDBFF) {
+                /* a high surrogate then a low one is the astral character (SPEC 4.1) */
+                buf[m - 1] = 0x10000 + ((buf[m - 1] - 0xD800) << 10) + (c - 0xDC00);
+            }
+            else {
+                buf[m++] = c;
+            }
             r += 2;
             continue;
         }
@@ -1388,6 +1397,14 @@ enc_measure(PyObject *v, int depth, Py_ssize_t *len, Py_UCS4 *maxchar)
         int raw;
         for (Py_ssize_t i = 0; i < n; i++) {
             Py_UCS4 ch = PyUnicode_READ(kind, data, i);
+            if (ch >= 0xD800 && ch <= 0xDBFF && i + 1 < n) {
+                Py_UCS4 next = PyUnicode_READ(kind, data, i + 1);
+                if (next >= 0xDC00 && next <= 0xDFFF) {
+                    /* a raw pair: written as its character, and its copy must be
+                     * merged too: left to the Python path (rare) */
+                    return ENC_UNSUPPORTED;
+                }
+            }
             total += char_width(ch, &raw);
             if (raw && ch > *maxchar) {
                 *maxchar = ch;

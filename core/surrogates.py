@@ -1,0 +1,57 @@
+"""Strings as JavaScript sees them (SPEC §4.1): a high surrogate directly followed by a
+low surrogate *is* the astral character, however it was written (raw in a Python
+``str``, escaped in JSON, or made by joining two strings). Every entrance of text merges
+such pairs with ``merge_surrogate_pairs``; only unpaired surrogates remain.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["has_surrogate_pair", "merge_json_pairs", "merge_surrogate_pairs"]
+
+_PAIR = re.compile("[\ud800-\udbff][\udc00-\udfff]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _merged(match: re.Match[str]) -> str:
+    pair = match.group()
+    return chr(0x10000 + ((ord(pair[0]) - 0xD800) << 10) + (ord(pair[1]) - 0xDC00))
+
+
+def merge_surrogate_pairs(text: str) -> str:
+    """``text`` with each high surrogate that is directly followed by a low one replaced by
+    the character they encode (the same object when there is none: the common case costs
+    one ``isascii`` or one scan)."""
+    if text.isascii() or _SURROGATE.search(text) is None:
+        return text
+    return _PAIR.sub(_merged, text)
+
+
+def has_surrogate_pair(text: str) -> bool:
+    """Whether ``merge_surrogate_pairs`` would change ``text``."""
+    return not text.isascii() and _PAIR.search(text) is not None
+
+
+def merge_json_pairs(value: Any) -> Any:
+    """A JSON value (dicts, lists, tuples, str, …) with every str in it, keys included,
+    merged; ``value`` itself when nothing changes."""
+    if isinstance(value, str):
+        return merge_surrogate_pairs(value)
+    if isinstance(value, Mapping):
+        changed = False
+        out: dict[Any, Any] = {}
+        for key, item in value.items():
+            new_key = merge_surrogate_pairs(key) if isinstance(key, str) else key
+            new_item = merge_json_pairs(item)
+            changed = changed or new_key is not key or new_item is not item
+            out[new_key] = new_item
+        return out if changed else value
+    if isinstance(value, (list, tuple)):
+        items = [merge_json_pairs(item) for item in value]
+        if any(new is not old for new, old in zip(items, value, strict=True)):
+            return items
+        return value
+    return value
