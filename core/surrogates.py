@@ -10,7 +10,12 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["has_surrogate_pair", "merge_json_pairs", "merge_surrogate_pairs"]
+__all__ = [
+    "has_surrogate_pair",
+    "merge_escaped_pairs",
+    "merge_json_pairs",
+    "merge_surrogate_pairs",
+]
 
 _PAIR = re.compile("[\ud800-\udbff][\udc00-\udfff]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -55,3 +60,25 @@ def merge_json_pairs(value: Any) -> Any:
             return items
         return value
     return value
+
+
+# An escaped high surrogate then an escaped low one, after an even run of backslashes
+# (so the first backslash starts an escape).
+_ESCAPED_PAIR = re.compile(
+    r"(?<!\\)((?:\\\\)*)\\u([dD][89abAB][0-9a-fA-F]{2})\\u([dD][c-fC-F][0-9a-fA-F]{2})"
+)
+
+
+def _unescaped(match: re.Match[str]) -> str:
+    high, low = int(match.group(2), 16), int(match.group(3), 16)
+    return match.group(1) + chr(0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00))
+
+
+def merge_escaped_pairs(json_text: str) -> str:
+    """JSON text (or the inside of a JSON string) with each escaped surrogate pair written
+    as its character, as ``dumps_js`` writes it now: for upgrading text an older dsh
+    stored, which escaped the halves apart. Nothing else changes (the same object when
+    there is no pair)."""
+    if "\\u" not in json_text:
+        return json_text
+    return _ESCAPED_PAIR.sub(_unescaped, json_text)
