@@ -152,3 +152,32 @@ def test_decode_raises_only_session_reference_errors(payload: str) -> None:
         assert err.code == SESSION_REFERENCE_INVALID_REFERENCE
     else:
         assert encode_session_reference_uri(session_id) == uri
+
+
+def _as_utf16_halves(text: str) -> str:
+    """``text`` with each astral character as its two surrogates (raw in a Python str)."""
+    out = []
+    for ch in text:
+        cp = ord(ch) - 0x10000
+        out.append(ch if cp < 0 else chr(0xD800 + (cp >> 10)) + chr(0xDC00 + (cp & 0x3FF)))
+    return "".join(out)
+
+
+def test_the_reference_answers_on_surrogates() -> None:
+    """``tests/vectors/uri_surrogates.json``: what the reference's TypeScript answered
+    (``tests/vectors/make_uri_surrogates.py``), so a lone clone checks it too."""
+    entries = load_vectors("uri_surrogates.json")
+    assert {e["op"] for e in entries} == {"encode", "decode"}
+    assert any("error" in e for e in entries)
+    for entry in entries:
+        if entry["op"] == "encode":
+            assert encode_session_reference_uri(entry["arg"]) == entry["value"]
+            # the same string with its pairs raw in a Python str: the same URI
+            halves = _as_utf16_halves(entry["arg"])
+            assert encode_session_reference_uri(halves) == entry["value"]
+        elif "error" in entry:
+            with pytest.raises(SessionReferenceError) as info:
+                decode_session_reference_uri(entry["arg"])
+            assert info.value.code == entry["error"]
+        else:
+            assert decode_session_reference_uri(entry["arg"]) == entry["value"]
