@@ -202,9 +202,9 @@ def escape_json_text(json_text: str, *, keep_astral: bool = False) -> str:
 
     Outside strings compact JSON holds only ASCII punctuation, so every such character sits
     inside a string, where an escape means exactly that character. A character beyond the
-    BMP (a tag character) can only be escaped as a surrogate pair, which standard parsers
-    join but dsh's own reader (``loads_exact``, SPEC §4.1) keeps as two lone surrogates:
-    ``keep_astral`` leaves those raw, for a log that ``dsh import`` must read back exactly.
+    BMP (a tag character) can only be escaped as a surrogate pair, which every parser,
+    ``loads_exact`` included (SPEC §4.1), reads back as the character; ``keep_astral``
+    leaves those raw all the same, for a log that stays byte for byte what it was.
     """
     if json_text.isascii() and json_text.isprintable():
         return json_text

@@ -2243,8 +2243,9 @@ def _plain_types(table: Iterable[str]) -> bool:
 
 def _header_fields(text: str) -> Any:
     """A pack's header line parsed. A header of four fields (chunk runs, or a type that
-    is not printable ASCII: ``_pack_header``) is read without merging an escaped
-    surrogate pair, so a type holding lone surrogates comes back as it went in. A header
+    is not printable ASCII: ``_pack_header``) is read as ``loads_exact`` reads (a pair is
+    its character, SPEC §4.1: types are merged when appended, and the schema v10 upgrade
+    merged those stored before), so a type holding lone surrogates comes back as it went in. A header
     of three with escapes in it was written before schema v7 by ``json.dumps``, which
     escaped every non-ASCII character and so wrote an astral character and the pair of
     lone surrogates alike: it is read as it always was (``json.loads``, pairs merged)."""
