@@ -29,6 +29,7 @@ from collections.abc import Callable
 from typing import Any
 
 from core.jsoncodec import dumps_js
+from core.surrogates import merge_surrogate_pairs
 
 __all__ = [
     "escape_control",
@@ -129,13 +130,14 @@ def escape_control(text: str, *, multiline: bool = True) -> str:
     """Replace every unsafe character by a visible escape (``\\x1b``, ``\\u202e``, ``\\U000e0041``).
 
     With ``multiline`` newlines and tabs are kept (message bodies); without it they are
-    escaped too (labels, titles, ids, cwds: always one line). The result holds no unsafe
-    character, and escaping it again changes nothing.
+    escaped too (labels, titles, ids, cwds: always one line). A surrogate pair is shown as
+    its character (SPEC §4.1; a reply streamed in halves before it is stored), a lone one
+    escaped. The result holds no unsafe character, and escaping it again changes nothing.
     """
     if text.isascii() and text.isprintable():
         return text
     pattern = _UNSAFE if multiline else _UNSAFE_WITH_NEWLINES
-    return pattern.sub(_escape, text)
+    return pattern.sub(_escape, merge_surrogate_pairs(text))
 
 
 def single_line(text: str, limit: int | None = None) -> str:
