@@ -22,7 +22,7 @@ from json.encoder import encode_basestring
 from types import ModuleType
 from typing import Any, NoReturn
 
-from core.surrogates import merge_surrogate_pairs
+from core.surrogates import has_surrogate, merge_surrogate_pairs
 
 __all__ = [
     "FrozenDict",
@@ -300,6 +300,8 @@ def _escape_surrogate(match: re.Match[str]) -> str:
 
 def _escape_surrogates(text: str) -> str:
     """JSON text whose strings hold raw surrogates, pairs merged and the rest escaped."""
+    if not has_surrogate(text):
+        return text
     return _SURROGATE.sub(_escape_surrogate, merge_surrogate_pairs(text))
 
 
@@ -436,7 +438,7 @@ def loads_exact(text: str, *, frozen: bool = True, unique_keys: bool = False) ->
             return _loads_frozen(text)
         except ValueError:
             pass  # not plain strict JSON: the path below gives its value or its error
-    if text.isascii() or _SURROGATE.search(text) is None:
+    if text.isascii() or not has_surrogate(text):
         # Raw surrogates aside, the stock decoder reads strings as JavaScript does.
         if unique_keys:
             decoder, scan = _UNIQUE_DECODER, _UNIQUE_SCAN

@@ -6,11 +6,14 @@ such pairs with ``merge_surrogate_pairs``; only unpaired surrogates remain.
 
 from __future__ import annotations
 
+import importlib
+import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 __all__ = [
+    "has_surrogate",
     "has_surrogate_pair",
     "merge_escaped_pairs",
     "merge_json_pairs",
@@ -19,6 +22,28 @@ __all__ = [
 
 _PAIR = re.compile("[\ud800-\udbff][\udc00-\udfff]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _py_has_surrogate(text: str) -> bool:
+    """Whether ``text`` holds a surrogate code point (the reference of the C version)."""
+    return not text.isascii() and _SURROGATE.search(text) is not None
+
+
+def _load_has_surrogate() -> Callable[[str], bool]:
+    # core._speedups' scan (30x the regex on a large non-ASCII text), unless it is not
+    # built or DSH_PURE_PYTHON asks for the pure-Python versions (as core.jsoncodec).
+    if os.environ.get("DSH_PURE_PYTHON", "") not in ("", "0"):
+        return _py_has_surrogate
+    try:
+        speedups = importlib.import_module("core._speedups")
+    except ImportError:  # only where no C compiler was available
+        return _py_has_surrogate
+    found: Callable[[str], bool] | None = getattr(speedups, "has_surrogate", None)
+    return found or _py_has_surrogate
+
+
+has_surrogate: Callable[[str], bool] = _load_has_surrogate()
+"""Whether a str holds a surrogate code point (paired or not)."""
 
 
 def _merged(match: re.Match[str]) -> str:
@@ -30,14 +55,14 @@ def merge_surrogate_pairs(text: str) -> str:
     """``text`` with each high surrogate that is directly followed by a low one replaced by
     the character they encode (the same object when there is none: the common case costs
     one ``isascii`` or one scan)."""
-    if text.isascii() or _SURROGATE.search(text) is None:
+    if text.isascii() or not has_surrogate(text):
         return text
     return _PAIR.sub(_merged, text)
 
 
 def has_surrogate_pair(text: str) -> bool:
     """Whether ``merge_surrogate_pairs`` would change ``text``."""
-    return not text.isascii() and _PAIR.search(text) is not None
+    return not text.isascii() and has_surrogate(text) and _PAIR.search(text) is not None
 
 
 def merge_json_pairs(value: Any) -> Any:

@@ -500,3 +500,15 @@ def test_build_events_is_the_c_version_and_checks_its_arguments() -> None:
         build_events(0, [("not", "six")])  # type: ignore[list-item]
     with pytest.raises(TypeError, match="six slot"):
         speedups.build_events(Event, (), 0, [])
+
+
+@given(
+    st.text(st.characters(codec=None, exclude_categories=()))
+    | st.sampled_from(
+        ["", "é" * 70, "中" * 63 + "\ud800", "🚀" * 65 + "\udfff", "\ue000\ud7ff" * 40]
+    )
+)
+def test_has_surrogate_agrees_with_the_pure_python_scan(text: str) -> None:
+    from core import surrogates
+
+    assert speedups.has_surrogate(text) is surrogates._py_has_surrogate(text)
