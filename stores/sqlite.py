@@ -2331,7 +2331,7 @@ class _ReplyTexts:
     __slots__ = ("_contents", "_fetch", "_gone", "_held", "_values")
     # How a reply's stored JSON is read (the schema v10 upgrade reads rows written before
     # it as they were written: ``loads_unmerged``).
-    _loads: Callable[[str], Any] = staticmethod(loads_exact)
+    _loads: Callable[[str], Any] | None = None  # None: the module's loads_exact
 
     def __init__(
         self,
@@ -2378,7 +2378,7 @@ class _ReplyTexts:
             kind, raw_type, data = row
             if kind != KIND_SURFACE or raw_type != _ASSISTANT_MESSAGE_TYPE:
                 raise ValueError(f"a chunk run points at event {seq}, not an assistant message")
-            decoded = self._loads(_text(data))
+            decoded = (self._loads or loads_exact)(_text(data))
             self._values[seq] = (data, decoded)
             message = decoded.get("message") if isinstance(decoded, dict) else None
             content = message.get("content") if isinstance(message, dict) else None
