@@ -5,6 +5,7 @@
  *
  *   utf8_len(text)       -> int   len(text.encode("utf-8", "surrogatepass")), no copy
  *   escaped_pair(text)   -> bool  _ESCAPED_PAIR.search(text) is not None
+ *   has_surrogate(text)  -> bool  core.surrogates._py_has_surrogate(text)
  *   freeze_object(dict)  -> FrozenDict, the JSON decoder's object_hook
  *   c_safe(value)        -> bool  _c_safe(value, 0): may the C encoder write it
  *   encode_frozen(value, freeze)     dumps_js(value) (and loads_exact of it) or None
@@ -191,6 +192,56 @@ escaped_pair(PyObject *module, PyObject *arg)
     return PyBool_FromLong(found);
 }
 
+/* ------------------------------------------------------------- has_surrogate */
+
+/* Blocks of 64 code units tested with a branch-free loop the compiler vectorises. */
+#define SURROGATE_SCAN(NAME, TYPE)                                                    \
+    static int NAME(const TYPE *p, Py_ssize_t n)                                      \
+    {                                                                                 \
+        Py_ssize_t i = 0;                                                             \
+        for (; i + 64 <= n; i += 64) {                                                \
+            int any = 0;                                                              \
+            for (int k = 0; k < 64; k++) {                                            \
+                any |= (uint32_t)(p[i + k] - 0xD800) < 0x800;                         \
+            }                                                                         \
+            if (any) {                                                                \
+                return 1;                                                             \
+            }                                                                         \
+        }                                                                             \
+        for (; i < n; i++) {                                                          \
+            if ((uint32_t)(p[i] - 0xD800) < 0x800) {                                  \
+                return 1;                                                             \
+            }                                                                         \
+        }                                                                             \
+        return 0;                                                                     \
+    }
+SURROGATE_SCAN(surrogate_ucs2, Py_UCS2)
+SURROGATE_SCAN(surrogate_ucs4, Py_UCS4)
+
+/* Whether a str holds a surrogate code point (core.surrogates: the scan before a merge). */
+static PyObject *
+has_surrogate(PyObject *module, PyObject *arg)
+{
+    (void)module;
+    if (expect(PyUnicode_Check(arg), arg, "has_surrogate", "str") < 0 || ready(arg) < 0) {
+        return NULL;
+    }
+    Py_ssize_t n = PyUnicode_GET_LENGTH(arg);
+    int found;
+    switch (PyUnicode_KIND(arg)) {
+    case PyUnicode_1BYTE_KIND:
+        found = 0; /* nothing above U+00FF */
+        break;
+    case PyUnicode_2BYTE_KIND:
+        found = surrogate_ucs2(PyUnicode_2BYTE_DATA(arg), n);
+        break;
+    default:
+        found = surrogate_ucs4(PyUnicode_4BYTE_DATA(arg), n);
+        break;
+    }
+    return PyBool_FromLong(found);
+}
+
 /* ------------------------------------------------------------- freeze_object */
 
 static int check_types(void);
@@ -353,7 +404,7 @@ c_safe(PyObject *module, PyObject *value)
  * very value, or the very error, it always gave):
  *
  *   loads_frozen(text)   -> value  core.jsoncodec.loads_exact(text) (frozen containers,
- *                                  escaped surrogate pairs left unmerged); text a str or
+ *                                  escaped surrogate pairs merged); text a str or
  *                                  UTF-8 bytes
  *   set_event_type(Event)          register core.log.Event (its six slots)
  *   unpack_events(first, n, body, wanted) -> list[Event]
@@ -447,7 +498,9 @@ hex_value(unsigned char c)
 }
 
 /* A string holding escapes, from s->p (after the opening quote) to ``close`` (its
- * closing quote): each \uXXXX is one code point, never merged with a neighbour. */
+ * closing quote): each \uXXXX is one code point, except that an escaped high surrogate
+ * directly followed by an escaped low one is their astral character (the raw runs are
+ * strict UTF-8: they hold no surrogate to pair with). */
 static PyObject *
 escaped_string(Scan *s, const unsigned char *close)
 {
@@ -485,7 +538,14 @@ escaped_string(Scan *s, const unsigned char *close)
             default:
                 goto bad;
             }
-            buf[m++] = c;
+            if (c >= 0xDC00 && c <= 0xDFFF && m > 0 && buf[m - 1] >= 0xD800 &&
+                buf[m - 1] <= 0xDBFF) {
+                /* a high surrogate then a low one is the astral character (SPEC 4.1) */
+                buf[m - 1] = 0x10000 + ((buf[m - 1] - 0xD800) << 10) + (c - 0xDC00);
+            }
+            else {
+                buf[m++] = c;
+            }
             r += 2;
             continue;
         }
@@ -1388,6 +1448,14 @@ enc_measure(PyObject *v, int depth, Py_ssize_t *len, Py_UCS4 *maxchar)
         int raw;
         for (Py_ssize_t i = 0; i < n; i++) {
             Py_UCS4 ch = PyUnicode_READ(kind, data, i);
+            if (ch >= 0xD800 && ch <= 0xDBFF && i + 1 < n) {
+                Py_UCS4 next = PyUnicode_READ(kind, data, i + 1);
+                if (next >= 0xDC00 && next <= 0xDFFF) {
+                    /* a raw pair: written as its character, and its copy must be
+                     * merged too: left to the Python path (rare) */
+                    return ENC_UNSUPPORTED;
+                }
+            }
             total += char_width(ch, &raw);
             if (raw && ch > *maxchar) {
                 *maxchar = ch;
@@ -2557,6 +2625,8 @@ join_utf8(PyObject *module, PyObject *parts)
 static PyMethodDef methods[] = {
     {"utf8_len", utf8_len, METH_O,
      "UTF-8 byte length of a str, a lone surrogate counting 3 bytes (surrogatepass)."},
+    {"has_surrogate", has_surrogate, METH_O,
+     "Whether a str holds a surrogate code point."},
     {"escaped_pair", escaped_pair, METH_O,
      "Whether JSON text holds an escaped high surrogate directly followed by a low one."},
     {"freeze_object", freeze_object, METH_O,

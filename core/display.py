@@ -33,6 +33,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from core.jsoncodec import dumps_js
+from core.surrogates import merge_surrogate_pairs
 
 __all__ = [
     "escape_control",
@@ -133,13 +134,14 @@ def escape_control(text: str, *, multiline: bool = True) -> str:
     """Replace every unsafe character by a visible escape (``\\x1b``, ``\\u202e``, ``\\U000e0041``).
 
     With ``multiline`` newlines and tabs are kept (message bodies); without it they are
-    escaped too (labels, titles, ids, cwds: always one line). The result holds no unsafe
-    character, and escaping it again changes nothing.
+    escaped too (labels, titles, ids, cwds: always one line). A surrogate pair is shown as
+    its character (SPEC §4.1; a reply streamed in halves before it is stored), a lone one
+    escaped. The result holds no unsafe character, and escaping it again changes nothing.
     """
     if text.isascii() and text.isprintable():
         return text
     pattern = _UNSAFE if multiline else _UNSAFE_WITH_NEWLINES
-    return pattern.sub(_escape, text)
+    return pattern.sub(_escape, merge_surrogate_pairs(text))
 
 
 def single_line(text: str, limit: int | None = None) -> str:
@@ -206,9 +208,9 @@ def escape_json_text(json_text: str, *, keep_astral: bool = False) -> str:
 
     Outside strings compact JSON holds only ASCII punctuation, so every such character sits
     inside a string, where an escape means exactly that character. A character beyond the
-    BMP (a tag character) can only be escaped as a surrogate pair, which standard parsers
-    join but dsh's own reader (``loads_exact``, SPEC §4.1) keeps as two lone surrogates:
-    ``keep_astral`` leaves those raw, for a log that ``dsh import`` must read back exactly.
+    BMP (a tag character) can only be escaped as a surrogate pair, which every parser,
+    ``loads_exact`` included (SPEC §4.1), reads back as the character; ``keep_astral``
+    leaves those raw all the same, for a log that stays byte for byte what it was.
     """
     if json_text.isascii() and json_text.isprintable():
         return json_text

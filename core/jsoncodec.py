@@ -1,10 +1,11 @@
 """Exact JSON for the session log: JavaScript-identical output, lossless Python round-trips.
 
 Python's stock ``json`` is close but not exact for us: it formats floats unlike
-``JSON.stringify`` and, when decoding, merges an escaped surrogate pair
-(``"\\ud83d\\ude00"``) into one character, so a Python ``str`` holding two lone
-surrogates would not come back unchanged. This module fixes both while keeping the
-common path on the C implementation.
+``JSON.stringify``, and it sees strings unlike JavaScript: it merges an escaped surrogate
+pair (``"\\ud83d\\ude00"``) but not a raw one (a Python ``str`` holding a high then a
+low surrogate), which it writes as two escapes. SPEC §4.1: a pair, however written, is
+its astral character (``core.surrogates``); only unpaired surrogates are escaped, each
+alone. This module does both while keeping the common path on the C implementation.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from types import ModuleType
 from typing import Any, NoReturn
 
 from core.jsondepth import dumps_deep, elide_deep
+from core.surrogates import has_surrogate, merge_surrogate_pairs
 
 __all__ = [
     "FrozenDict",
@@ -38,9 +40,9 @@ __all__ = [
 JSONDecodeError = json.JSONDecodeError
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
-# An escaped high surrogate directly followed by an escaped low one: the only input on
-# which the C decoder is lossy. A false positive (an escaped backslash before "u") only
-# costs the slow path, never correctness.
+# An escaped high surrogate directly followed by an escaped low one (a row an older dsh
+# wrote: it kept such pairs apart). A false positive (an escaped backslash before "u")
+# costs nothing but a look.
 _ESCAPED_PAIR = re.compile(r"\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}")
 
 
@@ -226,7 +228,7 @@ def _js_number(x: float) -> str:
 
 
 def _encode_str(text: str) -> str:
-    out: str = encode_basestring(text)
+    out: str = encode_basestring(merge_surrogate_pairs(text))
     if not text.isascii():
         out = _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", out)
     return out
@@ -249,7 +251,9 @@ def dumps_js(value: Any) -> str:
             return text  # type: ignore[no-any-return]
     if _is_c_safe(value):
         out: str = _C_ENCODE(value)
-        return out if out.isascii() else _SURROGATE.sub(_escape_surrogate, out)
+        # Inside a string's quotes the encoder leaves surrogates raw and side by side as
+        # they were, and no two strings touch: merging the text merges each string.
+        return out if out.isascii() else _escape_surrogates(out)
     return _dumps_js_exact(value)
 
 
@@ -292,6 +296,13 @@ def _escape_surrogate(match: re.Match[str]) -> str:
     return f"\\u{ord(match.group()):04x}"
 
 
+def _escape_surrogates(text: str) -> str:
+    """JSON text whose strings hold raw surrogates, pairs merged and the rest escaped."""
+    if not has_surrogate(text):
+        return text
+    return _SURROGATE.sub(_escape_surrogate, merge_surrogate_pairs(text))
+
+
 def _c_safe(value: Any, depth: int) -> bool:
     """True when the C encoder writes ``value`` exactly as ``JSON.stringify`` does: no
     floats (formatted differently), no non-str keys (silently converted), no other types,
@@ -322,7 +333,7 @@ def _py_c_safe(value: Any) -> bool:
 
 
 # The frozen decoder of ``loads_exact`` in one C pass: containers built frozen, escaped
-# pairs never merged. It declines (``ValueError``) anything but plain strict JSON, which
+# pairs merged. It declines (``ValueError``) anything but plain strict JSON, which
 # then takes the path below it. (An extension built before it was added lacks it.)
 _loads_frozen: Callable[[str], Any] | None = getattr(_speedups, "loads_frozen", None)
 
@@ -381,7 +392,8 @@ def _dumps_js_exact(value: Any) -> str:
 
 
 def loads_exact(text: str, *, frozen: bool = True, unique_keys: bool = False) -> Any:
-    """Parse JSON without merging escaped surrogate pairs; objects/arrays frozen by default.
+    """Parse JSON as JavaScript does: a surrogate pair, escaped or raw (or one half each),
+    is its astral character, unpaired surrogates stay; objects/arrays frozen by default.
 
     ``unique_keys`` (for untrusted files: ``dsh import``) makes a key repeated in any object a
     ``ValueError`` and returns plain containers; the store's reads never pay for it.
@@ -393,7 +405,8 @@ def loads_exact(text: str, *, frozen: bool = True, unique_keys: bool = False) ->
             return _loads_frozen(text)
         except ValueError:
             pass  # not plain strict JSON: the path below gives its value or its error
-    if not _escaped_pair(text):
+    if text.isascii() or not has_surrogate(text):
+        # Raw surrogates aside, the stock decoder reads strings as JavaScript does.
         if unique_keys:
             decoder, scan = _UNIQUE_DECODER, _UNIQUE_SCAN
         elif frozen:
@@ -431,12 +444,18 @@ _SIMPLE_ESCAPES = {
 
 
 class _SlowParser:
-    """A small recursive-descent JSON parser used only when escaped pairs are present."""
+    """A small recursive-descent JSON parser for text holding raw surrogates, which it
+    pairs with their neighbours however each is written (``merge``; ``merge=False``
+    reads as dsh did before SPEC §4.1 changed: each escape one code point, for the
+    upgrade of rows written then)."""
 
-    def __init__(self, text: str, frozen: bool, unique_keys: bool = False) -> None:
+    def __init__(
+        self, text: str, frozen: bool, unique_keys: bool = False, merge: bool = True
+    ) -> None:
         self.s = text
         self.frozen = frozen
         self.unique_keys = unique_keys
+        self.merge = merge
 
     def fail(self, msg: str, pos: int) -> NoReturn:
         raise JSONDecodeError(msg, self.s, pos)
@@ -484,7 +503,8 @@ class _SlowParser:
                 self.fail("Unterminated string", i)
             c = s[i]
             if c == '"':
-                return "".join(chunks), i + 1
+                joined = "".join(chunks)
+                return (merge_surrogate_pairs(joined) if self.merge else joined), i + 1
             if c != "\\":
                 self.fail("Invalid control character in string", i)
             esc = s[i + 1 : i + 2]
@@ -492,7 +512,7 @@ class _SlowParser:
                 hexdigits = s[i + 2 : i + 6]
                 if len(hexdigits) != 4 or not all(h in "0123456789abcdefABCDEF" for h in hexdigits):
                     self.fail("Invalid \\uXXXX escape", i)
-                chunks.append(chr(int(hexdigits, 16)))  # never merged with a neighbour
+                chunks.append(chr(int(hexdigits, 16)))  # paired when the string is done
                 i += 6
             elif esc in _SIMPLE_ESCAPES:
                 chunks.append(_SIMPLE_ESCAPES[esc])
@@ -542,6 +562,13 @@ class _SlowParser:
             if c != ",":
                 self.fail("Expecting ',' delimiter", i)
             i = _WS.match(s, i + 1).end()  # type: ignore[union-attr]
+
+
+def loads_unmerged(text: str) -> Any:
+    """JSON read as dsh read it before SPEC §4.1 changed: every ``\\uXXXX`` one code point,
+    escaped pairs kept apart (plain containers). Only for upgrading rows written then,
+    whose stored lengths count the halves apart."""
+    return _SlowParser(text, frozen=False, merge=False).parse()
 
 
 # --------------------------------------------------------------------------- joining UTF-8

@@ -11,6 +11,7 @@ from typing import Any, Literal, NamedTuple
 from core.errors import InvalidEventError
 from core.jsoncodec import FrozenDict, _encode_js, _speedups, dumps_js, loads_exact
 from core.limits import check_data_depth, check_title_limits
+from core.surrogates import merge_surrogate_pairs
 
 __all__ = [
     "ASSISTANT_CHUNK",
@@ -315,6 +316,9 @@ def check_new_event(
     source_event_seqs, time)``, for a caller that decodes many data texts at once."""
     if not isinstance(type, str) or not type:
         raise InvalidEventError(f"event type must be a non-empty str, got {type!r}")
+    # SPEC §4.1: a surrogate pair is its character (the data's strings are merged by
+    # dumps_js below, which writes a pair as the character).
+    type = merge_surrogate_pairs(type)
     if not isinstance(data, Mapping):
         raise InvalidEventError(f"event data must be a JSON object, got {data.__class__.__name__}")
     # The C encoder writes only values nested at most _C_SAFE_DEPTH (= MAX_JSON_DEPTH)

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from core.errors import DshError
 from core.log import SessionHeader
 from core.query import SessionTitle
+from core.surrogates import merge_surrogate_pairs
 
 __all__ = ["SessionNameError", "resolve_session_name"]
 
@@ -27,7 +28,9 @@ def resolve_session_name(
 ) -> SessionHeader:
     """A full id names its session, always (so every session can be named). Otherwise the
     name must match exactly one session by exact title or id prefix, counted together: a
-    name that is one session's title and another's id prefix is ambiguous, never a guess."""
+    name that is one session's title and another's id prefix is ambiguous, never a guess.
+    A surrogate pair in the name is its character (SPEC §4.1), as in the stored ids."""
+    name = merge_surrogate_pairs(name)
     for header in headers:
         if header.id == name:
             return header

@@ -38,6 +38,7 @@ from core.display import mask_control
 from core.errors import SearchQueryError
 from core.log import Event
 from core.references.projection import project_surface
+from core.surrogates import merge_surrogate_pairs
 
 __all__ = [
     "MAX_TERMS",
@@ -109,7 +110,7 @@ def search_terms(query: str) -> list[str]:
         raise TypeError("query must be a str")
     out: list[str] = []
     seen: set[str] = set()
-    for term in _UNSTORABLE.sub("\ufffd", query).split():
+    for term in _UNSTORABLE.sub("\ufffd", merge_surrogate_pairs(query)).split():
         if len(term) > MAX_TERM_CHARS:
             raise SearchQueryError(
                 f"a search term may have at most {MAX_TERM_CHARS} characters "
@@ -126,14 +127,14 @@ def search_terms(query: str) -> list[str]:
 
 def indexed_text(event: Event) -> str | None:
     """The text of ``event`` that the search index holds (``None``: not indexed): its
-    projected text, with each NUL and lone surrogate (which no index column can hold)
-    replaced by U+FFFD, one character for one."""
+    projected text, each surrogate pair its character (SPEC §4.1), and each NUL and lone
+    surrogate (which no index column can hold) replaced by U+FFFD, one character for one."""
     if event.surface_op is None:
         return None
     projected = project_surface((event,))
     if not projected:
         return None
-    return _UNSTORABLE.sub("\ufffd", projected[0].text)
+    return _UNSTORABLE.sub("\ufffd", merge_surrogate_pairs(projected[0].text))
 
 
 def _pattern(terms: Sequence[str]) -> re.Pattern[str]:

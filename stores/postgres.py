@@ -78,6 +78,7 @@ from stores.columns import (
     encode_text,
 )
 from stores.pglocation import PgLocation, connect_error
+from stores.pgpairs import MERGE_PAIRS, merge_stored_pairs, pairs_step
 from stores.pgrows import (
     HEADERS_SQL,
     IDS_OF_KEYS_SQL,
@@ -424,6 +425,9 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     # Issue 30: what members may do, the search index kept and read by the server, sizes,
     # leases for the owner only (stores.pgteam).
     team_step(),
+    # Issue 31 (SPEC 4.1): a surrogate pair is its character; stored pairs are merged,
+    # dsh_json reads them so (stores.pgpairs).
+    pairs_step(),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -700,6 +704,9 @@ class PostgresSessionStore:
                         continue
                     if statement == REINDEX:
                         await _reindex(conn, self._index_progress)
+                        continue
+                    if statement == MERGE_PAIRS:
+                        await merge_stored_pairs(conn)
                         continue
                     await conn.execute(statement)
             if version < SCHEMA_VERSION:
@@ -1945,15 +1952,21 @@ _BACKFILL_BATCH = 50_000
 
 
 async def _backfill_surfaces(
-    conn: asyncpg.Connection, progress: Callable[[int, int], None] | None
+    conn: asyncpg.Connection,
+    progress: Callable[[int, int], None] | None,
+    only: list[int] | None = None,
 ) -> None:
     """Migration to schema 3: fold every session's surface once into
     ``dsh_surface_nodes`` and ``dsh_surface_sums`` (positions: the node's rank, below
-    every later seq)."""
+    every later seq). ``only``: these sessions alone (schema 8, nodes and sums gone)."""
     total = await conn.fetchval(f"SELECT count(*) FROM dsh_events WHERE kind = {KIND_SURFACE}")
     report = progress if progress is not None and total >= _BACKFILL_REPORT_MIN else None
+    if only is not None:
+        report = None
     done = 0
     keys = [row[0] for row in await conn.fetch("SELECT key FROM dsh_sessions ORDER BY key")]
+    if only is not None:
+        keys = only
     for key in keys:
         # Pages by seq (keyset), not a cursor: a cursor's portal would stay open to the
         # end of the transaction, and a later step's ALTER TABLE dsh_events refuses to

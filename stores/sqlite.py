@@ -151,6 +151,7 @@ T = TypeVar("T")
 _BACKFILL = "SELECT 'dsh: fold every surface into its nodes'"
 """A migration statement run as Python (``_backfill_surfaces``), a no-op as SQL."""
 _REBUILD_SEARCH = "SELECT 'dsh: rebuild the search index from its rows'"
+_MERGE_PAIRS = "SELECT 'dsh: write each stored surrogate pair as its character'"
 """A migration statement run as Python (``_rebuild_search_index``), a no-op as SQL."""
 
 _LINKED = b"\x01"
@@ -406,6 +407,15 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         # last_surface_seq), and surface_nodes serves the rest. The index cost 0.32
         # bytes per event on the storage benchmark and a page write per surface append.
         "DROP INDEX IF EXISTS events_surface",
+    ),
+    (
+        # SPEC 4.1 (issue 31): a surrogate pair is its astral character, however written.
+        # dsh wrote the two halves apart (escaped apart in JSON, surrogatepass bytes in
+        # ids, cwds and types); rows holding one are written anew (stores.sqlite_pairs:
+        # ids, cwds, types, single rows and packs, linked runs unlinked first), and their
+        # sessions' projections, surface sums and search rows are made again. Run as
+        # Python (as SQL it does nothing: right for a database without such rows).
+        _MERGE_PAIRS,
     ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -837,6 +847,11 @@ class SqliteSessionStore:
                         continue
                     if statement == _REBUILD_SEARCH:
                         await self._rebuild_search_index(conn)
+                        continue
+                    if statement == _MERGE_PAIRS:
+                        from stores.sqlite_pairs import merge_stored_pairs
+
+                        await conn._execute(merge_stored_pairs, conn._conn, self)  # type: ignore[no-untyped-call]
                         continue
                     await conn.execute(statement)
                 await conn.execute(f"PRAGMA user_version = {step + 1}")
@@ -2242,8 +2257,9 @@ def _plain_types(table: Iterable[str]) -> bool:
 
 def _header_fields(text: str) -> Any:
     """A pack's header line parsed. A header of four fields (chunk runs, or a type that
-    is not printable ASCII: ``_pack_header``) is read without merging an escaped
-    surrogate pair, so a type holding lone surrogates comes back as it went in. A header
+    is not printable ASCII: ``_pack_header``) is read as ``loads_exact`` reads (a pair is
+    its character, SPEC §4.1: types are merged when appended, and the schema v10 upgrade
+    merged those stored before), so a type holding lone surrogates comes back as it went in. A header
     of three with escapes in it was written before schema v7 by ``json.dumps``, which
     escaped every non-ASCII character and so wrote an astral character and the pair of
     lone surrogates alike: it is read as it always was (``json.loads``, pairs merged)."""
@@ -2327,6 +2343,9 @@ class _ReplyTexts:
     (the read names the file)."""
 
     __slots__ = ("_contents", "_fetch", "_gone", "_held", "_values")
+    # How a reply's stored JSON is read (the schema v10 upgrade reads rows written before
+    # it as they were written: ``loads_unmerged``).
+    _loads: Callable[[str], Any] | None = None  # None: the module's loads_exact
 
     def __init__(
         self,
@@ -2373,7 +2392,7 @@ class _ReplyTexts:
             kind, raw_type, data = row
             if kind != KIND_SURFACE or raw_type != _ASSISTANT_MESSAGE_TYPE:
                 raise ValueError(f"a chunk run points at event {seq}, not an assistant message")
-            decoded = loads_exact(_text(data))
+            decoded = (self._loads or loads_exact)(_text(data))
             self._values[seq] = (data, decoded)
             message = decoded.get("message") if isinstance(decoded, dict) else None
             content = message.get("content") if isinstance(message, dict) else None
@@ -2391,14 +2410,19 @@ _ASSISTANT_MESSAGE_TYPE = encode_text(ASSISTANT_MESSAGE)
 
 
 def _unlink_runs(
-    body: bytes, first: int, wanted: Container[int] | None, replies: _ReplyTexts | None
+    body: bytes,
+    first: int,
+    wanted: Container[int] | None,
+    replies: _ReplyTexts | None,
+    escape: Callable[[list[str]], list[str]] | None = None,
 ) -> bytes:
     """An inflated pack whose chunk runs that point at a reply (see ``_pack``) are text
     runs again: each line's text is its slice of the reply's text block, escaped by
     ``dumps_js`` as the append escaped the chunk's text (the append linked the run only
     when those were the very texts of its lines), and the run loses its last four
     fields. A linked run none of whose seqs is ``wanted`` gets empty texts instead (no
-    reader looks at them). Any other pack is returned as it is."""
+    reader looks at them). Any other pack is returned as it is. (``escape``: how the
+    append escaped the texts, ``_escaped_pieces`` by default.)"""
     newline = body.find(b"\n")
     if newline < 3 or body[newline - 3 : newline] != b"]]]":
         return body  # no chunk runs (a header's runs field is its last, a list of lists)
@@ -2438,7 +2462,7 @@ def _unlink_runs(
                     f"a chunk run reaches code point {bounds[-1]} of a text of {len(text)} "
                     f"(event {seq})"
                 )
-            escaped = _escaped_pieces([text[a:b] for a, b in pairwise(bounds)])
+            escaped = (escape or _escaped_pieces)([text[a:b] for a, b in pairwise(bounds)])
             if sum(map(len, escaped)) != size:
                 raise ValueError(f"a chunk run's texts are not the {size} characters it says")
             lines[start : start + count] = escaped
@@ -3265,14 +3289,21 @@ _BACKFILL_BATCH = 50_000
 
 
 def _backfill_surfaces(
-    raw: sqlite3.Connection, progress: Callable[[int, int], None] | None
+    raw: sqlite3.Connection,
+    progress: Callable[[int, int], None] | None,
+    only: Sequence[int] | None = None,
 ) -> None:
     """Migration to schema v4: fold every session's surface once into ``surface_nodes``
-    and ``surface_sums`` (positions: the node's rank, below every later seq)."""
+    and ``surface_sums`` (positions: the node's rank, below every later seq). ``only``:
+    these sessions alone (their nodes and sums gone first; schema v10)."""
     (total,) = raw.execute(f"SELECT count(*) FROM events WHERE kind = {KIND_SURFACE}").fetchone()
     report = progress if progress is not None and total >= _BACKFILL_REPORT_MIN else None
+    if only is not None:
+        report = None
     done = 0
     keys = [key for (key,) in raw.execute("SELECT key FROM sessions ORDER BY key").fetchall()]
+    if only is not None:
+        keys = list(only)
     for key in keys:
         cursor = raw.execute(
             "SELECT seq, surface_op, source_event_seqs, projection FROM events "

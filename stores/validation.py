@@ -35,6 +35,7 @@ from core.log import (
 )
 from core.query import SessionTitle
 from core.surface import SurfaceFolder
+from core.surrogates import has_surrogate_pair, merge_surrogate_pairs
 from core.timestamps import MAX_EPOCH_MS, check_epoch_ms
 
 __all__ = [
@@ -76,10 +77,11 @@ def _is_int64(value: object) -> bool:
 
 
 def check_session_id(session_id: object) -> str:
-    """A session id given to a lookup must be a ``str`` (any ``str``)."""
+    """A session id given to a lookup must be a ``str`` (any ``str``); a surrogate pair in
+    it is its character (SPEC §4.1), as in the id stored."""
     if not isinstance(session_id, str):
         raise TypeError(f"session id must be a str, not {type(session_id).__name__}")
-    return session_id
+    return merge_surrogate_pairs(session_id)
 
 
 def check_session_ids(session_ids: object) -> list[str]:
@@ -136,6 +138,9 @@ def new_header(session_id: object, cwd: object, created_at: object) -> SessionHe
         raise InvalidEventError(f"session id must be a str, not {type(session_id).__name__}")
     if cwd is not None and not isinstance(cwd, str):
         raise InvalidEventError(f"session cwd must be a str or None, not {type(cwd).__name__}")
+    session_id = merge_surrogate_pairs(session_id)  # SPEC §4.1: a pair is its character
+    if cwd is not None:
+        cwd = merge_surrogate_pairs(cwd)
     check_header_limits(session_id, cwd)
     created_at = now_ms() if created_at is None else check_epoch_ms(created_at, "created_at")
     return SessionHeader(id=session_id, created_at=created_at, cwd=cwd)
@@ -214,6 +219,8 @@ def _validate_common(events: Sequence[NewEvent]) -> list[ValidatedEvent] | None:
     )
     if out is not None and not _titles_fit(out):
         return None  # the plain path names what is too long
+    if out is not None and any(has_surrogate_pair(event.type) for event in out):
+        return None  # the plain path merges the pair (SPEC §4.1)
     return out
 
 
@@ -241,7 +248,7 @@ def _py_validate_common(
         type_: object = event.type
         op: object = event.surface_op
         time: object = event.time
-        if type_.__class__ is not str or not type_:
+        if type_.__class__ is not str or not type_ or has_surrogate_pair(type_):
             return None
         if type_ in surface_types:
             if op.__class__ is not str or op != "append":

@@ -43,6 +43,7 @@ from core.secrets import (
     redact_url,
     url_secrets,
 )
+from core.surrogates import merge_surrogate_pairs
 
 __all__ = [
     "DEFAULT_API_KEY_ENV",
@@ -462,14 +463,15 @@ def chat_completions_url(base_url: str) -> str:
 
 
 def wire_text(text: str) -> str:
-    """``text`` as it may go over the wire: valid UTF-8, each lone surrogate as U+FFFD.
+    """``text`` as it may go over the wire: valid UTF-8, a surrogate pair as its character
+    (SPEC §4.1: the model receives 🚀, not two U+FFFD), each lone surrogate as U+FFFD.
 
     Only what is sent changes; the session log keeps the text exactly.
     """
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        return _SURROGATE.sub("\ufffd", text)
+        return _SURROGATE.sub("\ufffd", merge_surrogate_pairs(text))
     return text
 
 

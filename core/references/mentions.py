@@ -17,6 +17,7 @@ from core.references.uri import (
     decode_session_reference_uri,
     encode_session_reference_uri,
 )
+from core.surrogates import merge_surrogate_pairs
 
 __all__ = [
     "ParsedSessionReferenceText",
@@ -179,6 +180,7 @@ def parse_session_reference_text(text: str) -> ParsedSessionReferenceText:
         raise SessionReferenceError(
             f"text must be a str, got {type(text).__name__}", SESSION_REFERENCE_INVALID_REFERENCE
         )
+    text = merge_surrogate_pairs(text)  # user input: a pair is its character (SPEC §4.1)
     parts: list[str] = []
     refs: list[SessionReferenceInput] = []
     pos = 0

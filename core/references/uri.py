@@ -1,7 +1,9 @@
 """Session-reference URIs (SPEC §4.1): ``dsh-session:`` + base64url of the JS-JSON of the id.
 
-JSON-encoding first makes every Python ``str`` representable: each surrogate code point is
-escaped on its own, so the payload is always valid UTF-8 and decodes back without merging.
+JSON-encoding first makes every Python ``str`` representable, as JavaScript sees it: a
+surrogate pair is its astral character (written raw), each unpaired surrogate is escaped on
+its own, so the payload is always valid UTF-8 and decodes back. A payload holding an escaped
+pair decodes to the character, which re-encodes raw: not canonical, as the reference says.
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ _PAYLOAD = re.compile(r"[A-Za-z0-9_-]+")
 
 
 def encode_session_reference_uri(session_id: str) -> str:
-    """The canonical URI of ``session_id`` (any ``str``, lone surrogates included)."""
+    """The canonical URI of ``session_id`` (any ``str``, lone surrogates included; a pair
+    in it is its character, SPEC §4.1)."""
     if not isinstance(session_id, str):
         raise SessionReferenceError(
             f"a session id must be a str, got {type(session_id).__name__}",

@@ -22,6 +22,7 @@ from core.jsoncodec import (
     thaw_json,
     utf8_len,
 )
+from core.surrogates import merge_json_pairs, merge_surrogate_pairs
 
 json_scalars = (
     st.none()
@@ -65,21 +66,38 @@ def test_strings_escape_like_json_stringify() -> None:
     assert dumps_js(text) == '"a\\"b\\\\c\\u0000\\b\\f\\n\\r\\t\\u001f\x7f é 😀 \u2028 <"'
 
 
-def test_each_surrogate_code_point_is_escaped_on_its_own() -> None:
-    assert dumps_js("\ud83d\ude00") == '"\\ud83d\\ude00"'
+def test_each_unpaired_surrogate_is_escaped_on_its_own_a_pair_is_its_character() -> None:
+    # SPEC §4.1: a raw pair in a Python str is the astral character, as in JavaScript.
+    assert dumps_js("\ud83d\ude00") == '"😀"'
+    assert dumps_js({"k\ud83d\ude00": ["\ud83d\ude00", 1.5]}) == '{"k😀":["😀",1.5]}'
     assert dumps_js("x\udc00y\ud800") == '"x\\udc00y\\ud800"'
+    assert dumps_js("\ude00\ud83d") == '"\\ude00\\ud83d"'  # low then high: no pair
+    assert dumps_js("\ud83d\ud83d\ude00") == '"\\ud83d😀"'
     assert dumps_js("😀") == '"😀"'
 
 
-def test_escaped_pair_is_not_merged_on_decode() -> None:
-    two = "\ud83d\ude00"
-    decoded = loads_exact(dumps_js({"k" + two: [two, "😀"]}))
-    key = next(iter(decoded))
-    assert key == "k" + two and len(key) == 3
-    assert decoded[key] == [two, "😀"]
-    assert len(decoded[key][0]) == 2 and len(decoded[key][1]) == 1
-    # the stock decoder would have merged them: that is why loads_exact exists
-    assert json.loads(dumps_js(two)) == "😀"
+@pytest.mark.parametrize(
+    "text",
+    [
+        '"\\ud83d\\ude00"',
+        '"\\uD83D\\uDE00"',
+        '"\ud83d\\ude00"',
+        '"\\ud83d\ude00"',
+        '"\ud83d\ude00"',
+    ],
+)
+@pytest.mark.parametrize(
+    "kwargs", [{}, {"frozen": False}, {"unique_keys": True}], ids=["frozen", "plain", "unique"]
+)
+def test_a_pair_is_merged_on_decode_however_written(text: str, kwargs: dict[str, bool]) -> None:
+    assert loads_exact(text, **kwargs) == "😀"
+    assert loads_exact("{" + text + ":[" + text + "]}", **kwargs) == {"😀": ["😀"]}
+    # a lone one stays, escaped or raw
+    assert loads_exact('["\\ud83d", "\\ude00", "\udc00x"]', **kwargs) == [
+        "\ud83d",
+        "\ude00",
+        "\udc00x",
+    ]
 
 
 @pytest.mark.parametrize(
@@ -107,8 +125,8 @@ def test_shared_but_acyclic_values_are_fine() -> None:
 @settings(max_examples=300)
 def test_round_trip_is_exact(value: object) -> None:
     text = dumps_js(value)
-    assert loads_exact(text, frozen=False) == value
-    assert loads_exact(text) == value
+    assert loads_exact(text, frozen=False) == merge_json_pairs(value)
+    assert loads_exact(text) == merge_json_pairs(value)
     # the output is valid UTF-8 even with lone surrogates in the input
     text.encode("utf-8")
 
@@ -123,14 +141,14 @@ def test_agrees_with_stock_encoder_when_no_floats_or_surrogates(value: object) -
 
 
 def test_slow_parser_rejects_what_json_rejects() -> None:
-    pair = '"\\ud83d\\ude00"'
+    pair = '"\ud83d\\ude00"'  # a raw surrogate: the slow parser
     for bad in [
         "[" + pair,
         "[" + pair + ",]",
         "{" + pair + "}",
         pair + " x",
-        '["\\ud83d\\ude00\\q"]',
-        '["\\ud83d\\ude00\x01"]',
+        '["\ud83d\\ude00\\q"]',
+        '["\ud83d\\ude00\x01"]',
         "[" + pair + ",01]",
     ]:
         with pytest.raises(json.JSONDecodeError):
@@ -138,9 +156,9 @@ def test_slow_parser_rejects_what_json_rejects() -> None:
 
 
 def test_slow_parser_reads_everything_json_does() -> None:
-    text = '{ "a" : [1, -2.5e3, true, false, null, {"b": "\\ud83d\\ude00\\n\\/"}] , "c":{} ,"d":[]}'
+    text = '{ "a" : [1, -2.5e3, true, false, null, {"b": "\ud83d\\ude00\\n\\/\udc00"}] , "c":{} ,"d":[]}'
     assert loads_exact(text) == {
-        "a": [1, -2500.0, True, False, None, {"b": "\ud83d\ude00\n/"}],
+        "a": [1, -2500.0, True, False, None, {"b": "😀\n/\udc00"}],
         "c": {},
         "d": [],
     }
@@ -255,9 +273,7 @@ def test_fast_path_declines_what_the_c_encoder_gets_wrong(value: object) -> None
 def test_fast_path_escapes_lone_surrogates_and_keeps_the_rest_raw() -> None:
     value = {"\ud800key": ["\udfff", "😀", "\ud83d\ude00", "\x00\x1f\x7f\u2028<>&"]}
     assert _c_safe(value, 0)
-    assert dumps_js(value) == (
-        '{"\\ud800key":["\\udfff","😀","\\ud83d\\ude00","\\u0000\\u001f\x7f\u2028<>&"]}'
-    )
+    assert dumps_js(value) == ('{"\\ud800key":["\\udfff","😀","😀","\\u0000\\u001f\x7f\u2028<>&"]}')
 
 
 def test_cycles_and_deep_values_still_raise_type_error() -> None:
@@ -310,3 +326,62 @@ def test_loads_exact_errors_match_json(text: str, message: str, frozen: bool) ->
     with pytest.raises(json.JSONDecodeError) as expected:
         json.loads(text)
     assert (caught.value.msg, caught.value.pos) == (expected.value.msg, expected.value.pos)
+
+
+# Strings heavy in surrogates: raw pairs, reversed pairs, lone halves, astral characters.
+_SURROGATE_TEXT = st.lists(
+    st.sampled_from(["\ud83d", "\ude80", "\ud800", "\udfff", "\udbff", "\udc00", "🚀", "a", '"'])
+    | st.characters(),
+    max_size=12,
+).map("".join)
+
+_SHORT_ESCAPES = {0x22: '\\"', 0x5C: "\\\\", 8: "\\b", 12: "\\f", 10: "\\n", 13: "\\r", 9: "\\t"}
+
+
+def _js_stringify(text: str) -> str:
+    """JSON.stringify of the JavaScript string whose UTF-16 code units are ``text``'s
+    (an astral character as its two units): the ES2019 rules spelt out, unit by unit."""
+    units: list[int] = []
+    for ch in text:
+        cp = ord(ch)
+        if cp > 0xFFFF:
+            units += [0xD800 + ((cp - 0x10000) >> 10), 0xDC00 + ((cp - 0x10000) & 0x3FF)]
+        else:
+            units.append(cp)
+    out = ['"']
+    i = 0
+    while i < len(units):
+        u = units[i]
+        nxt = units[i + 1] if i + 1 < len(units) else -1
+        if 0xD800 <= u <= 0xDBFF and 0xDC00 <= nxt <= 0xDFFF:
+            out.append(chr(0x10000 + ((u - 0xD800) << 10) + (nxt - 0xDC00)))
+            i += 2
+            continue
+        if u in _SHORT_ESCAPES:
+            out.append(_SHORT_ESCAPES[u])
+        elif u < 0x20 or 0xD800 <= u <= 0xDFFF:
+            out.append(f"\\u{u:04x}")
+        else:
+            out.append(chr(u))
+        i += 1
+    return "".join(out) + '"'
+
+
+@given(_SURROGATE_TEXT)
+@settings(max_examples=500)
+def test_surrogates_decode_of_encode_is_the_merged_text(text: str) -> None:
+    merged = merge_surrogate_pairs(text)
+    encoded = dumps_js(text)
+    assert encoded == _js_stringify(text)  # JSON.stringify of the same UTF-16 string
+    assert dumps_js([text, {text: 1.5}]) == f"[{encoded},{{{encoded}:1.5}}]"  # exact path
+    assert encoded.encode("utf-8")  # valid UTF-8: every surrogate left is escaped
+    for kwargs in ({}, {"frozen": False}, {"unique_keys": True}):
+        assert loads_exact(encoded, **kwargs) == merged  # type: ignore[arg-type]
+        # as Python's json.dumps (ASCII-safe) writes it, each half of a pair escaped
+        assert loads_exact(json.dumps(text), **kwargs) == merged  # type: ignore[arg-type]
+        # the text raw in the JSON (a str holding surrogates, paired or not)
+        raw = json.dumps(text, ensure_ascii=False)
+        assert loads_exact(raw, **kwargs) == merged  # type: ignore[arg-type]
+    # the stock decoder merges escaped pairs too: it agrees on what dsh writes
+    assert json.loads(encoded) == merged
+    assert merge_surrogate_pairs(merged) == merged  # only unpaired ones remain

@@ -28,6 +28,7 @@ from core.jsoncodec import (
     _py_utf8_len,
 )
 from core.log import Event, Replace, ValidatedEvent, _py_build_events, build_events
+from core.surrogates import has_surrogate_pair
 from tests.children import ROOT
 from tests.core.test_speedups_reads import same
 
@@ -218,6 +219,7 @@ def test_frozen_types_with_their_own_constructors_are_called_as_such() -> None:
 PURE_CHILD = r"""
 import asyncio, json
 from core import jsoncodec
+from core.surrogates import has_surrogate_pair
 from core.jsoncodec import FrozenDict, FrozenList, loads_exact, utf8_len
 from core.log import text_block
 from core.references import SessionReferenceInput, SessionReferenceService
@@ -226,7 +228,7 @@ from stores import MemorySessionStore, SessionQuery
 assert not jsoncodec.SPEEDUPS and utf8_len is jsoncodec._py_utf8_len
 value = loads_exact('[{"a": ["\\ud83d\\ude00", [1]]}, "\\ud83d"]')
 assert type(value) is FrozenList and type(value[0]) is FrozenDict
-assert type(value[0]["a"][1]) is FrozenList and value[0]["a"][0] == "\ud83d\ude00"
+assert type(value[0]["a"][1]) is FrozenList and value[0]["a"][0] == "\U0001f600"
 assert utf8_len("é\ud83d😀") == 9
 
 async def main():
@@ -405,14 +407,24 @@ def _fits(value: Any) -> bool:
     return True
 
 
+def _holds_pair(value: Any) -> bool:
+    if isinstance(value, str):
+        return has_surrogate_pair(value)
+    if isinstance(value, dict):
+        return any(_holds_pair(k) or _holds_pair(v) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return any(_holds_pair(v) for v in value)
+    return False
+
+
 @given(encodable | json_like)
 def test_encode_frozen_agrees_with_the_plain_encoder_and_decoder(value: Any) -> None:
     """Text exactly ``dumps_js``'s pure-Python reference, copy exactly ``loads_exact`` of
     it (frozen, detached); ``None`` exactly for what c_safe refuses or a wider int."""
     got = speedups.encode_frozen(value, True)
     text_only = speedups.encode_frozen(value, False)
-    if not jsoncodec._py_c_safe(value) or not _fits(value):
-        assert got is None and text_only is None
+    if not jsoncodec._py_c_safe(value) or not _fits(value) or _holds_pair(value):
+        assert got is None and text_only is None  # a raw pair: the Python path merges it
         return
     text, copy = got
     assert text == text_only == jsoncodec._dumps_js_exact(value)
@@ -488,3 +500,15 @@ def test_build_events_is_the_c_version_and_checks_its_arguments() -> None:
         build_events(0, [("not", "six")])  # type: ignore[list-item]
     with pytest.raises(TypeError, match="six slot"):
         speedups.build_events(Event, (), 0, [])
+
+
+@given(
+    st.text(st.characters(codec=None, exclude_categories=()))
+    | st.sampled_from(
+        ["", "é" * 70, "中" * 63 + "\ud800", "🚀" * 65 + "\udfff", "\ue000\ud7ff" * 40]
+    )
+)
+def test_has_surrogate_agrees_with_the_pure_python_scan(text: str) -> None:
+    from core import surrogates
+
+    assert speedups.has_surrogate(text) is surrogates._py_has_surrogate(text)

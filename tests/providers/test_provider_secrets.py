@@ -126,5 +126,6 @@ async def test_surrogate_goes_over_the_wire_as_replacement_character(
         await provider.aclose()
     assert [e for e in events if isinstance(e, TextDelta)] == [TextDelta("fine")]
     sent = fake_openai.requests[0].body.decode("utf-8")  # strict: valid UTF-8
-    assert fake_openai.requests[0].json["messages"][1]["content"] == "caf\ufffd \ufffd\ufffd"
+    # A lone surrogate is U+FFFD; a pair is its character (SPEC 4.1).
+    assert fake_openai.requests[0].json["messages"][1]["content"] == "caf\ufffd 😀"
     assert "\\ud" not in sent

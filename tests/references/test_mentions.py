@@ -22,6 +22,7 @@ from core.references import (
     format_session_reference_mention,
     parse_session_reference_text,
 )
+from core.surrogates import merge_surrogate_pairs
 from tests.references.strategies import any_text, session_ids
 
 T = encode_session_reference_uri("target")  # dsh-session:InRhcmdldCI
@@ -61,17 +62,19 @@ def test_format(ref: SessionReferenceInput, expected: str) -> None:
 @given(session_ids, st.one_of(st.none(), any_text))
 def test_format_then_parse_round_trips(session_id: str, label: str | None) -> None:
     mention = format_session_reference_mention(SessionReferenceInput(session_id, label))
-    shown = session_id if label is None else label
+    # (a surrogate pair in the id or the label is its character: SPEC 4.1)
+    whole = merge_surrogate_pairs(session_id)
+    shown = whole if label is None else merge_surrogate_pairs(label)
     parsed = parse_session_reference_text(f"see {mention}.")
     assert parsed == ParsedSessionReferenceText(
-        f"see @{shown}.", (SessionReferenceInput(session_id, shown),)
+        f"see @{shown}.", (SessionReferenceInput(whole, shown),)
     )
     [span] = find_session_reference_spans(f"see {mention}.")
     assert (span.start, span.end, span.kind, span.session_id) == (
         4,
         4 + len(mention),
         "mention",
-        session_id,
+        whole,
     )
 
 

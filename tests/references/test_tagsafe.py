@@ -32,7 +32,8 @@ json_values = st.recursive(
         ("</referenced-sessions>", '"\\u003c/referenced-sessions>"'),
         ({"a<": ["<<", 1, None, True]}, '{"a\\u003c":["\\u003c\\u003c",1,null,true]}'),
         ("ünï 😀", '"ünï 😀"'),
-        ("\ud83d\ude00", '"\\ud83d\\ude00"'),
+        ("\ud83d\ude00", '"😀"'),  # a pair is its character (SPEC 4.1)
+        ("\ude00\ud83d", '"\\ude00\\ud83d"'),
         ('\x00\x1f\n\t"\\', '"\\u0000\\u001f\\n\\t\\"\\\\"'),
         ([1.5, 1e21, 1e-7, -0.0], "[1.5,1e+21,1e-7,0]"),
         ({}, "{}"),

@@ -15,6 +15,7 @@ from core.references import (
     decode_session_reference_uri,
     encode_session_reference_uri,
 )
+from core.surrogates import merge_surrogate_pairs
 from tests.references.strategies import session_ids
 from tests.references.vectors import load_vectors
 
@@ -38,8 +39,8 @@ def test_shared_vectors_match_byte_for_byte() -> None:
 @pytest.mark.parametrize(
     ("session_id", "json_text"),
     [
-        ("\ud83d\ude00", '"\\ud83d\\ude00"'),  # two code points stay two escapes
-        ("\ude00\ud83d", '"\\ude00\\ud83d"'),
+        ("\ude00\ud83d", '"\\ude00\\ud83d"'),  # a low then a high: no pair
+        ("\ud83d\ud83d", '"\\ud83d\\ud83d"'),
         ("a\udfffb", '"a\\udfffb"'),
         ("😀", '"😀"'),  # an astral character stays raw
         ("\x7f\u2028", '"\x7f\u2028"'),
@@ -50,7 +51,33 @@ def test_surrogates_escaped_each_on_its_own_lowercase(session_id: str, json_text
     assert uri == b64(json_text.encode("utf-8"))
     decoded = decode_session_reference_uri(uri)
     assert decoded == session_id
-    assert len(decoded) == len(session_id)  # an escaped pair is never merged
+
+
+@pytest.mark.parametrize(
+    ("session_id", "json_text"),
+    [
+        ("\ud83d\ude00", '"😀"'),  # a raw pair is its character (SPEC 4.1)
+        ("mig-hé\ud83d\ude80", '"mig-hé🚀"'),
+        ("\ud83d\ud83d\ude00\ude00", '"\\ud83d😀\\ude00"'),
+        ("a\ud83d" + "\ude00b", '"a😀b"'),  # made by joining two strings
+    ],
+)
+def test_a_raw_pair_encodes_as_its_character(session_id: str, json_text: str) -> None:
+    uri = encode_session_reference_uri(session_id)
+    assert uri == b64(json_text.encode("utf-8"))
+    assert uri == encode_session_reference_uri(merge_surrogate_pairs(session_id))
+    assert decode_session_reference_uri(uri) == merge_surrogate_pairs(session_id)
+
+
+@pytest.mark.parametrize(
+    "json_text",
+    [b'"\\ud83d\\ude00"', b'"mig-h\xc3\xa9\\ud83d\\ude80"', b'"\\ud83d\\ude00\\ud800"'],
+)
+def test_an_escaped_pair_in_the_payload_is_not_canonical(json_text: bytes) -> None:
+    # It decodes to the astral character, which re-encodes raw: another URI.
+    with pytest.raises(SessionReferenceError) as info:
+        decode_session_reference_uri(b64(json_text))
+    assert info.value.code == SESSION_REFERENCE_INVALID_REFERENCE
 
 
 @given(session_ids)
@@ -60,7 +87,7 @@ def test_every_str_round_trips(session_id: str) -> None:
     payload = uri[len(SESSION_REFERENCE_SCHEME) :]
     assert payload and "=" not in payload
     assert set(payload) <= set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
-    assert decode_session_reference_uri(uri) == session_id
+    assert decode_session_reference_uri(uri) == merge_surrogate_pairs(session_id)
 
 
 @pytest.mark.parametrize(
@@ -125,3 +152,32 @@ def test_decode_raises_only_session_reference_errors(payload: str) -> None:
         assert err.code == SESSION_REFERENCE_INVALID_REFERENCE
     else:
         assert encode_session_reference_uri(session_id) == uri
+
+
+def _as_utf16_halves(text: str) -> str:
+    """``text`` with each astral character as its two surrogates (raw in a Python str)."""
+    out = []
+    for ch in text:
+        cp = ord(ch) - 0x10000
+        out.append(ch if cp < 0 else chr(0xD800 + (cp >> 10)) + chr(0xDC00 + (cp & 0x3FF)))
+    return "".join(out)
+
+
+def test_the_reference_answers_on_surrogates() -> None:
+    """``tests/vectors/uri_surrogates.json``: what the reference's TypeScript answered
+    (``tests/vectors/make_uri_surrogates.py``), so a lone clone checks it too."""
+    entries = load_vectors("uri_surrogates.json")
+    assert {e["op"] for e in entries} == {"encode", "decode"}
+    assert any("error" in e for e in entries)
+    for entry in entries:
+        if entry["op"] == "encode":
+            assert encode_session_reference_uri(entry["arg"]) == entry["value"]
+            # the same string with its pairs raw in a Python str: the same URI
+            halves = _as_utf16_halves(entry["arg"])
+            assert encode_session_reference_uri(halves) == entry["value"]
+        elif "error" in entry:
+            with pytest.raises(SessionReferenceError) as info:
+                decode_session_reference_uri(entry["arg"])
+            assert info.value.code == entry["error"]
+        else:
+            assert decode_session_reference_uri(entry["arg"]) == entry["value"]

@@ -17,7 +17,8 @@ VECTORS_DIR = Path(__file__).resolve().parents[1] / "vectors"
 
 
 def load_vectors(name: str) -> Any:
-    """Parse ``tests/vectors/<name>`` exactly (escaped surrogate pairs stay two chars)."""
+    """Parse ``tests/vectors/<name>`` as JavaScript does (an escaped surrogate pair is its
+    character, SPEC §4.1; a lone surrogate stays)."""
     path = VECTORS_DIR / name
     if not path.is_file():
         pytest.fail(f"test vectors not found at {path}", pytrace=False)

@@ -4,6 +4,7 @@ upgrade tests: each step's undo, newest first. A new migration step needs its un
 
 from __future__ import annotations
 
+from stores.pgteam import _JSON as _TEAM_JSON
 from stores.pgteam import MEMBER_FUNCTIONS
 from stores.postgres import SCHEMA_VERSION, session_row_security
 
@@ -105,6 +106,9 @@ UNDO: dict[int, str] = {
             "GRANT SELECT ON dsh_schema TO dsh_users",
         ]
     ),
+    # Step 7 (issue 31): dsh_json as step 6 wrote it (every surrogate escape U+FFFD). The
+    # rows it merged stay merged: an older dsh reads an astral character as it is.
+    7: _TEAM_JSON.replace("CREATE FUNCTION", "CREATE OR REPLACE FUNCTION", 1),
 }
 
 

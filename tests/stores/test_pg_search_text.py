@@ -6,6 +6,8 @@ over random events, their data encoded as the store encodes it (``dumps_js``).""
 from __future__ import annotations
 
 import asyncio
+import json
+from collections.abc import Callable
 from typing import Any
 
 import asyncpg
@@ -19,7 +21,7 @@ from stores.columns import encode_text
 from tests.pgcluster import Cluster
 
 # Characters that stress the escaping: NUL and other controls, lone surrogates (and a
-# pair of them, which the store escapes apart), backslashes and quotes, separators,
+# pair of them: its character, SPEC 4.1), backslashes and quotes, separators,
 # astral and CJK text, and what the function uses as a stand-in internally (U+0001).
 _HARD = [
     "\x00",
@@ -28,6 +30,8 @@ _HARD = [
     "\ud800",
     "\udfff",
     "\ud83d\ude80",
+    "\ud83d",
+    "\ude80",
     "\\",
     '"',
     "\\u0000",
@@ -105,14 +109,22 @@ _event = st.one_of(
 )
 
 
-async def _sql_texts(url: str, events: list[tuple[str, Any]]) -> list[str | None]:
+def _ascii_json(data: Any) -> str:
+    """The JSON an ASCII-safe writer (Python's ``json.dumps``), or a dsh of before SPEC
+    4.1 changed, gives: every pair escaped, its halves apart."""
+    return json.dumps(data, separators=(",", ":"))
+
+
+async def _sql_texts(
+    url: str, events: list[tuple[str, Any]], encode: Callable[[Any], str] = dumps_js
+) -> list[str | None]:
     conn = await asyncpg.connect(url)
     try:
         rows = await conn.fetch(
             "SELECT dsh_search_text(k, d) FROM unnest($1::bytea[], $2::text[]) "
             "WITH ORDINALITY AS u (k, d, n) ORDER BY n",
             [encode_text(kind) for kind, _ in events],
-            [dumps_js(data) for _, data in events],
+            [encode(data) for _, data in events],
         )
     finally:
         await conn.close()
@@ -129,6 +141,7 @@ def test_dsh_search_text_is_indexed_text(pg_cluster: Cluster) -> None:
             indexed_text(build_event(0, kind, 0, data, "append", None)) for kind, data in events
         ]
         assert asyncio.run(_sql_texts(url, events)) == expected
+        assert asyncio.run(_sql_texts(url, events, _ascii_json)) == expected
 
     check()
 

@@ -97,14 +97,14 @@ async def test_data_survives_reopen(db_path: Path) -> None:
 
 async def test_storage_format(db_path: Path) -> None:
     async with await SqliteSessionStore.open(db_path) as store:
-        await store.create_session("\ud83d\ude00", cwd=None, created_at=3)
-        await store.append("\ud83d\ude00", MSG, {"t": "\ud800<"}, surface_op="append")
+        await store.create_session("\ude00\ud83d", cwd=None, created_at=3)
+        await store.append("\ude00\ud83d", MSG, {"t": "\ud800<"}, surface_op="append")
         await store.append(
-            "\ud83d\ude00", MSG, {}, surface_op=Replace(0, 0), source_event_seqs=[0], time=9
+            "\ude00\ud83d", MSG, {}, surface_op=Replace(0, 0), source_event_seqs=[0], time=9
         )
     with raw(db_path) as conn:
         assert conn.execute("SELECT id, cwd FROM sessions").fetchall() == [
-            (b"\xed\xa0\xbd\xed\xb8\x80", None)
+            (b"\xed\xb8\x80\xed\xa0\xbd", None)
         ]
         rows = conn.execute(
             "SELECT seq, type, kind, data, surface_op, source_event_seqs FROM events ORDER BY seq"

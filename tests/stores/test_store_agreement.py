@@ -23,7 +23,7 @@ from stores.query import unknown_floor
 from tests.pgcluster import Cluster
 from tests.storekinds import pg_schema_url
 
-IDS = ["a", "\ud83d\ude00", "😀", ""]
+IDS = ["a", "\ude00\ud83d", "😀", ""]  # (a high then a low would be "😀": SPEC 4.1)
 SURFACE_TYPES = ["user/message", "assistant/message", "tool/result", "steering/message"]
 LOG_TYPES = ["assistant/chunk", "session/title", "turn/start", "\ud800/odd"]
 

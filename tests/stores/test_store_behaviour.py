@@ -14,6 +14,7 @@ import pytest
 from core.errors import InvalidEventError, SessionExistsError, SessionNotFoundError, StoreError
 from core.log import Event, NewEvent, Replace, SessionHeader, SurfaceOp, SurfaceRow, now_ms
 from core.surface import fold_surface
+from core.surrogates import merge_surrogate_pairs
 from core.timestamps import MAX_EPOCH_MS
 from stores import MemorySessionStore, SessionStore, SqliteSessionStore
 
@@ -105,15 +106,16 @@ async def test_created_at_accepts_1970_to_year_9999(store: SessionStore) -> None
 
 
 async def test_list_order_newest_first_ties_by_code_point(store: SessionStore) -> None:
-    # Code-point order: "\ud7ff" < "\ud83d\ude00" (two surrogates) < "\ue000" < "\uffff" < "😀".
-    tied = ["\U0001f600", "\ud83d\ude00", "b", "\uffff", "a", "\ue000", "\ud7ff", "", "\x00"]
+    # Code-point order: "\ud7ff" < "\ude00\ud83d" (two lone surrogates) < "\ue000" < "\uffff"
+    # < "😀".
+    tied = ["\U0001f600", "\ude00\ud83d", "b", "\uffff", "a", "\ue000", "\ud7ff", "", "\x00"]
     for sid in tied:
         await store.create_session(sid, created_at=100)
     await store.create_session("new", created_at=200)
     await store.create_session("old", created_at=0)
     ids = [h.id for h in await store.list_headers()]
     assert ids == ["new", *sorted(tied), "old"]
-    assert sorted(tied)[-4:] == ["\ud83d\ude00", "\ue000", "\uffff", "\U0001f600"]
+    assert sorted(tied)[-4:] == ["\ude00\ud83d", "\ue000", "\uffff", "\U0001f600"]
 
 
 async def test_delete_session(store: SessionStore) -> None:
@@ -588,7 +590,8 @@ HOSTILE = [
     "\ud800",
     "\udfff",
     "lone \udc00 low",
-    "\ud83d\ude00",  # a surrogate pair as two separate code points
+    "\ud83d\ude00",  # a surrogate pair in a Python str: the astral character (SPEC 4.1)
+    "\ude00\ud83d",  # a low then a high: two lone surrogates
     "😀",
     "\ud83d😀\ude00",
     "\u202eevil\u202c \u2066isolate\u2069",
@@ -599,17 +602,21 @@ HOSTILE = [
 ]
 
 
-@pytest.mark.parametrize("text", HOSTILE, ids=[ascii(t) for t in HOSTILE])
-async def test_hostile_strings_round_trip(store: SessionStore, text: str) -> None:
-    header = await store.create_session(text, cwd=text, created_at=1)
+@pytest.mark.parametrize("given", HOSTILE, ids=[ascii(t) for t in HOSTILE])
+async def test_hostile_strings_round_trip(store: SessionStore, given: str) -> None:
+    # Every str comes back as it went in, a surrogate pair as its character (SPEC 4.1).
+    text = merge_surrogate_pairs(given)
+    header = await store.create_session(given, cwd=given, created_at=1)
+    assert header.id == header.cwd == text
     assert header == await store.read_header(text)
     data = {text: text, "list": [text, {text: [text]}], "title": text}
+    given_data = {given: given, "list": [given, {given: [given]}], "title": given}
     events = await store.append_batch(
-        text,
+        given,
         [
-            NewEvent(MSG, data, "append"),
-            NewEvent(TITLE, {"title": text, "source": {"kind": text}}),
-            NewEvent(text or "t", data),
+            NewEvent(MSG, given_data, "append"),
+            NewEvent(TITLE, {"title": given, "source": {"kind": given}}),
+            NewEvent(given or "t", given_data),
         ],
     )
     (got,) = await store.list_headers()
@@ -627,14 +634,19 @@ async def test_hostile_strings_round_trip(store: SessionStore, text: str) -> Non
     assert await store.list_headers() == []
 
 
-async def test_surrogate_pair_and_astral_char_are_distinct_sessions(store: SessionStore) -> None:
-    await store.create_session("\ud83d\ude00", cwd="pair", created_at=1)
-    await store.create_session("😀", cwd="astral", created_at=1)
-    await store.append("\ud83d\ude00", TITLE, {"title": "pair"})
-    headers = await store.list_headers()
-    assert [(h.id, h.cwd) for h in headers] == [("\ud83d\ude00", "pair"), ("😀", "astral")]
-    assert list(await store.read_titles()) == ["\ud83d\ude00"]
-    assert await store.read_events("😀") == []
+async def test_a_surrogate_pair_is_the_astral_char_session(store: SessionStore) -> None:
+    # SPEC 4.1: a high surrogate followed by a low one is the character, however written.
+    header = await store.create_session("mig-hé\ud83d\ude80", cwd="\ud83d\ude00", created_at=1)
+    assert (header.id, header.cwd) == ("mig-hé🚀", "😀")
+    with pytest.raises(SessionExistsError):
+        await store.create_session("mig-hé🚀", created_at=1)
+    await store.append("mig-hé\ud83d\ude80", TITLE, {"title": "pair \ud83d\ude80"})
+    assert [(h.id, h.cwd) for h in await store.list_headers()] == [("mig-hé🚀", "😀")]
+    titles = await store.read_titles(["mig-hé\ud83d\ude80"])
+    assert list(titles) == ["mig-hé🚀"] and titles["mig-hé🚀"].title == "pair 🚀"
+    (event,) = await store.read_events("mig-hé🚀")
+    assert event.data["title"] == "pair 🚀"
+    assert await store.read_events("mig-hé\ud83d\ude80") == [event]
 
 
 def _cut(text: str, limit: int) -> str:

@@ -62,6 +62,7 @@ from core.references import SessionReferenceError
 from core.references.labels import safe_mention
 from core.resolve import SessionNameError, resolve_session_name
 from core.search import unindexed_notice
+from core.surrogates import merge_surrogate_pairs
 from stores.replay import ReplayStore
 from tui.shared.activity import active_at, by_last_activity
 from tui.shared.errors import describe_error
@@ -1141,7 +1142,10 @@ def _fail(message: str, code: int = 1) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    # Every argument (names, ids, a message's text) is user input: a surrogate pair in it
+    # is its character (SPEC §4.1).
+    given = sys.argv[1:] if argv is None else argv
+    args = _parser().parse_args([merge_surrogate_pairs(arg) for arg in given])
     command = args.command or "tui"
     try:
         config = _configure(args)
