@@ -7,16 +7,16 @@ control, bidi or format character is written raw. (The lossless form is the JSON
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 from core.cards import card_summary, card_title
 from core.display import escape_control, single_line
 from core.log import Event, SessionHeader, message_text
 from tui.shared.fences import code_fence
-from tui.shared.items import classify_surface
+from tui.shared.items import iter_classified
 from tui.shared.times import utc_minute as _stamp
 
-__all__ = ["export_markdown"]
+__all__ = ["export_markdown", "markdown_lines"]
 
 
 def _quote(text: str) -> list[str]:
@@ -24,22 +24,28 @@ def _quote(text: str) -> list[str]:
 
 
 def export_markdown(header: SessionHeader, title: str | None, events: Sequence[Event]) -> list[str]:
-    lines = [f"# {single_line(title or header.id)}", ""]
-    lines.append(f"- session: `{single_line(header.id)}`")
-    lines.append(
-        f"- cwd: `{single_line(header.cwd)}`" if header.cwd is not None else "- cwd: (none)"
-    )
-    lines.append(f"- created: {_stamp(header.created_at)}")
-    for item in classify_surface(events):
+    return list(markdown_lines(header, title, events))
+
+
+def markdown_lines(
+    header: SessionHeader, title: str | None, events: Iterable[Event]
+) -> Iterator[str]:
+    """``export_markdown`` a line at a time, reading ``events`` as it goes (``dsh export``
+    of a session of any size writes it in the memory of one item)."""
+    yield from [f"# {single_line(title or header.id)}", ""]
+    yield f"- session: `{single_line(header.id)}`"
+    yield f"- cwd: `{single_line(header.cwd)}`" if header.cwd is not None else "- cwd: (none)"
+    yield f"- created: {_stamp(header.created_at)}"
+    for item in iter_classified(events):
         event = item.event
-        lines.append("")
+        yield ""
         if item.kind == "card" and item.card is not None:
-            lines.append(f"### {single_line(card_title(item.card))}")
-            lines.append("")
-            lines.append(f"_{single_line(card_summary(item.card))}_")
+            yield f"### {single_line(card_title(item.card))}"
+            yield ""
+            yield f"_{single_line(card_summary(item.card))}_"
             for source in item.card.sources:
-                lines.append("")
-                lines.append(
+                yield ""
+                yield (
                     f"- **{single_line(source.label)}** (`{single_line(source.session_id)}`), "
                     f"captured through seq "
                     f"{source.captured_through_seq}: kept {source.retained_messages}/"
@@ -52,12 +58,12 @@ def export_markdown(header: SessionHeader, title: str | None, events: Sequence[E
         if item.kind == "assistant":
             message = event.data.get("message")
             text = message_text(message) if isinstance(message, Mapping) else ""
-            lines += [f"## Assistant · {_stamp(event.time)}", "", escape_control(text)]
+            yield from [f"## Assistant · {_stamp(event.time)}", "", escape_control(text)]
             if event.data.get("finish") == "interrupted":
-                lines += ["", "_(interrupted)_"]
+                yield from ["", "_(interrupted)_"]
             continue
         if item.kind == "user":
-            lines += [
+            yield from [
                 f"## You · {_stamp(event.time)}",
                 "",
                 *_quote(escape_control(message_text(event.data))),
@@ -66,16 +72,15 @@ def export_markdown(header: SessionHeader, title: str | None, events: Sequence[E
         if item.kind == "checkpoint":
             body = escape_control(message_text(event.data))
             fence = code_fence(body)
-            lines += ["## Compacted summary", "", fence, body, fence]
+            yield from ["## Compacted summary", "", fence, body, fence]
             continue
         if item.kind == "steering":
             message = event.data.get("message")
             text = message_text(message) if isinstance(message, Mapping) else ""
-            lines += [
+            yield from [
                 f"## You (steering) · {_stamp(event.time)}",
                 "",
                 *_quote(escape_control(text)),
             ]
             continue
-        lines.append(f"_({single_line(event.type)} event #{event.seq} not shown)_")
-    return lines
+        yield f"_({single_line(event.type)} event #{event.seq} not shown)_"

@@ -9,9 +9,10 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+from collections.abc import Iterable
 from pathlib import Path
 
-__all__ = ["write_atomically", "write_new_file"]
+__all__ = ["write_atomically", "write_new_file", "write_streamed_atomically"]
 
 
 def _write_temp(directory: Path, name: str, data: bytes, mode: int = 0o666) -> Path:
@@ -91,5 +92,38 @@ def write_new_file(directory: Path, stem: str, suffix: str, text: str) -> Path:
     finally:
         with contextlib.suppress(OSError):
             temp.unlink()
+    _sync_directory(directory)
+    return target
+
+
+def write_streamed_atomically(path: Path, chunks: Iterable[str]) -> Path:
+    """Write the text ``chunks`` (UTF-8) to ``path`` as they come, all or nothing: an
+    export of a session larger than memory. They go into a new temp file of mode 0600
+    beside ``path``, which is fsynced and renamed over ``path`` only once the last chunk
+    is written; any failure (a full disk, a chunk that does not encode, an error of the
+    reader that makes them) removes it and leaves ``path`` as it was. A symlink at
+    ``path`` is replaced, never followed; the file written is 0600 (the user's own).
+    Returns the path written."""
+    target = Path(path)
+    directory = target.parent
+    while True:
+        temp = directory / f".{target.name}.{secrets.token_hex(4)}.tmp"
+        try:
+            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        except FileExistsError:
+            continue
+        break
+    try:
+        with os.fdopen(fd, "wb") as out:
+            os.fchmod(out.fileno(), 0o600)  # whatever the umask
+            for chunk in chunks:
+                out.write(chunk.encode("utf-8"))
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            temp.unlink()
+        raise
     _sync_directory(directory)
     return target
