@@ -78,6 +78,12 @@ def _turn(n: int, at: int) -> list[NewEvent]:
     return out
 
 
+async def _count(path: Path) -> int:
+    async with await SqliteSessionStore.open(path) as store:
+        _header, last, _rows = await store.read_surface_tail(SESSION, 0)
+        return 0 if last is None else last + 1
+
+
 async def build(path: Path, megabytes: int) -> int:
     """A session of about ``megabytes`` MB of log in a new SQLite file; its event count."""
     per_turn = sum(len(str(e.data)) for e in _turn(0, 0))
@@ -177,18 +183,20 @@ def _env(tree: Path, home: Path) -> dict[str, str]:
     return env
 
 
-def measure(megabytes: int) -> list[Row]:
+def measure(megabytes: int, *, db: Path | None = None, baseline: bool = True) -> list[Row]:
+    """The figures for a session of about ``megabytes`` MB, built in ``db`` when that file
+    does not exist yet (and kept), else in a temp file."""
     with tempfile.TemporaryDirectory(prefix="dsh-big-") as tmp:
         base = Path(tmp)
-        db = base / "big.sqlite3"
-        started = time.perf_counter()
-        count = asyncio.run(build(db, megabytes))
+        if db is None:
+            db = base / "big.sqlite3"
+        if not db.exists():
+            started = time.perf_counter()
+            asyncio.run(build(db, megabytes))
+            print(f"  built in {time.perf_counter() - started:.0f} s", file=sys.stderr)
+        count = asyncio.run(_count(db))
         size = db.stat().st_size / 1e6
-        print(
-            f"  built {count:,} events, {size:,.0f} MB of SQLite in "
-            f"{time.perf_counter() - started:.0f} s",
-            file=sys.stderr,
-        )
+        print(f"  {count:,} events, {size:,.0f} MB of SQLite", file=sys.stderr)
         label = f"{count:,} ev, {size:,.0f} MB"
         ours_out, base_out = base / "ours", base / "base"
         ours_out.mkdir()
@@ -199,18 +207,18 @@ def measure(megabytes: int) -> list[Row]:
             print(
                 f"  {name}: {figures[name][0]:,.0f} MB, {figures[name][1]:.1f} s", file=sys.stderr
             )
-        baseline: dict[str, tuple[float, float, int]] = {}
+        before: dict[str, tuple[float, float, int]] = {}
         with _baseline_tree() as tree:
-            if tree is not None:
+            if tree is not None and baseline:
                 for name, argv in _commands(db, base_out):
-                    baseline[name] = _measure(argv, cwd=tree, env=_env(tree, base))
+                    before[name] = _measure(argv, cwd=tree, env=_env(tree, base))
                     print(
-                        f"  before: {name}: {baseline[name][0]:,.0f} MB, {baseline[name][1]:.1f} s",
+                        f"  before: {name}: {before[name][0]:,.0f} MB, {before[name][1]:.1f} s",
                         file=sys.stderr,
                     )
         rows: list[Row] = []
         for name, (rss, seconds, code) in figures.items():
-            before = baseline.get(name)
+            was = before.get(name)
             bounded = not name.startswith("replay")  # replay reads its file whole (today)
             rows.append(
                 Row(
@@ -220,10 +228,10 @@ def measure(megabytes: int) -> list[Row]:
                     unit="MB",
                     target="< 100 MB + log/10" if bounded else "-",
                     met=(rss < 100 + size / 10 and code == 0) if bounded else None,
-                    baseline=None if before is None else before[0],
-                    ratio=None if before is None else rss / before[0],
+                    baseline=None if was is None else was[0],
+                    ratio=None if was is None else rss / was[0],
                     note=f"{seconds:.1f} s"
-                    + ("" if before is None else f" (before: {before[1]:.1f} s)")
+                    + ("" if was is None else f" (before: {was[1]:.1f} s)")
                     + ("" if code == 0 else f"; exit {code}"),
                 )
             )
@@ -240,8 +248,10 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(prog="python -m tests.benchmarks.bench_big_session")
     parser.add_argument("--mb", type=int, default=1024, help="size of the log (MB)")
+    parser.add_argument("--db", type=Path, help="the database: built when missing, kept")
+    parser.add_argument("--no-baseline", action="store_true", help="today's code only")
     args = parser.parse_args(argv)
-    print(format_table(measure(args.mb)))
+    print(format_table(measure(args.mb, db=args.db, baseline=not args.no_baseline)))
     return 0
 
 
