@@ -11,6 +11,7 @@ kept whole is the current surface's seqs (a few bytes per node).
 from __future__ import annotations
 
 import asyncio
+import threading
 from array import array
 from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from core.store import SessionStore
 
 __all__ = [
     "PAGE_EVENTS",
+    "Stopped",
     "SurfaceStream",
     "event_pages",
     "flattened_in_thread",
@@ -82,13 +84,21 @@ async def unknown_event_pages(
         low = high
 
 
+class Stopped(Exception):
+    """The reader of ``flattened_in_thread`` was told to stop (its awaiting side is gone)."""
+
+
 def flattened_in_thread(
-    pages: AsyncIterator[Sequence[T]], loop: asyncio.AbstractEventLoop
+    pages: AsyncIterator[Sequence[T]],
+    loop: asyncio.AbstractEventLoop,
+    stop: threading.Event | None = None,
 ) -> Iterator[T]:
     """The items of ``pages`` one by one, for a worker thread (``asyncio.to_thread``)
     while ``loop`` runs the reads: the plain generators that write an export or a
     transcript consume a store's pages without holding them all. Each page is read on
-    the loop when the one before is used up; a read's error is raised here."""
+    the loop when the one before is used up; a read's error is raised here. Once
+    ``stop`` is set (Ctrl+C cancelled the wait for the thread) the next page is
+    ``Stopped`` instead, so the thread ends within a page."""
 
     async def following() -> Sequence[T] | None:
         try:
@@ -97,6 +107,8 @@ def flattened_in_thread(
             return None
 
     while True:
+        if stop is not None and stop.is_set():
+            raise Stopped("the reader was stopped")
         page = asyncio.run_coroutine_threadsafe(following(), loop).result()
         if page is None:
             return

@@ -113,4 +113,3 @@ def test_memory_does_not_grow_with_the_log(
         assert written == "".join(line + "\n" for line in asyncio.run(whole()))
     if name == "show --json":
         assert len(json.loads(written)) == 4 * SMALL
-

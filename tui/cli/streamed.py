@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import threading
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TypeVar
@@ -39,13 +40,15 @@ class CannotExport(Exception):
 async def _in_thread(
     pages: AsyncIterator[Sequence[Event]], consume: Callable[[Iterator[Event]], T]
 ) -> T:
-    """``consume(events)`` in a worker thread, the events read page by page on this loop."""
+    """``consume(events)`` in a worker thread, the events read page by page on this loop.
+    Cancelled (Ctrl+C), the thread stops at its next page; ``asyncio.run`` closes
+    ``pages``."""
     loop = asyncio.get_running_loop()
+    stop = threading.Event()
     try:
-        return await asyncio.to_thread(consume, flattened_in_thread(pages, loop))
+        return await asyncio.to_thread(consume, flattened_in_thread(pages, loop, stop))
     finally:
-        if hasattr(pages, "aclose"):
-            await pages.aclose()
+        stop.set()
 
 
 async def print_surface(
