@@ -23,6 +23,7 @@ Every problem is a ``LogImportError`` naming the 1-based line of the (decompress
 from __future__ import annotations
 
 import io
+from bisect import bisect_left
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
@@ -53,12 +54,14 @@ __all__ = [
     "ReadStats",
     "ReferenceLog",
     "decode_zstd_frames",
+    "iter_chunk_runs",
     "iter_row",
     "looks_like_reference",
     "pack_chunk_runs",
     "parse_reference",
     "read_reference",
     "reference_lines",
+    "streamed_reference_lines",
     "unpack_row",
     "upgrade_pre_identity_message",
 ]
@@ -295,29 +298,31 @@ def pack_chunk_runs(events: Iterable[Mapping[str, Any]]) -> list[Mapping[str, An
     """Storage records for reference events: each run of at least three consecutive
     same-block delta chunks becomes one packed row, as the reference writes them; every
     other event passes through unchanged."""
-    out: list[Mapping[str, Any]] = []
+    return list(iter_chunk_runs(events))
+
+
+def iter_chunk_runs(events: Iterable[Mapping[str, Any]]) -> Iterator[Mapping[str, Any]]:
+    """``pack_chunk_runs`` as it reads (holding one run of chunks at most)."""
     run: list[Mapping[str, Any]] = []
     kind: str | None = None
-
-    def flush() -> None:
-        if kind is not None and len(run) >= MIN_RUN:
-            out.append(_row(kind, run))
-        else:
-            out.extend(run)
-
     for event in events:
         k = _delta_kind(event)
         if k is not None and k == kind and _continues(run[-1], event, k):
             run.append(event)
             continue
-        flush()
+        if kind is not None and len(run) >= MIN_RUN:
+            yield _row(kind, run)
+        else:
+            yield from run
         run, kind = [], None
         if k is None:
-            out.append(event)
+            yield event
         else:
             run, kind = [event], k
-    flush()
-    return out
+    if kind is not None and len(run) >= MIN_RUN:
+        yield _row(kind, run)
+    else:
+        yield from run
 
 
 # --------------------------------------------------------------------------- reading
@@ -554,14 +559,22 @@ def reference_lines(header: SessionHeader, events: Sequence[Event]) -> Iterator[
     session born in dsh, a version-0 top-level header. ``reference/session`` events are not
     written; the seqs after one close up, and surface ops and sources follow them.
     """
+    heads = [event for event in events if event.type == REFERENCE_HEADER_EVENT]
+    return streamed_reference_lines(header, heads, events)
+
+
+def streamed_reference_lines(
+    header: SessionHeader, heads: Sequence[Event], events: Iterable[Event]
+) -> Iterator[str]:
+    """``reference_lines`` reading the log once, as it goes, given its
+    ``reference/session`` events (``heads``, in seq order: a few, found beforehand among
+    its events of unknown types), so an export of any size holds one record at a time.
+    ``events`` is the whole log in seq order (seqs from 0, as a store gives it)."""
     kept: Mapping[str, Any] | None = None
-    renumber: dict[int, int] = {}
-    for event in events:
-        if event.type == REFERENCE_HEADER_EVENT:
-            if kept is None and isinstance(event.data.get("header"), Mapping):
-                kept = event.data["header"]
-        else:
-            renumber[event.seq] = len(renumber)
+    for head in heads:
+        if isinstance(head.data.get("header"), Mapping):
+            kept = head.data["header"]
+            break
     line: dict[str, Any] = (
         thaw_json(kept)
         if kept is not None
@@ -574,30 +587,47 @@ def reference_lines(header: SessionHeader, events: Sequence[Event]) -> Iterator[
     else:
         line["cwd"] = header.cwd
     yield dumps_js(line)
-    out: list[dict[str, Any]] = []
-    for event in events:
-        if event.type == REFERENCE_HEADER_EVENT:
-            continue
-        record: dict[str, Any] = {
-            "type": event.type,
-            "seq": renumber[event.seq],
-            "time": event.time,
-            "data": thaw_json(event.data),
-        }
-        # the reference's key order: sources before the surface op
-        if event.source_event_seqs is not None:
-            record["sourceEventSeqs"] = [_moved(renumber, s) for s in event.source_event_seqs]
-        if event.surface_op is not None:
-            op = event.surface_op
-            if isinstance(op, Replace):
-                op = Replace(_moved(renumber, op.start), _moved(renumber, op.end))
-            record["surfaceOp"] = surface_op_to_json(op)
-        out.append(record)
-    for stored in pack_chunk_runs(out):
+    renumber = _Renumbering([head.seq for head in heads])
+
+    def records() -> Iterator[dict[str, Any]]:
+        for event in events:
+            if event.type == REFERENCE_HEADER_EVENT:
+                continue
+            record: dict[str, Any] = {
+                "type": event.type,
+                "seq": renumber[event.seq],
+                "time": event.time,
+                "data": thaw_json(event.data),
+            }
+            # the reference's key order: sources before the surface op
+            if event.source_event_seqs is not None:
+                record["sourceEventSeqs"] = [_moved(renumber, s) for s in event.source_event_seqs]
+            if event.surface_op is not None:
+                op = event.surface_op
+                if isinstance(op, Replace):
+                    op = Replace(_moved(renumber, op.start), _moved(renumber, op.end))
+                record["surfaceOp"] = surface_op_to_json(op)
+            yield record
+
+    for stored in iter_chunk_runs(records()):
         yield dumps_js(stored)
 
 
-def _moved(renumber: Mapping[int, int], seq: int) -> int:
+class _Renumbering:
+    """A seq of the log to its seq once the ``reference/session`` events (``dropped``,
+    sorted) are left out; those have none (``KeyError``)."""
+
+    def __init__(self, dropped: Sequence[int]) -> None:
+        self._dropped = sorted(dropped)
+
+    def __getitem__(self, seq: int) -> int:
+        at = bisect_left(self._dropped, seq)
+        if at < len(self._dropped) and self._dropped[at] == seq:
+            raise KeyError(seq)
+        return seq - at
+
+
+def _moved(renumber: _Renumbering, seq: int) -> int:
     try:
         return renumber[seq]
     except KeyError:

@@ -16,6 +16,7 @@ from typing import Any
 
 from tests.benchmarks import (
     bench_append,
+    bench_big_session,
     bench_candidates,
     bench_open,
     bench_prepare,
@@ -45,6 +46,7 @@ WORKLOADS: dict[str, Callable[[Settings], Any]] = {
     "open": bench_open.run_workload,
     "rls": bench_rls.run_workload,
     "team_search": bench_team_search.run_workload,
+    "big_session": bench_big_session.run_workload,
 }
 
 

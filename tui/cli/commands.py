@@ -32,7 +32,6 @@ from core.config import (
 from core.damage import damage_line
 from core.display import (
     escape_control,
-    escape_json_text,
     relative_age,
     single_line,
     terminal_json,
@@ -50,13 +49,11 @@ from core.engine import (
 from core.errors import (
     DiskFullError,
     DshError,
-    InvalidEventError,
     LeaseLostError,
     SessionNotFoundError,
     StoreError,
 )
 from core.log import SessionHeader
-from core.logfile import event_to_json, export_jsonl
 from core.query import SessionTitle
 from core.references import SessionReferenceError
 from core.references.labels import safe_mention
@@ -580,19 +577,20 @@ def _tail_count(text: str) -> int:
 
 async def cmd_show(rt: Runtime, args: argparse.Namespace) -> int:
     header = await _resolve(rt, args.session)
-    if args.json:
-        events = await rt.store.read_events(header.id)
-        print(terminal_json([event_to_json(e) for e in events]))
+    from tui.cli.streamed import print_events_json, print_surface
+
+    if args.json:  # read and printed a page at a time (issue 31: a 1 GB session)
+        await print_events_json(rt.store, header.id)
+        return 0
+    if args.tail is None:
+        await print_surface(rt.store, rt.query, header.id, expand=args.expand)
         return 0
     from tui.cli.output import print_transcript  # Rich loads only to draw
     from tui.shared.items import with_unknown_events
 
-    if args.tail is not None:  # the newest N surface items: only their events are read
-        window = await rt.query.read_surface_page(header.id, args.tail)
-        shown = with_unknown_events(window.events, window.unknown)
-    else:
-        snapshot, unknown = await rt.query.read_surface_with_unknown(header.id)
-        shown = with_unknown_events(snapshot.events, unknown)
+    # the newest N surface items: only their events are read
+    window = await rt.query.read_surface_page(header.id, args.tail)
+    shown = with_unknown_events(window.events, window.unknown)
     title = await rt.query.read_title(header.id)
     print_transcript(header, title.title if title else None, shown, expand=args.expand)
     return 0
@@ -639,45 +637,16 @@ async def cmd_rename(rt: Runtime, args: argparse.Namespace) -> int:
 
 
 async def cmd_export(rt: Runtime, args: argparse.Namespace) -> int:
+    from tui.cli.streamed import CannotExport, export_session
+
     header = await _resolve(rt, args.session)
-    if args.format == "json":
-        events = await rt.store.read_events(header.id)
-        lines = list(export_jsonl(header, events))
-    elif args.format == "reference":
-        from core.importers.reference import reference_lines
-
-        events = await rt.store.read_events(header.id)
-        try:
-            lines = list(reference_lines(header, events))
-        except InvalidEventError as err:
-            raise CliError(f"cannot export {single_line(header.id)}: {err}") from err
-    else:
-        from tui.shared.export import export_markdown
-        from tui.shared.history import whole_history
-
-        history, taken = whole_history(await rt.store.read_events(header.id))
-        title = await rt.query.read_title(header.id)
-        lines = export_markdown(header, title.title if title else None, history, taken)
-    if args.output:
-        from tui.shared.files import write_atomically
-
-        text = "\n".join(lines) + "\n"
-        try:  # all or nothing: a full disk leaves an existing FILE as it was
-            written = await asyncio.to_thread(write_atomically, Path(args.output), text)
-        except (OSError, ValueError) as err:  # ValueError: a NUL or a lone surrogate
-            reason = getattr(err, "strerror", None) or err
-            raise CliError(f"cannot write {args.output}: {reason}; nothing was written") from err
+    try:  # read and written a page at a time (issue 31: a 1 GB session)
+        written = await export_session(rt.store, rt.query, header.id, args.format, args.output)
+    except CannotExport as err:
+        raise CliError(str(err)) from err
+    if written is not None:
         # stdout is free here (the export went to the file): say where it went
         print(f"exported to {single_line(str(written))}")
-    elif args.format in ("json", "reference"):
-        # Control, bidi and format characters become \uXXXX escapes: the same JSON values,
-        # so ``dsh import`` reads back the identical session. Characters beyond the BMP (tag
-        # characters) can only be escaped as surrogate pairs, which dsh's reader keeps as two
-        # lone surrogates: they are escaped on a terminal, kept raw in a pipe or a file.
-        keep = not sys.stdout.isatty()
-        sys.stdout.write("".join(escape_json_text(x, keep_astral=keep) + "\n" for x in lines))
-    else:
-        sys.stdout.write("".join(line + "\n" for line in lines))  # escaped by export_markdown
     return 0
 
 
@@ -1049,15 +1018,10 @@ async def _replay_svg(runtime: Runtime, store: ReplayStore, args: argparse.Names
 
 
 async def _replay_text(runtime: Runtime, args: argparse.Namespace) -> int:
-    from tui.cli.output import print_transcript
-    from tui.shared.items import with_unknown_events
+    from tui.cli.streamed import print_surface
 
     (header,) = await runtime.store.list_headers()
-    snapshot, unknown = await runtime.query.read_surface_with_unknown(header.id)
-    title = await runtime.query.read_title(header.id)
-    text = title.title if title else None
-    shown = with_unknown_events(snapshot.events, unknown)
-    print_transcript(header, text, shown, expand=args.expand_cards)
+    await print_surface(runtime.store, runtime.query, header.id, expand=args.expand_cards)
     return 0
 
 

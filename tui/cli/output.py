@@ -4,7 +4,7 @@ the rest of the CLI (and ``dsh acp``, which starts through it) never imports Ric
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, TextIO
 
 from rich.console import Console
@@ -14,7 +14,7 @@ from rich.text import Text
 from core.display import single_line
 from core.log import Event, SessionHeader
 from tui.shared.cells import cell_len, cut_cells
-from tui.shared.render import THEME, UNWRAPPED_WIDTH, plain_lines, render_transcript
+from tui.shared.render import THEME, UNWRAPPED_WIDTH, iter_render_transcript, plain_lines
 from tui.shared.snippets import snippet_text
 
 __all__ = [
@@ -131,25 +131,32 @@ def print_search_hits(rows: Sequence[SearchRow]) -> None:
 
 
 def print_transcript(
-    header: SessionHeader, title: str | None, events: Sequence[Event], *, expand: bool
+    header: SessionHeader, title: str | None, events: Iterable[Event], *, expand: bool
 ) -> None:
     """A session's surface on standard output: wrapped to a terminal with indented
-    continuation lines; into a pipe or a file nothing wrapped and no trailing spaces."""
+    continuation lines; into a pipe or a file nothing wrapped and no trailing spaces.
+    ``events`` are drawn and printed one at a time (a session of any size is printed in
+    the memory of one item, when they are read as they come: ``core.paging``)."""
     out = console(sys.stdout)
     head = Text(single_line(title if title else header.id), style="bold")
     head.append(f"  ({single_line(header.id)}", style="dim")
     head.append(
         f" · {single_line(header.cwd)})" if header.cwd is not None else " · no cwd)", style="dim"
     )
-    renderables: list[Any] = [head, Text("")]
-    if not events:
-        renderables.append(Text("(no messages yet)", style="dim"))
-    if sys.stdout.isatty():
-        renderables += render_transcript(events, expand_cards=expand)
-        for renderable in renderables:
+    tty = sys.stdout.isatty()
+
+    def emit(renderable: Any) -> None:
+        if tty:
             out.print(renderable)
-        return
-    renderables += render_transcript(events, expand_cards=expand, wrap=False)
-    for renderable in renderables:
+            return
         for line in plain_lines(out, renderable, UNWRAPPED_WIDTH):
             sys.stdout.write(line + "\n")
+
+    emit(head)
+    emit(Text(""))
+    shown = False
+    for renderable in iter_render_transcript(events, expand_cards=expand, wrap=tty):
+        shown = True
+        emit(renderable)
+    if not shown:
+        emit(Text("(no messages yet)", style="dim"))

@@ -14,9 +14,16 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+from collections.abc import Iterable
 from pathlib import Path
 
-__all__ = ["PRIVATE_MODE", "private_open", "write_atomically", "write_new_file"]
+__all__ = [
+    "PRIVATE_MODE",
+    "private_open",
+    "write_atomically",
+    "write_new_file",
+    "write_streamed_atomically",
+]
 
 PRIVATE_MODE = 0o600
 """The mode of every file dsh writes for its user: drafts, UI state, exports, screenshots."""
@@ -39,9 +46,9 @@ def private_open(path: Path, flags: int) -> int:
     return fd
 
 
-def _write_temp(directory: Path, name: str, data: bytes) -> Path:
-    """``data`` in a new hidden private file beside ``name`` in ``directory``, flushed to
-    disk."""
+def _write_temp(directory: Path, name: str, chunks: Iterable[bytes]) -> Path:
+    """``chunks`` in a new hidden private file beside ``name`` in ``directory``, flushed to
+    disk; removed again when writing them fails (or making them: they may be lazy)."""
     while True:
         temp = directory / f".{name}.{secrets.token_hex(4)}.tmp"
         try:
@@ -51,7 +58,8 @@ def _write_temp(directory: Path, name: str, data: bytes) -> Path:
         break
     try:
         with os.fdopen(fd, "wb") as out:
-            out.write(data)
+            for chunk in chunks:
+                out.write(chunk)
             out.flush()
             os.fsync(out.fileno())
     except BaseException:
@@ -76,8 +84,19 @@ def write_atomically(path: Path, text: str) -> Path:
     was). The file is ``PRIVATE_MODE``; a symlink at ``path`` is replaced by the file, its
     target left untouched. Returns the path written."""
     data = text.encode("utf-8")  # a lone surrogate fails here, before any file is touched
+    return _replace(path, (data,))
+
+
+def write_streamed_atomically(path: Path, chunks: Iterable[str]) -> Path:
+    """``write_atomically`` of the text ``chunks`` as they come: an export of a session
+    larger than memory. Any failure (a full disk, a chunk that does not encode, an error of
+    the reader that makes them) removes the temp file and leaves ``path`` as it was."""
+    return _replace(path, (chunk.encode("utf-8") for chunk in chunks))
+
+
+def _replace(path: Path, chunks: Iterable[bytes]) -> Path:
     target = Path(os.path.abspath(path))
-    temp = _write_temp(target.parent, target.name, data)
+    temp = _write_temp(target.parent, target.name, chunks)
     try:
         os.replace(temp, target)
     except BaseException:
@@ -94,7 +113,7 @@ def write_new_file(directory: Path, stem: str, suffix: str, text: str) -> Path:
     meanwhile (the finished temp file is hard-linked to the name, which fails if it
     exists). Returns the path written."""
     data = text.encode("utf-8")
-    temp = _write_temp(directory, stem + suffix, data)
+    temp = _write_temp(directory, stem + suffix, (data,))
     try:
         number = 1
         while True:

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 
 from core.log import Event, Replace, is_compact_checkpoint_source
 
-__all__ = ["COMPACTED", "REPLACED", "whole_history"]
+__all__ = ["COMPACTED", "REPLACED", "taken_off", "whole_history"]
 
 COMPACTED = "compacted"
 """Taken off the surface by a compaction (the summary that replaced it comes after it)."""
@@ -18,16 +18,22 @@ REPLACED = "replaced"
 
 def whole_history(events: Iterable[Event]) -> tuple[list[Event], dict[int, str]]:
     """Every surface event of the raw log ``events``, in the order written, and which of
-    them are no longer on the surface: seq → ``COMPACTED`` or ``REPLACED``. (The surface
-    is folded as SPEC §2.3 says, so exactly the shadowed events are marked.)"""
-    history: list[Event] = []
+    them are no longer on the surface (``taken_off``)."""
+    history = [event for event in events if event.surface_op is not None]
+    return history, taken_off(history)
+
+
+def taken_off(events: Iterable[Event]) -> dict[int, str]:
+    """Which surface events of the raw log ``events`` are no longer on the surface: seq →
+    ``COMPACTED`` or ``REPLACED``. (The surface is folded as SPEC §2.3 says, so exactly the
+    shadowed events are marked.) One pass, holding only the surface's seqs: ``dsh export``
+    reads a log of any size through it, page by page."""
     taken: dict[int, str] = {}
     nodes: list[int] = []  # the current surface, by seq, in node order
     for event in events:
         op = event.surface_op
         if op is None:
             continue  # log-only (chunks, titles, compaction bookkeeping)
-        history.append(event)
         if not isinstance(op, Replace):
             nodes.append(event.seq)
             continue
@@ -40,4 +46,4 @@ def whole_history(events: Iterable[Event]) -> tuple[list[Event], dict[int, str]]
             nodes = [seq for seq in nodes if seq not in shadowed] + [event.seq]
         for seq in shadowed:
             taken[seq] = how
-    return history, taken
+    return taken

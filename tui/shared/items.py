@@ -7,7 +7,7 @@ Plain data with no drawing library, shared by the app, ``dsh show``, export and 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from core.cards import ReferenceCard, parse_reference_card
@@ -29,6 +29,7 @@ __all__ = [
     "TranscriptItem",
     "classify_surface",
     "event_preview",
+    "iter_classified",
     "with_unknown_events",
 ]
 
@@ -48,38 +49,41 @@ class TranscriptItem:
 
 
 def classify_surface(events: Sequence[Event]) -> list[TranscriptItem]:
-    items: list[TranscriptItem] = []
+    return list(iter_classified(events))
+
+
+def iter_classified(events: Iterable[Event]) -> Iterator[TranscriptItem]:
+    """``classify_surface`` one event at a time (a transcript printed as it is read)."""
     labels: tuple[str, ...] = ()
     for event in events:
         data = event.data
         if event.surface_op is None and event.type not in SURFACE_EVENT_TYPES:
             # A log-only event of a type dsh does not know: labels carry over it.
-            items.append(TranscriptItem("unknown", event))
+            yield TranscriptItem("unknown", event)
             continue
         if event.type == USER_MESSAGE:
             source = data.get("source")
             kind = source.get("kind") if isinstance(source, Mapping) else None
             card = parse_reference_card(data)
             if card is not None:
-                items.append(TranscriptItem("card", event, card))
+                yield TranscriptItem("card", event, card)
                 labels = tuple(s.label for s in card.sources)
                 continue
             if is_compact_checkpoint_source(source):
-                items.append(TranscriptItem("checkpoint", event))
+                yield TranscriptItem("checkpoint", event)
             elif kind == "user":
-                items.append(TranscriptItem("user", event, labels=labels))
+                yield TranscriptItem("user", event, labels=labels)
             else:
-                items.append(TranscriptItem("context", event))
+                yield TranscriptItem("context", event)
         elif event.type == ASSISTANT_MESSAGE:
-            items.append(TranscriptItem("assistant", event))
+            yield TranscriptItem("assistant", event)
         elif event.type == STEERING_MESSAGE:
-            items.append(TranscriptItem("steering", event))
+            yield TranscriptItem("steering", event)
         elif event.type == TOOL_RESULT:
-            items.append(TranscriptItem("tool", event))
+            yield TranscriptItem("tool", event)
         else:
-            items.append(TranscriptItem("unknown", event))
+            yield TranscriptItem("unknown", event)
         labels = ()
-    return items
 
 
 def with_unknown_events(events: Sequence[Event], unknown: Sequence[Event]) -> list[Event]:

@@ -7,7 +7,7 @@ nothing stored is ever parsed as markup.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, ClassVar
 
 from markdown_it import MarkdownIt
@@ -32,7 +32,7 @@ from core.log import (
     Event,
     message_text,
 )
-from tui.shared.items import TranscriptItem, classify_surface, event_preview
+from tui.shared.items import TranscriptItem, event_preview, iter_classified
 from tui.shared.times import local_minute
 
 __all__ = [
@@ -44,6 +44,7 @@ __all__ = [
     "LiteralMarkdown",
     "WrappedText",
     "highlight_mentions",
+    "iter_render_transcript",
     "plain_lines",
     "render_card",
     "render_transcript",
@@ -507,8 +508,13 @@ def render_transcript(
 ) -> list[RenderableType]:
     """The transcript's renderables; ``wrap=False`` for a layout at ``UNWRAPPED_WIDTH``
     with ``plain_lines`` (a pipe: no line is wrapped)."""
-    out: list[RenderableType] = []
-    for item in classify_surface(events):
-        out.append(render_item(item, expand_cards=expand_cards, wrap=wrap))
-        out.append(Text(""))
-    return out
+    return list(iter_render_transcript(events, expand_cards=expand_cards, wrap=wrap))
+
+
+def iter_render_transcript(
+    events: Iterable[Event], *, expand_cards: bool = False, wrap: bool = True
+) -> Iterator[RenderableType]:
+    """``render_transcript`` one item at a time (``dsh show`` prints as it reads)."""
+    for item in iter_classified(events):
+        yield render_item(item, expand_cards=expand_cards, wrap=wrap)
+        yield Text("")
