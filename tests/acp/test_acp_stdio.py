@@ -114,6 +114,37 @@ def test_requests_piped_from_a_file_are_all_answered_before_exit(tmp_path: Path)
     assert answers[1]["result"] == {"sessions": []}
 
 
+def test_stdin_from_dev_null_is_an_empty_input_not_a_hang(tmp_path: Path) -> None:
+    """/dev/null cannot be watched by the event loop (epoll says EPERM): it is read in a
+    thread like a regular file, so the agent sees the end of input at once and exits 0."""
+    with open(os.devnull, "rb") as stdin:
+        done = subprocess.run(
+            [*dsh_command(), "--db", str(tmp_path / "db.sqlite3"), "acp"],
+            stdin=stdin,
+            capture_output=True,
+            env=_env(tmp_path),
+            timeout=45,
+            check=False,
+        )
+    assert done.returncode == 0, done.stderr.decode()
+    assert done.stdout == b""
+    assert "Traceback" not in done.stderr.decode()
+
+
+def test_a_closed_stdin_is_an_empty_input(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [*dsh_command(), "--db", str(tmp_path / "db.sqlite3"), "acp"],
+        stdin=None,
+        capture_output=True,
+        env=_env(tmp_path),
+        timeout=45,
+        check=False,
+        preexec_fn=lambda: os.close(0),
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    assert done.stdout == b"" and "Traceback" not in done.stderr.decode()
+
+
 def test_a_bad_offline_delay_is_a_one_line_error(tmp_path: Path) -> None:
     env = {**_env(tmp_path), "DSH_OFFLINE_DELAY": "soon"}
     done = subprocess.run(

@@ -18,6 +18,7 @@ import contextlib
 import errno
 import logging
 import os
+import stat
 import sys
 import threading
 from collections.abc import Iterator
@@ -127,12 +128,22 @@ def _feed_in_thread(reader: asyncio.StreamReader, stream: BinaryIO) -> None:
     threading.Thread(target=pump, name="dsh-acp-stdin", daemon=True).start()
 
 
+def _watchable(fd: int) -> bool:
+    """Whether the event loop can watch ``fd`` for reading: a pipe, a socket or a terminal.
+    (A regular file, and a device such as /dev/null, which epoll refuses with EPERM only
+    once the loop tries to watch it, are read in a thread instead.)"""
+    mode = os.fstat(fd).st_mode
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or (stat.S_ISCHR(mode) and os.isatty(fd))
+
+
 async def _stdio(protocol_out: BinaryIO) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=STREAM_LIMIT)
-    try:
+    if sys.stdin is None:  # started with standard input closed: an empty input
+        reader.feed_eof()
+    elif _watchable(sys.stdin.fileno()):
         await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
-    except ValueError:  # not a pipe, socket or terminal
+    else:  # a regular file, /dev/null or another device the loop cannot watch
         _feed_in_thread(reader, sys.stdin.buffer)
     protocol = asyncio.streams.FlowControlMixin()
     transport: asyncio.WriteTransport
