@@ -10,12 +10,14 @@ import asyncio
 import atexit
 import os
 import shutil
+import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import BinaryIO
 
+from core.batches import EventBatches
 from core.config import DshConfig
 from core.display import single_line
 from core.errors import DshError
@@ -27,6 +29,7 @@ from core.jsoncodec import loads_exact
 from core.log import NewEvent, SessionHeader
 from core.logfile import LogImportError, parse_jsonl
 from core.providers.offline import OfflineProvider
+from stores.progress import terminal_progress
 from stores.replay import LazyReplayStore, ReplayDatabase, ReplayStore
 from stores.sqlite import SqliteSessionStore
 from tui.shared.runtime import Runtime, build_runtime
@@ -139,9 +142,8 @@ async def _streamed_store(file: BinaryIO, path: str, at: int | None) -> ReplayDa
         try:
             file.seek(0)
             log = await asyncio.to_thread(open_session_log, file)
-            await store.import_session(
-                log.header, replace(log, events=counted.events(log)).batches()
-            )
+            batches = replace(log, events=counted.events(log)).batches()
+            await store.import_session(log.header, EventBatches(_reported(batches, file)))
         except LogImportError as err:  # its words start with the line at fault
             raise ReplayError(f"{shown}: {single_line(str(err))}") from err
         except OSError as err:
@@ -164,6 +166,29 @@ async def _streamed_store(file: BinaryIO, path: str, at: int | None) -> ReplayDa
 def _create_private(path: Path) -> None:
     """An empty file only its owner may read (SQLite gives its -wal and -shm the same)."""
     os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+
+
+def _reading_words(done: int, total: int) -> str:
+    return f"reading the log into a temporary database: {done * 100 // max(total, 1)}%"
+
+
+def _reported(batches: EventBatches, file: BinaryIO) -> Iterator[Sequence[NewEvent]]:
+    """The batches, with a progress line on a terminal (the share of the file read)."""
+    report = terminal_progress(_reading_words)
+    size = max(os.fstat(file.fileno()).st_size, 1)
+    done = False
+    try:
+        for batch in batches:
+            if report is not None:
+                report(min(file.tell(), size - 1), size)
+            yield batch
+        done = True
+    finally:
+        if report is not None:
+            if done:
+                report(size, size)  # (ends the line)
+            else:
+                sys.stderr.write("\n")  # an error follows on its own line
 
 
 def _quiet(done: int, total: int) -> None:
