@@ -4,10 +4,13 @@ peak resident memory (measured for each ``dsh`` subprocess)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -82,3 +85,28 @@ def test_replay_memory_does_not_grow_with_the_log(tmp_path: Path) -> None:
         growth = peaks[mode, 4_000] - peaks[mode, 1_000]
         assert growth < 25, f"{mode}: {peaks}"
     assert list((tmp_path / "tmp").iterdir()) == [], "the temporary database is removed"
+
+
+async def test_an_interrupted_replay_stops_at_once_and_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tui.shared.replay import open_replay
+
+    spool = tmp_path / "tmp"
+    spool.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(spool))
+    log = tmp_path / "log.jsonl"
+    write_log(log, 4_000)
+    task = asyncio.create_task(open_replay(str(log), at=None))
+    for _ in range(500):  # until the temporary database is being filled
+        if list(spool.glob("*/replay.sqlite3-wal")):
+            break
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(0.1)
+    assert not task.done()
+    started = time.monotonic()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert time.monotonic() - started < 2, "the import stopped at its next batch"
+    assert list(spool.iterdir()) == [], "the temporary database is removed"

@@ -12,6 +12,7 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -133,6 +134,7 @@ async def _streamed_store(file: BinaryIO, path: str, at: int | None) -> ReplayDa
     folder = Path(await asyncio.to_thread(tempfile.mkdtemp, prefix="dsh-replay-"))
     atexit.register(shutil.rmtree, folder, True)
     store: SqliteSessionStore | None = None
+    stop = threading.Event()  # set: the import stops at its next batch (Ctrl+C)
     try:
         db = folder / "replay.sqlite3"
         await asyncio.to_thread(_create_private, db)
@@ -143,7 +145,7 @@ async def _streamed_store(file: BinaryIO, path: str, at: int | None) -> ReplayDa
             file.seek(0)
             log = await asyncio.to_thread(open_session_log, file)
             batches = replace(log, events=counted.events(log)).batches()
-            await store.import_session(log.header, EventBatches(_reported(batches, file)))
+            await store.import_session(log.header, EventBatches(_reported(batches, file, stop)))
         except LogImportError as err:  # its words start with the line at fault
             raise ReplayError(f"{shown}: {single_line(str(err))}") from err
         except OSError as err:
@@ -157,6 +159,7 @@ async def _streamed_store(file: BinaryIO, path: str, at: int | None) -> ReplayDa
         store.seal(replay_reason(path), folder)
         return store
     except BaseException:
+        stop.set()
         if store is not None:
             await store.close()
         await asyncio.to_thread(shutil.rmtree, folder, True)
@@ -172,13 +175,18 @@ def _reading_words(done: int, total: int) -> str:
     return f"reading the log into a temporary database: {done * 100 // max(total, 1)}%"
 
 
-def _reported(batches: EventBatches, file: BinaryIO) -> Iterator[Sequence[NewEvent]]:
-    """The batches, with a progress line on a terminal (the share of the file read)."""
+def _reported(
+    batches: EventBatches, file: BinaryIO, stop: threading.Event
+) -> Iterator[Sequence[NewEvent]]:
+    """The batches, with a progress line on a terminal (the share of the file read); once
+    ``stop`` is set, ``ReplayError`` (the import is rolled back at once, not at its end)."""
     report = terminal_progress(_reading_words)
     size = max(os.fstat(file.fileno()).st_size, 1)
     done = False
     try:
         for batch in batches:
+            if stop.is_set():
+                raise ReplayError("interrupted")
             if report is not None:
                 report(min(file.tell(), size - 1), size)
             yield batch
