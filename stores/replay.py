@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import shutil
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import Any, NoReturn
 
 from core.batches import EventBatches
@@ -36,6 +38,7 @@ from core.log import (
 from core.logfile import header_to_json, parse_jsonl
 from core.query import SessionTitle
 from stores.memory import MemorySessionStore, _Session
+from stores.sqlite import SqliteSessionStore
 from stores.validation import (
     KIND_TITLE,
     check_count,
@@ -48,7 +51,7 @@ from stores.validation import (
     stored_title,
 )
 
-__all__ = ["LazyReplayStore", "ReplayStore"]
+__all__ = ["LazyReplayStore", "ReplayDatabase", "ReplayStore"]
 
 
 class ReplayStore(MemorySessionStore):
@@ -132,6 +135,40 @@ class ReplayStore(MemorySessionStore):
 
     async def break_reply_lease(self, session_id: str) -> bool:
         self._refuse()
+
+
+class ReplayDatabase(SqliteSessionStore):
+    """A replay of a large log (``dsh replay FILE``): the log streamed into a SQLite file
+    in a private temporary folder, then read like a stored session, so memory is bounded
+    by a page rather than by the log. Read-only once filled (``seal``); ``close`` removes
+    the folder. Create it with ``SqliteSessionStore.open`` on a path in that folder."""
+
+    _reason = ""
+    _folder: Path | None = None
+
+    def seal(self, reason: str, folder: Path) -> None:
+        """From now on refuse every write, saying ``reason``; ``close`` removes ``folder``."""
+        self._reason = reason
+        self._folder = folder
+        self._read_only = True
+
+    @property
+    def read_only_reason(self) -> str | None:
+        return self._reason or None
+
+    def _check_writable(self, write: bool) -> None:
+        if write and self._read_only:
+            raise StoreError(f"{self._reason}: nothing can be written")
+
+    async def release_reply_lease(self, session_id: str, owner: str) -> None:
+        return None  # a log file has no running writers
+
+    async def close(self) -> None:
+        try:
+            await super().close()
+        finally:
+            if self._folder is not None:
+                shutil.rmtree(self._folder, ignore_errors=True)
 
 
 _LOG_ONLY_END = '"surface_op":null,"source_event_seqs":null}'

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import html
 import re
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+import tui.shared.replay as replay_module
 from tests.cli.conftest import Result, Run
 
 pytestmark = pytest.mark.timeout(120)
@@ -17,6 +20,33 @@ REFERENCE_LOG = (
     Path(__file__).parents[1]
     / "importers/reference_logs/packages/test-support/acp-snapshot/tests/fixtures/record-suite/rec-child/session.jsonl"
 )
+
+
+@pytest.fixture(autouse=True, params=["in memory", "streamed"])
+def replay_mode(
+    request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[None]:
+    """Every test twice: the log held in memory, and streamed into a temporary database
+    (as a log above ``STREAM_ABOVE_BYTES`` is), whose folder is gone afterwards."""
+    if request.param == "in memory":
+        yield
+        return
+    spool = tmp_path_factory.mktemp("spool")
+    monkeypatch.setattr(replay_module, "STREAM_ABOVE_BYTES", 0)
+    monkeypatch.setattr(tempfile, "tempdir", str(spool))
+    made: list[str] = []
+    real_mkdtemp = tempfile.mkdtemp
+
+    def mkdtemp(*args: object, **kwargs: object) -> str:
+        made.append(real_mkdtemp(*args, **kwargs))  # type: ignore[call-overload]
+        return made[-1]
+
+    monkeypatch.setattr(tempfile, "mkdtemp", mkdtemp)
+    yield
+    assert made or request.node.name.startswith(("test_a_bad_file", "test_missing"))
+    assert list(spool.iterdir()) == [], "the temporary database is removed"
 
 
 def demo_export(dsh: Run, tmp_path: Path, session: str = "demo-research-with-references") -> Path:

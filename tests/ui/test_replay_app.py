@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from core.config import DshConfig
+from core.errors import StoreError
 from core.logfile import export_jsonl
 from stores import SqliteSessionStore
 from tests.ui.conftest import FIXED_NOW, SIZE, seed
@@ -131,3 +132,46 @@ async def test_a_lazy_replay_pages_back_to_its_start(tmp_path: Path) -> None:
         assert transcript.hidden_count == 0
         assert transcript.known_seqs == {e.seq for e in whole}
         assert len(transcript.item_widgets) == len(whole)
+
+
+async def test_a_streamed_replay_is_the_same_read_only_app(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A log above ``STREAM_ABOVE_BYTES`` is replayed from a temporary database: the
+    same newest page and banner, every write refused, the database gone once closed."""
+    import tempfile
+
+    import tui.shared.replay as replay_module
+    from stores.replay import ReplayDatabase
+
+    async with await SqliteSessionStore.open(tmp_path / "seed.sqlite3") as store:
+        await seed(store)
+        header = await store.read_header("k8s-upgrade")
+        lines = list(export_jsonl(header, await store.read_events("k8s-upgrade")))
+    log = tmp_path / "k8s.jsonl"
+    log.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    monkeypatch.setattr(replay_module, "STREAM_ABOVE_BYTES", 0)
+    monkeypatch.setattr(tempfile, "tempdir", str(spool))
+
+    replay = await open_replay(str(log), lazy=True)
+    assert isinstance(replay, ReplayDatabase)
+    try:
+        runtime = replay_runtime(DshConfig(database=tmp_path / "never.sqlite3"), replay)
+        app = DshApp(runtime, now=lambda: FIXED_NOW, cursor_blink=False, keep_drafts=False)
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(app, pilot)
+            assert app.current_id == "k8s-upgrade"
+            assert "One minor version at a time" in screen_text(app)
+            assert app.notice.visible_text.startswith(f"Replay of {log} (read-only)")
+            for action in sorted(WRITING_ACTIONS):
+                assert app.check_action(action, ()) is None, action
+            await pilot.press(*"hello", "enter")
+            await settle(app, pilot)
+        assert len(await replay.read_events("k8s-upgrade")) == len(lines) - 1
+        with pytest.raises(StoreError, match=r"\(read-only\): nothing can be written"):
+            await replay.create_session()
+    finally:
+        await replay.close()
+    assert not await asyncio.to_thread(lambda: list(spool.iterdir()))

@@ -60,7 +60,7 @@ from core.references.labels import safe_mention
 from core.resolve import SessionNameError, resolve_session_name
 from core.search import unindexed_notice
 from core.surrogates import merge_surrogate_pairs
-from stores.replay import ReplayStore
+from stores.replay import ReplayDatabase, ReplayStore
 from tui.shared.activity import active_at, by_last_activity
 from tui.shared.errors import describe_error
 from tui.shared.progress import terminal_progress
@@ -981,13 +981,25 @@ async def _run(config: DshConfig, args: argparse.Namespace) -> int:
         return await COMMANDS[args.command](rt, args)
 
 
+Replay = ReplayStore | ReplayDatabase
+
+
 def _replay(config: DshConfig, args: argparse.Namespace) -> int:
-    from tui.shared.replay import open_replay, replay_runtime
+    from tui.shared.replay import open_replay
 
     # The app shows the newest page first and checks the rest in the background; --svg
     # and --text check the whole file first (a bad one: exit 1 with its line).
     lazy = not args.text and args.svg is None
     store = asyncio.run(open_replay(args.file, at=args.at, lazy=lazy))
+    try:
+        return _replay_shown(config, store, args)
+    finally:  # a large log's temporary database goes with it (also on Ctrl+C)
+        asyncio.run(store.close())
+
+
+def _replay_shown(config: DshConfig, store: Replay, args: argparse.Namespace) -> int:
+    from tui.shared.replay import replay_runtime
+
     runtime = replay_runtime(config, store)
     if args.text:
         return asyncio.run(_replay_text(runtime, args))
@@ -1007,7 +1019,7 @@ def _replay(config: DshConfig, args: argparse.Namespace) -> int:
     return run_app(config, runtime)
 
 
-async def _replay_svg(runtime: Runtime, store: ReplayStore, args: argparse.Namespace) -> str:
+async def _replay_svg(runtime: Runtime, store: Replay, args: argparse.Namespace) -> str:
     from tui.app.svg import render_svg  # Textual, without a terminal
     from tui.shared.replay import replay_now
 
