@@ -423,7 +423,11 @@ def loads_exact(text: str, *, frozen: bool = True, unique_keys: bool = False) ->
             if end != len(text):
                 value = decoder.decode(text)
         except RecursionError as err:
-            raise JSONDecodeError("JSON is nested too deeply", text, 0) from err
+            if unique_keys:  # an untrusted file's line: that deep, it is refused anyway
+                raise JSONDecodeError("JSON is nested too deeply", text, 0) from err
+            # What a store holds (a row written by hand, or before event data had a depth
+            # limit), deeper than the stock decoder reaches: parsed on a list instead.
+            return _SlowParser(text, frozen).parse()
         return _top_list_hook(value) if frozen and type(value) is list else value
     return _SlowParser(text, frozen, unique_keys).parse()
 
@@ -444,10 +448,12 @@ _SIMPLE_ESCAPES = {
 
 
 class _SlowParser:
-    """A small recursive-descent JSON parser for text holding raw surrogates, which it
-    pairs with their neighbours however each is written (``merge``; ``merge=False``
-    reads as dsh did before SPEC §4.1 changed: each escape one code point, for the
-    upgrade of rows written then)."""
+    """A small JSON parser for text holding raw surrogates, which it pairs with their
+    neighbours however each is written (``merge``; ``merge=False`` reads as dsh did before
+    SPEC §4.1 changed: each escape one code point, for the upgrade of rows written then),
+    and for text nested deeper than the stock decoder's recursion reaches (a row written by
+    hand, or before event data had a depth limit): it keeps its open containers on a list
+    of its own, so no depth makes it recurse."""
 
     def __init__(
         self, text: str, frozen: bool, unique_keys: bool = False, merge: bool = True
@@ -461,26 +467,83 @@ class _SlowParser:
         raise JSONDecodeError(msg, self.s, pos)
 
     def parse(self) -> Any:
-        try:
-            value, end = self.value(_WS.match(self.s, 0).end())  # type: ignore[union-attr]
-        except RecursionError as err:
-            raise JSONDecodeError("JSON is nested too deeply", self.s, 0) from err
+        value, end = self.value(_WS.match(self.s, 0).end())  # type: ignore[union-attr]
         end = _WS.match(self.s, end).end()  # type: ignore[union-attr]
         if end != len(self.s):
             self.fail("Extra data", end)
         return value
 
+    def ws(self, i: int) -> int:
+        return _WS.match(self.s, i).end()  # type: ignore[union-attr]
+
+    def key(self, i: int, obj: dict[str, Any]) -> tuple[str, int]:
+        """The key starting at ``i`` of an object holding ``obj`` so far, and where its
+        value starts."""
+        s = self.s
+        if s[i : i + 1] != '"':
+            self.fail("Expecting property name enclosed in double quotes", i)
+        key, j = self.string(i + 1)
+        if self.unique_keys and key in obj:
+            self.fail(f"duplicate key {_key_shown(key)}", i)
+        j = self.ws(j)
+        if s[j : j + 1] != ":":
+            self.fail("Expecting ':' delimiter", j)
+        return key, self.ws(j + 1)
+
+    def close(self, container: dict[str, Any] | list[Any]) -> Any:
+        if not self.frozen:
+            return container
+        return FrozenDict(container) if isinstance(container, dict) else FrozenList(container)
+
     def value(self, i: int) -> tuple[Any, int]:
+        """The value starting at ``i`` and where it ends. Open objects and arrays wait on
+        ``open``: each with the key its next member goes under (``None`` in an array)."""
+        s = self.s
+        open: list[tuple[dict[str, Any] | list[Any], str | None]] = []
+        while True:
+            c = s[i : i + 1]
+            value: Any
+            if c == "{" or c == "[":
+                i = self.ws(i + 1)
+                if s[i : i + 1] == ("}" if c == "{" else "]"):
+                    value, i = self.close({} if c == "{" else []), i + 1
+                elif c == "{":
+                    obj: dict[str, Any] = {}
+                    key, i = self.key(i, obj)
+                    open.append((obj, key))
+                    continue
+                else:
+                    open.append(([], None))
+                    continue
+            elif c == '"':
+                value, i = self.string(i + 1)
+            else:
+                value, i = self.scalar(i)
+            while True:  # ``value`` is done: into its container, closing those it ends
+                if not open:
+                    return value, i
+                container, name = open[-1]
+                if isinstance(container, list):
+                    container.append(value)
+                elif name is not None:
+                    container[name] = value
+                i = self.ws(i)
+                c = s[i : i + 1]
+                if c == ",":
+                    i = self.ws(i + 1)
+                    if isinstance(container, dict):
+                        name, i = self.key(i, container)
+                        open[-1] = (container, name)
+                    break
+                if c != ("]" if isinstance(container, list) else "}"):
+                    self.fail("Expecting ',' delimiter", i)
+                open.pop()
+                value, i = self.close(container), i + 1
+
+    def scalar(self, i: int) -> tuple[Any, int]:
         s = self.s
         if i >= len(s):
             self.fail("Expecting value", i)
-        c = s[i]
-        if c == '"':
-            return self.string(i + 1)
-        if c == "{":
-            return self.object(i + 1)
-        if c == "[":
-            return self.array(i + 1)
         for literal, result in (("null", None), ("true", True), ("false", False)):
             if s.startswith(literal, i):
                 return result, i + len(literal)
@@ -519,49 +582,6 @@ class _SlowParser:
                 i += 2
             else:
                 self.fail("Invalid escape", i)
-
-    def object(self, i: int) -> tuple[dict[str, Any], int]:
-        s = self.s
-        result: dict[str, Any] = {}
-        i = _WS.match(s, i).end()  # type: ignore[union-attr]
-        if s[i : i + 1] == "}":
-            return (FrozenDict(result) if self.frozen else result), i + 1
-        while True:
-            if s[i : i + 1] != '"':
-                self.fail("Expecting property name enclosed in double quotes", i)
-            start = i
-            key, i = self.string(i + 1)
-            if self.unique_keys and key in result:
-                self.fail(f"duplicate key {_key_shown(key)}", start)
-            i = _WS.match(s, i).end()  # type: ignore[union-attr]
-            if s[i : i + 1] != ":":
-                self.fail("Expecting ':' delimiter", i)
-            i = _WS.match(s, i + 1).end()  # type: ignore[union-attr]
-            result[key], i = self.value(i)
-            i = _WS.match(s, i).end()  # type: ignore[union-attr]
-            c = s[i : i + 1]
-            if c == "}":
-                return (FrozenDict(result) if self.frozen else result), i + 1
-            if c != ",":
-                self.fail("Expecting ',' delimiter", i)
-            i = _WS.match(s, i + 1).end()  # type: ignore[union-attr]
-
-    def array(self, i: int) -> tuple[list[Any], int]:
-        s = self.s
-        result: list[Any] = []
-        i = _WS.match(s, i).end()  # type: ignore[union-attr]
-        if s[i : i + 1] == "]":
-            return (FrozenList(result) if self.frozen else result), i + 1
-        while True:
-            item, i = self.value(i)
-            result.append(item)
-            i = _WS.match(s, i).end()  # type: ignore[union-attr]
-            c = s[i : i + 1]
-            if c == "]":
-                return (FrozenList(result) if self.frozen else result), i + 1
-            if c != ",":
-                self.fail("Expecting ',' delimiter", i)
-            i = _WS.match(s, i + 1).end()  # type: ignore[union-attr]
 
 
 def loads_unmerged(text: str) -> Any:
