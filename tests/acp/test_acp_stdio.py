@@ -28,6 +28,17 @@ def _env(tmp_path: Path) -> dict[str, str]:
     }
 
 
+def _run_acp(tmp_path: Path, env: dict[str, str] | None = None, **how: Any) -> Any:
+    """``dsh acp`` on a fresh database, run to its end (``how``: its stdin and outputs)."""
+    return subprocess.run(
+        [*dsh_command(), "--db", str(tmp_path / "db.sqlite3"), "acp"],
+        env=env or _env(tmp_path),
+        timeout=45,
+        check=False,
+        **how,
+    )
+
+
 async def test_stdout_is_protocol_only_and_eof_exits_cleanly(tmp_path: Path) -> None:
     requests = [
         {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}},
@@ -99,15 +110,7 @@ def test_requests_piped_from_a_file_are_all_answered_before_exit(tmp_path: Path)
     )
     out = tmp_path / "out.jsonl"
     with requests.open("rb") as stdin, out.open("wb") as stdout:
-        done = subprocess.run(
-            [*dsh_command(), "--db", str(tmp_path / "db.sqlite3"), "acp"],
-            stdin=stdin,
-            stdout=stdout,
-            stderr=subprocess.PIPE,
-            env=_env(tmp_path),
-            timeout=45,
-            check=False,
-        )
+        done = _run_acp(tmp_path, stdin=stdin, stdout=stdout, stderr=subprocess.PIPE)
     assert done.returncode == 0, done.stderr.decode()
     answers = [json.loads(line) for line in out.read_text().splitlines()]
     assert [a["id"] for a in answers] == [0, 1]
@@ -118,43 +121,21 @@ def test_stdin_from_dev_null_is_an_empty_input_not_a_hang(tmp_path: Path) -> Non
     """/dev/null cannot be watched by the event loop (epoll says EPERM): it is read in a
     thread like a regular file, so the agent sees the end of input at once and exits 0."""
     with open(os.devnull, "rb") as stdin:
-        done = subprocess.run(
-            [*dsh_command(), "--db", str(tmp_path / "db.sqlite3"), "acp"],
-            stdin=stdin,
-            capture_output=True,
-            env=_env(tmp_path),
-            timeout=45,
-            check=False,
-        )
+        done = _run_acp(tmp_path, stdin=stdin, capture_output=True)
     assert done.returncode == 0, done.stderr.decode()
     assert done.stdout == b""
     assert "Traceback" not in done.stderr.decode()
 
 
 def test_a_closed_stdin_is_an_empty_input(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [*dsh_command(), "--db", str(tmp_path / "db.sqlite3"), "acp"],
-        stdin=None,
-        capture_output=True,
-        env=_env(tmp_path),
-        timeout=45,
-        check=False,
-        preexec_fn=lambda: os.close(0),
-    )
+    done = _run_acp(tmp_path, capture_output=True, preexec_fn=lambda: os.close(0))
     assert done.returncode == 0, done.stderr.decode()
     assert done.stdout == b"" and "Traceback" not in done.stderr.decode()
 
 
 def test_a_bad_offline_delay_is_a_one_line_error(tmp_path: Path) -> None:
     env = {**_env(tmp_path), "DSH_OFFLINE_DELAY": "soon"}
-    done = subprocess.run(
-        [*dsh_command(), "--db", str(tmp_path / "db.sqlite3"), "acp"],
-        input=b"",
-        capture_output=True,
-        env=env,
-        timeout=45,
-        check=False,
-    )
+    done = _run_acp(tmp_path, env, input=b"", capture_output=True)
     assert done.returncode == 1 and done.stdout == b""
     assert done.stderr.decode().strip() == (
         "dsh: error: environment: DSH_OFFLINE_DELAY must be a number of seconds (0–60)"
