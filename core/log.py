@@ -21,6 +21,9 @@ __all__ = [
     "COMPACT_START",
     "COMPACT_SUMMARY",
     "KNOWN_EVENT_TYPES",
+    "SESSION_FORK",
+    "SESSION_MARK_TYPES",
+    "SESSION_PROFILE",
     "SESSION_TITLE",
     "STEERING_MESSAGE",
     "SURFACE_EVENT_TYPES",
@@ -65,6 +68,16 @@ COMPACT_SUMMARY = "compact/summary"
 COMPACT_END = "compact/end"
 TURN_START = "turn/start"
 TURN_END = "turn/end"
+SESSION_PROFILE = "session/profile"
+"""Log-only: the session switched to a profile, ``{"profile": name, "provider": str,
+"model": str}``. The latest one is the session's profile; none: the configured default."""
+SESSION_FORK = "session/fork"
+"""Log-only, seq 0 of a fork: ``{"parent": {"id": str, "seq": int}}`` — the session it was
+forked from and the seq of the last message taken over."""
+SESSION_MARK_TYPES: tuple[str, ...] = (SESSION_PROFILE, SESSION_FORK)
+"""Log-only types whose latest event per session a store reads for many sessions at once
+(``SessionStore.read_latest_events``). They are not in ``KNOWN_EVENT_TYPES``: the
+transcript shows them among the unknown log-only items it already reads."""
 
 SURFACE_EVENT_TYPES: frozenset[str] = frozenset(
     {USER_MESSAGE, STEERING_MESSAGE, ASSISTANT_MESSAGE, TOOL_RESULT}
