@@ -37,6 +37,14 @@ from typing import Any
 import platformdirs
 
 from core.errors import DshError
+from core.profiles import (
+    LEGACY_PROFILE,
+    OFFLINE_PROFILE,
+    Profile,
+    ProfileError,
+    check_profile_name,
+    parse_profile,
+)
 
 __all__ = [
     "DEFAULT_BASE_URL",
@@ -95,12 +103,26 @@ class DshConfig:
     reply_timeout: float = 600.0
     max_reply_bytes: int = 4 * 1024 * 1024
     postgres: PostgresLimits = field(default_factory=PostgresLimits)
+    # Every profile by name (``offline`` built in), and the one new sessions use.
+    profiles: Mapping[str, Profile] = field(default_factory=lambda: _profiles_of(None))
+    default_profile: str = OFFLINE_PROFILE
 
     @property
     def effective_model(self) -> str:
         if self.model:
             return self.model
         return OFFLINE_MODEL if self.provider == "offline" else DEFAULT_MODEL
+
+    def profile(self, name: str | None = None) -> Profile:
+        """The profile ``name`` (the default one when ``None``); an unknown name is a
+        ``ProfileError`` listing the configured ones."""
+        if name is None:
+            name = self.default_profile
+        found = self.profiles.get(name)
+        if found is None:
+            choices = ", ".join(sorted(self.profiles))
+            raise ProfileError(f"unknown profile {name!r}: choose one of {choices}")
+        return found
 
     def with_database(self, path: str | os.PathLike[str]) -> DshConfig:
         """The database given on the command line (``--db``): a relative path means the
@@ -208,6 +230,7 @@ def database_path(
 
 
 _TOP_KEYS = {"provider", "model", "base_url", "api_key_env", "database", "references", "postgres"}
+_TOP_KEYS |= {"profiles", "default_profile"}
 _REPLY_KEYS = {"reply_timeout": "DSH_REPLY_TIMEOUT", "max_reply_bytes": "DSH_MAX_REPLY_BYTES"}
 _TOP_KEYS |= set(_REPLY_KEYS)
 _REF_KEYS = {"max_references", "candidate_limit", "max_reference_bytes"}
@@ -218,6 +241,7 @@ _ENV_STR = {
     "DSH_BASE_URL": "base_url",
     "DSH_API_KEY_ENV": "api_key_env",
     "DSH_DB": "database",
+    "DSH_PROFILE": "default_profile",
 }
 _ENV_INT = {
     "DSH_MAX_REFERENCES": "max_references",
@@ -344,7 +368,7 @@ def load_config(
     if unknown:
         raise ConfigError(f"{where}: unknown setting {sorted(unknown)[0]!r}")
     values: dict[str, Any] = {}
-    for key in ("provider", "model", "base_url", "api_key_env", "database"):
+    for key in ("provider", "model", "base_url", "api_key_env", "database", "default_profile"):
         if key in raw:
             values[key] = _check_str(where, key, raw[key])
     refs_raw = raw.get("references", {})
@@ -374,14 +398,82 @@ def load_config(
     base_url = values.get("base_url", DEFAULT_BASE_URL)
     if not base_url.startswith(("http://", "https://")):
         raise ConfigError(f"base_url must start with http:// or https://, got {base_url!r}")
+    model = values.get("model")
+    api_key_env = values.get("api_key_env", "DEEPSEEK_API_KEY")
+    legacy = (
+        Profile(
+            LEGACY_PROFILE,
+            provider=provider,
+            model=model or DEFAULT_MODEL,
+            base_url=base_url,
+            api_key_env=api_key_env,
+        )
+        if provider != "offline"
+        else None
+    )
+    offline = Profile(
+        OFFLINE_PROFILE,
+        model=(model if provider == "offline" else None) or OFFLINE_MODEL,
+        builtin=True,
+    )
+    try:
+        profiles = _profiles_of(raw.get("profiles"), where, legacy=legacy, offline=offline)
+        default = values.get("default_profile") or (
+            LEGACY_PROFILE if LEGACY_PROFILE in profiles else OFFLINE_PROFILE
+        )
+        origin = (
+            "environment: DSH_PROFILE" if env.get("DSH_PROFILE") else f"{where}: default_profile"
+        )
+        check_profile_name(default, origin)
+    except ProfileError as err:
+        raise ConfigError(str(err)) from None
+    if default not in profiles:
+        raise ConfigError(
+            f"{origin}: {default!r} is not a profile: choose one of {', '.join(sorted(profiles))}"
+        )
     return DshConfig(
+        profiles=profiles,
+        default_profile=default,
         provider=provider,
-        model=values.get("model"),
+        model=model,
         base_url=base_url,
-        api_key_env=values.get("api_key_env", "DEEPSEEK_API_KEY"),
+        api_key_env=api_key_env,
         database=database,
         references=ReferenceLimits(**limits),
         config_path=path,
         postgres=_postgres_limits(raw, where, env),
         **_reply_limits(raw, where, env),
     )
+
+
+def _profiles_of(
+    section: object,
+    where: str = "config",
+    *,
+    legacy: Profile | None = None,
+    offline: Profile | None = None,
+) -> dict[str, Profile]:
+    """``offline``, the top-level settings' ``default`` (when they name a provider), then
+    every ``[profiles.NAME]`` table; raises ``ProfileError``."""
+    profiles = {OFFLINE_PROFILE: offline or Profile(OFFLINE_PROFILE, builtin=True)}
+    if legacy is not None:
+        profiles[LEGACY_PROFILE] = legacy
+    if section is None:
+        return profiles
+    if not isinstance(section, dict):
+        raise ProfileError(f"{where}: [profiles] must be a table of tables")
+    for name, table in section.items():
+        check_profile_name(name, where)
+        if not isinstance(table, dict):
+            raise ProfileError(f"{where}: profiles.{name} must be a table")
+        if name == OFFLINE_PROFILE:
+            raise ProfileError(
+                f"{where}: profiles.offline: 'offline' is built in; choose another name"
+            )
+        if name in profiles:
+            raise ProfileError(
+                f"{where}: profiles.{name} clashes with the top-level provider settings"
+                " (they make the profile 'default')"
+            )
+        profiles[name] = parse_profile(name, table, where, PROVIDERS)
+    return profiles

@@ -16,6 +16,7 @@ from contextlib import aclosing, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
+from core.control import edit_run, replacing, retry_run
 from core.errors import DshError, InvalidEventError, LeaseLostError, SessionBusyError
 from core.leases import lease_owner as lease_owner  # importable from here as before
 from core.leases import lease_owner_is_dead as lease_owner_is_dead
@@ -42,6 +43,7 @@ from core.log import (
     text_block,
     user_message,
 )
+from core.profiles import Profile
 from core.providers.base import (
     Finish,
     ModelProvider,
@@ -439,7 +441,12 @@ class ChatSession:
         service: SessionReferenceService,
         provider: ModelProvider,
         header: SessionHeader,
+        *,
+        profile: Profile | None = None,
+        system_prompt: str | None = SYSTEM_PROMPT,
     ) -> None:
+        self.profile = profile
+        self.system_prompt = system_prompt
         self.store = store
         self.query = query
         self.service = service
@@ -486,7 +493,9 @@ class ChatSession:
         prepared = await self.prepare_draft(draft, cancel=cancel)
         snapshot = await self.query.read_surface(self.session_id)
         pending: list[Mapping[str, Any]] = [e.data for e in prepared.batch]
-        return provider_messages(snapshot.events) + provider_messages(pending, system=None)
+        return provider_messages(snapshot.events, system=self.system_prompt) + provider_messages(
+            pending, system=None
+        )
 
     async def submit(self, draft: str, *, cancel: asyncio.Event | None = None) -> Submitted:
         """Prepare and append the user's batch (all or nothing). Under a reply lease that
@@ -621,6 +630,50 @@ class ChatSession:
                 async for update in updates:
                     yield update
 
+    async def retry(self, *, interrupt: asyncio.Event | None = None) -> AsyncIterator[EngineUpdate]:
+        """Answer the last request again. The new reply takes the place of the last one on
+        the surface (a replace listing it, as a compaction does: the earlier attempt stays
+        in the log and the transcript shows it folded); a request left without a reply is
+        simply answered. Nothing replaces the earlier reply unless something of the new one
+        arrives. ``NothingToAnswerError`` when there is no request to answer."""
+        async with self._busy, self.reply_lease():
+            surface = (await self.query.read_surface(self.session_id)).events
+            run = retry_run(surface)
+            if run is None:
+                raise NothingToAnswerError(
+                    "nothing to retry: the session has no messages"
+                    if not surface
+                    else "nothing to retry: the conversation has no request to answer"
+                )
+            async with aclosing(self._reply(interrupt, replace=run or None)) as updates:
+                async for update in updates:
+                    yield update
+
+    async def edit(
+        self,
+        seq: int,
+        draft: str,
+        *,
+        cancel: asyncio.Event | None = None,
+        interrupt: asyncio.Event | None = None,
+    ) -> AsyncIterator[EngineUpdate]:
+        """Send ``draft`` in place of the user's message ``seq`` and stream the reply. The
+        new message (with its referenced-sessions snapshot, if any) replaces the old one and
+        everything after it on the surface; that stays in the log, folded in the transcript.
+        ``EditError`` when ``seq`` is not one of the user's messages on the surface."""
+        async with self._busy, self.reply_lease():
+            surface = (await self.query.read_surface(self.session_id)).events
+            run = edit_run(surface, seq)
+            prepared = await self.prepare_draft(draft, cancel=cancel)
+            if self._lease_lost.is_set():
+                raise await self._lost_error("message")
+            batch = replacing(prepared.batch, run)
+            events = await self.store.append_batch(self.session_id, batch)
+            yield Submitted(tuple(events))
+            async with aclosing(self._reply(interrupt)) as updates:
+                async for update in updates:
+                    yield update
+
     async def _last_turn(self, snapshot: SurfaceSnapshot) -> int:
         """The highest turn number used in the log so far.
 
@@ -644,15 +697,22 @@ class ChatSession:
             high = low - 1
         return turn
 
-    async def _reply(self, interrupt: asyncio.Event | None) -> AsyncGenerator[EngineUpdate, None]:
+    async def _reply(
+        self, interrupt: asyncio.Event | None, *, replace: Sequence[int] | None = None
+    ) -> AsyncGenerator[EngineUpdate, None]:
         lost = self._lease_lost  # set when another writer takes the lease: stop at once
         if lost.is_set():
             raise await self._lost_error("reply")
         # Read under the reply lease: the turn number is unique in the session.
         snapshot = await self.query.read_surface(self.session_id)
         surface = snapshot.events
+        if replace:
+            # A retry: the model sees the conversation without the reply it replaces.
+            if [e.seq for e in surface[-len(replace) :]] != list(replace):
+                raise NothingToAnswerError("the conversation changed meanwhile; try again")
+            surface = surface[: -len(replace)]
         turn = await self._last_turn(snapshot) + 1
-        messages = provider_messages(surface)
+        messages = provider_messages(surface, system=self.system_prompt)
         buffer = _ChunkBuffer(self.store, self.session_id, lost)
         text_parts: list[str] = []
         reasoning_parts: list[str] = []
@@ -762,7 +822,14 @@ class ChatSession:
                 data["interrupted"] = True
             if error is not None:
                 data["error"] = {"kind": error.kind, "message": str(error)}
-            tail.append(NewEvent(ASSISTANT_MESSAGE, data, "append"))
+            if self.profile is not None:
+                data["profile"] = self.profile.name
+            if replace:
+                tail.append(
+                    NewEvent(ASSISTANT_MESSAGE, data, Replace(replace[0], replace[-1]), replace)
+                )
+            else:
+                tail.append(NewEvent(ASSISTANT_MESSAGE, data, "append"))
         end: dict[str, Any] = {"turn": turn, "status": status}
         if error is not None:
             end["error"] = {"kind": error.kind, "message": str(error)}

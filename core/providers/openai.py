@@ -124,6 +124,8 @@ class OpenAICompatibleProvider:
         reply_timeout: float = DEFAULT_REPLY_TIMEOUT,
         max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES,
         client: httpx.AsyncClient | None = None,
+        temperature: float | None = None,
+        max_output_tokens: int | None = None,
     ) -> None:
         install_log_redaction()
         for credential in url_secrets(base_url):
@@ -135,6 +137,8 @@ class OpenAICompatibleProvider:
         except (httpx.InvalidURL, TypeError, ValueError):
             self.url = None  # reported when the model is asked, like a missing key
         self.api_key_env = api_key_env
+        self.temperature = temperature
+        self.max_output_tokens = max_output_tokens
         self.max_retries = max(0, max_retries)
         self.backoff_base = backoff_base
         self.backoff_max = backoff_max
@@ -167,12 +171,16 @@ class OpenAICompatibleProvider:
             raise ProviderError(f"no API key: set {self.api_key_env}", "missing_key")
         if self.url is None:
             raise self._error(f"invalid base URL {redact_url(self.base_url)!r}", "bad_request")
-        body = {
+        body: dict[str, Any] = {
             "model": wire_text(self.model),
             "messages": [{"role": m.role, "content": wire_text(m.text)} for m in messages],
             "stream": True,
             "stream_options": {"include_usage": True},
         }
+        if self.temperature is not None:
+            body["temperature"] = self.temperature
+        if self.max_output_tokens is not None:
+            body["max_tokens"] = self.max_output_tokens
         deadline = asyncio.get_running_loop().time() + self.reply_timeout
         inner = self._attempts(body, deadline)
         try:

@@ -252,7 +252,9 @@ def _lazy_store(file: BinaryIO, path: str) -> LazyReplayStore | None:
 def replay_runtime(config: DshConfig, store: Replay) -> Runtime:
     """A runtime over the replay store: its query and reference service (so cards, the
     picker and "what the model received" work); the offline model, which nothing asks."""
-    return build_runtime(config, store, OfflineProvider(config.effective_model))
+    return build_runtime(
+        config, store, OfflineProvider(config.effective_model), fixed_provider=True
+    )
 
 
 async def replay_now(store: Replay) -> int:

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from core.config import ConfigError, DshConfig
-from core.engine import ChatSession
+from core.engine import SYSTEM_PROMPT, ChatSession
+from core.errors import SessionNotFoundError
+from core.log import SESSION_PROFILE, Event, SessionHeader
+from core.profiles import Profile, ProfileError
 from core.providers.base import ModelProvider
 from core.providers.offline import OfflineProvider
 from core.references import SessionReferenceConfig, SessionReferenceService
@@ -19,6 +22,7 @@ __all__ = [
     "OFFLINE_DELAY_ENV",
     "Runtime",
     "build_runtime",
+    "make_profile_provider",
     "make_provider",
     "offline_delay_from_env",
     "open_runtime",
@@ -43,39 +47,172 @@ def offline_delay_from_env(env: Mapping[str, str], default: float = 0.0) -> floa
 
 
 def make_provider(config: DshConfig, *, offline_delay: float = 0.0) -> ModelProvider:
-    """The configured provider. A missing key is reported when the model is first asked; a
-    key holding control characters is a ``ConfigError`` now (naming the variable only)."""
-    if config.provider == "openai":
+    """The default profile's provider. A missing key is reported when the model is first
+    asked; a key holding control characters is a ``ConfigError`` now (naming the variable
+    only)."""
+    return make_profile_provider(config, config.profile(), offline_delay=offline_delay)
+
+
+def make_profile_provider(
+    config: DshConfig, profile: Profile, *, offline_delay: float = 0.0
+) -> ModelProvider:
+    """The provider of ``profile`` (timeouts and reply bounds from ``config``)."""
+    if profile.provider == "openai":
         from core.providers.openai import OpenAICompatibleProvider
         from core.secrets import api_key_from_env
 
+        key_env = profile.api_key_env or "DEEPSEEK_API_KEY"
         return OpenAICompatibleProvider(
-            base_url=config.base_url,
-            model=config.effective_model,
-            api_key=api_key_from_env(os.environ, config.api_key_env),
-            api_key_env=config.api_key_env,
+            base_url=profile.base_url,
+            model=profile.model,
+            api_key=api_key_from_env(os.environ, key_env),
+            api_key_env=key_env,
             reply_timeout=config.reply_timeout,
             max_reply_bytes=config.max_reply_bytes,
+            temperature=profile.temperature,
+            max_output_tokens=profile.max_output_tokens,
         )
-    return OfflineProvider(config.effective_model, chunk_delay=offline_delay)
+    return OfflineProvider(profile.model, chunk_delay=offline_delay)
+
+
+def profile_event_name(event: Event | None) -> str | None:
+    """The profile a ``session/profile`` event names (``None``: none, or not a string)."""
+    if event is None:
+        return None
+    name = event.data.get("profile")
+    return name if isinstance(name, str) else None
+
+
+@dataclass
+class SessionProfile:
+    """The profile a session uses now. ``recorded`` is the name its log holds (``None``:
+    none, it follows the default); ``note`` says why another one is used (a recorded
+    profile no longer configured)."""
+
+    profile: Profile
+    recorded: str | None = None
+    note: str | None = None
 
 
 @dataclass
 class Runtime:
-    """Everything a host needs, built once per process."""
+    """Everything a host needs, built once per process.
+
+    ``provider`` is the default profile's; a session on another profile gets that
+    profile's provider (built once, closed with the runtime). A provider injected by a
+    test (``fixed_provider``) answers for every profile."""
 
     config: DshConfig
     store: SessionStore
     query: SessionQuery
     service: SessionReferenceService
     provider: ModelProvider
+    fixed_provider: bool = False
+    offline_delay: float = 0.0
+    _providers: dict[str, ModelProvider] = field(default_factory=dict)
+
+    def provider_for(self, profile: Profile) -> ModelProvider:
+        """The provider that answers for ``profile``."""
+        if self.fixed_provider or profile.name == self.config.default_profile:
+            return self.provider
+        found = self._providers.get(profile.name)
+        if found is None:
+            found = make_profile_provider(self.config, profile, offline_delay=self.offline_delay)
+            self._providers[profile.name] = found
+        return found
+
+    async def aclose_providers(self) -> None:
+        providers, self._providers = list(self._providers.values()), {}
+        for provider in providers:
+            await provider.aclose()
+
+    async def session_profile(self, session_id: str) -> SessionProfile:
+        """The profile ``session_id`` uses: the latest ``session/profile`` in its log, else
+        the default (also when the recorded one is no longer configured: ``note``)."""
+        latest = await read_latest_events(self.store, SESSION_PROFILE, [session_id])
+        return self.resolve_profile(profile_event_name(latest.get(session_id)))
+
+    def resolve_profile(self, recorded: str | None) -> SessionProfile:
+        default = self.config.profile()
+        if recorded is None:
+            return SessionProfile(default)
+        found = self.config.profiles.get(recorded)
+        if found is None:
+            note = f"profile {recorded!r} is not configured any more; using {default.name!r}"
+            return SessionProfile(default, recorded, note)
+        return SessionProfile(found, recorded)
+
+    def chat_for(self, header: SessionHeader, profile: Profile) -> ChatSession:
+        """A ``ChatSession`` on ``header`` answered by ``profile``."""
+        return ChatSession(
+            self.store,
+            self.query,
+            self.service,
+            self.provider_for(profile),
+            header,
+            profile=profile,
+            system_prompt=_system_prompt(profile),
+        )
 
     async def chat(self, session_id: str) -> ChatSession:
         header = await self.store.read_header(session_id)
-        return ChatSession(self.store, self.query, self.service, self.provider, header)
+        chosen = await self.session_profile(session_id)
+        return self.chat_for(header, chosen.profile)
+
+    async def switch_profile(self, chat: ChatSession, name: str) -> ChatSession:
+        """Record ``name`` as ``chat``'s session profile (a ``session/profile`` event) and
+        return a ``ChatSession`` that answers with it from the next turn on. An unknown
+        name is a ``ProfileError`` and records nothing."""
+        profile = self.config.profile(name)
+        await self.store.append(chat.session_id, SESSION_PROFILE, profile_event_data(profile))
+        return self.chat_for(chat.header, profile)
 
 
-def build_runtime(config: DshConfig, store: SessionStore, provider: ModelProvider) -> Runtime:
+def profile_event_data(profile: Profile) -> dict[str, str]:
+    """What a ``session/profile`` event records: the name, and the provider and model it
+    stood for then (replay and export show what answered)."""
+    return {"profile": profile.name, "provider": profile.provider, "model": profile.model}
+
+
+def _system_prompt(profile: Profile) -> str:
+    """The profile's system prompt (dsh's own when it sets none); a prompt file that
+    cannot be read is a ``ConfigError`` line."""
+    try:
+        return profile.system_text(SYSTEM_PROMPT)
+    except ProfileError as err:
+        raise ConfigError(str(err)) from None
+
+
+async def read_latest_events(
+    store: SessionStore, type: str, session_ids: Sequence[str] | None = None
+) -> dict[str, Event]:
+    """``store.read_latest_events`` (until every store has it: the unknown log-only events
+    of each session, read one session at a time)."""
+    own = getattr(store, "read_latest_events", None)
+    if own is not None:
+        found: dict[str, Event] = await own(type, session_ids)
+        return found
+    ids = [h.id for h in await store.list_headers()] if session_ids is None else session_ids
+    out: dict[str, Event] = {}
+    for sid in ids:
+        try:
+            events = await store.read_unknown_events(sid)
+        except SessionNotFoundError:
+            continue
+        for event in events:
+            if event.type == type:
+                out[sid] = event
+    return out
+
+
+def build_runtime(
+    config: DshConfig,
+    store: SessionStore,
+    provider: ModelProvider,
+    *,
+    fixed_provider: bool = False,
+    offline_delay: float = 0.0,
+) -> Runtime:
     """The query and the session-reference service (with the config's limits) over
     ``store``: the wiring every host shares; opening and closing are the caller's."""
     query = SessionQuery(store)
@@ -88,7 +225,15 @@ def build_runtime(config: DshConfig, store: SessionStore, provider: ModelProvide
             max_reference_bytes=limits.max_reference_bytes,
         ),
     )
-    return Runtime(config, store, query, service, provider)
+    return Runtime(
+        config,
+        store,
+        query,
+        service,
+        provider,
+        fixed_provider=fixed_provider,
+        offline_delay=offline_delay,
+    )
 
 
 @asynccontextmanager
@@ -109,9 +254,17 @@ async def open_runtime(
         own_provider = provider is None
         if provider is None:
             provider = make_provider(config, offline_delay=offline_delay)
+        runtime = build_runtime(
+            config,
+            store,
+            provider,
+            fixed_provider=not own_provider,
+            offline_delay=offline_delay,
+        )
         try:
-            yield build_runtime(config, store, provider)
+            yield runtime
         finally:
+            await runtime.aclose_providers()
             if own_provider:
                 await provider.aclose()
     finally:
