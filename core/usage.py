@@ -208,14 +208,16 @@ class DraftUsage:
 
 
 def format_tokens(count: int) -> str:
-    """``812``, ``12k``, ``1.2M``: a token count as the meter shows it."""
+    """``812``, ``4.1k``, ``41k``, ``1.2M``, ``12M``: a token count as the meter shows it."""
     if count < 1000:
         return str(count)
-    if count < 10_000:
+    if count < 9_950:
         return f"{count / 1000:.1f}k".replace(".0k", "k")
-    if count < 1_000_000:
+    if count < 999_500:
         return f"{round(count / 1000)}k"
-    return f"{count / 1_000_000:.1f}M".replace(".0M", "M")
+    if count < 9_950_000:
+        return f"{count / 1_000_000:.1f}M".replace(".0M", "M")
+    return f"{round(count / 1_000_000)}M"
 
 
 async def measure(chat: ChatSession, profiles: Mapping[str, Profile]) -> SessionUsage:
