@@ -70,6 +70,7 @@ __all__ = [
     "CompactionError",
     "CompactionResult",
     "EngineUpdate",
+    "MissingKeyError",
     "NothingToAnswerError",
     "PreparedDraft",
     "ReplyDelta",
@@ -322,6 +323,10 @@ def provider_failure(err: BaseException) -> ProviderError:
     return ProviderError(f"the model client failed: {type(err).__name__}: {detail}", "protocol")
 
 
+class MissingKeyError(DshError):
+    """The chat's profile needs an API key that is not set; nothing was stored."""
+
+
 class NothingToAnswerError(DshError):
     """``reply_to_last`` found no unanswered user message at the end of the session."""
 
@@ -444,9 +449,11 @@ class ChatSession:
         *,
         profile: Profile | None = None,
         system_prompt: str | None = SYSTEM_PROMPT,
+        check_key: bool = False,
     ) -> None:
         self.profile = profile
         self.system_prompt = system_prompt
+        self.check_key = check_key
         self.store = store
         self.query = query
         self.service = service
@@ -466,6 +473,21 @@ class ChatSession:
     @property
     def busy(self) -> bool:
         return self._busy.locked()
+
+    def ready(self) -> None:
+        """Raise, before anything is stored, when this chat cannot answer now: its
+        profile's key is missing (``MissingKeyError``, when ``check_key``) or its system
+        prompt file cannot be read (``ProfileError``; the file is read again at each
+        turn, so an edited prompt applies to the next one)."""
+        profile = self.profile
+        if profile is None:
+            return
+        if self.check_key:
+            missing = profile.missing_key()
+            if missing is not None:
+                raise MissingKeyError(missing)
+        if profile.system_prompt_file is not None:
+            self.system_prompt = profile.system_text(SYSTEM_PROMPT)
 
     # -- drafts ------------------------------------------------------------------------
 
@@ -490,6 +512,8 @@ class ChatSession:
         self, draft: str, *, cancel: asyncio.Event | None = None
     ) -> list[ProviderMessage]:
         """Exactly the messages the model would receive if ``draft`` were sent now."""
+        if self.profile is not None and self.profile.system_prompt_file is not None:
+            self.system_prompt = self.profile.system_text(SYSTEM_PROMPT)
         prepared = await self.prepare_draft(draft, cancel=cancel)
         snapshot = await self.query.read_surface(self.session_id)
         pending: list[Mapping[str, Any]] = [e.data for e in prepared.batch]
@@ -500,6 +524,7 @@ class ChatSession:
     async def submit(self, draft: str, *, cancel: asyncio.Event | None = None) -> Submitted:
         """Prepare and append the user's batch (all or nothing). Under a reply lease that
         another writer took meanwhile, nothing is appended (``LeaseLostError``)."""
+        self.ready()
         prepared = await self.prepare_draft(draft, cancel=cancel)
         if self._lease_owner is not None and self._lease_lost.is_set():
             raise await self._lost_error("message")
@@ -589,6 +614,7 @@ class ChatSession:
     async def reply(self, *, interrupt: asyncio.Event | None = None) -> AsyncIterator[EngineUpdate]:
         """Stream the model's answer to the current surface and store it (under the reply
         lease: ``SessionBusyError`` before anything is stored if another writer holds it)."""
+        self.ready()
         async with (
             self._busy,
             self.reply_lease(),
@@ -606,6 +632,7 @@ class ChatSession:
     ) -> AsyncIterator[EngineUpdate]:
         """Submit ``draft`` then stream the reply. Raises before yielding if preparation fails
         or another writer is replying in this session (``SessionBusyError``)."""
+        self.ready()
         async with self._busy, self.reply_lease():
             yield await self.submit(draft, cancel=cancel)
             async with aclosing(self._reply(interrupt)) as updates:
@@ -618,6 +645,7 @@ class ChatSession:
         """Answer the session's last user message when it has no reply yet (the retry after
         a failed reply: nothing is appended again). ``NothingToAnswerError`` otherwise;
         ``SessionBusyError`` when another writer holds the reply lease."""
+        self.ready()
         async with self._busy, self.reply_lease():
             surface = (await self.query.read_surface(self.session_id)).events
             if unanswered_message(surface) is None:
@@ -636,6 +664,7 @@ class ChatSession:
         in the log and the transcript shows it folded); a request left without a reply is
         simply answered. Nothing replaces the earlier reply unless something of the new one
         arrives. ``NothingToAnswerError`` when there is no request to answer."""
+        self.ready()
         async with self._busy, self.reply_lease():
             surface = (await self.query.read_surface(self.session_id)).events
             run = retry_run(surface)
@@ -661,6 +690,7 @@ class ChatSession:
         new message (with its referenced-sessions snapshot, if any) replaces the old one and
         everything after it on the surface; that stays in the log, folded in the transcript.
         ``EditError`` when ``seq`` is not one of the user's messages on the surface."""
+        self.ready()
         async with self._busy, self.reply_lease():
             surface = (await self.query.read_surface(self.session_id)).events
             run = edit_run(surface, seq)

@@ -205,3 +205,49 @@ async def test_switched_profile_answers_the_next_turn(tmp_path: Path) -> None:
         await rt.store.append(header.id, SESSION_PROFILE, {"profile": "\x1b[31m[bold]gone"})
         chosen = await rt.session_profile(header.id)
         assert chosen.profile.name == "offline" and chosen.note is not None
+
+
+async def test_a_missing_key_stores_nothing_and_a_prompt_file_is_read_each_turn(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from core.config import load_config
+    from core.engine import MissingKeyError
+
+    prompt = tmp_path / "prompt.md"
+    prompt.write_text("first prompt", encoding="utf-8")
+    config_path = tmp_path / "config.toml"
+    config_path.write_text(
+        '[profiles.keyless]\nprovider = "openai"\napi_key_env = "DSH_TEST_NO_SUCH_KEY"\n'
+        f'[profiles.filed]\nprovider = "offline"\nsystem_prompt_file = "{prompt}"\n',
+        encoding="utf-8",
+    )
+    monkeypatch.delenv("DSH_TEST_NO_SUCH_KEY", raising=False)
+    config = load_config({}, config_path=config_path)
+    async with open_runtime(config.with_database(tmp_path / "d.sqlite3")) as rt:
+        header = await rt.store.create_session()
+        await _send(rt, header.id, "hello")
+        chat = await rt.switch_profile(await rt.chat(header.id), "keyless")
+        before = await rt.store.read_events(header.id)
+        first_user = (await rt.query.read_surface(header.id)).events[0].seq
+        for attempt in (
+            lambda: chat.send("lost?"),
+            lambda: chat.retry(),
+            lambda: chat.edit(first_user, "edited"),
+            lambda: chat.reply_to_last(),
+        ):
+            with pytest.raises(MissingKeyError, match="set DSH_TEST_NO_SUCH_KEY"):
+                [u async for u in attempt()]
+        with pytest.raises(MissingKeyError):
+            await chat.submit("lost?")
+        assert await rt.store.read_events(header.id) == before
+        chat = await rt.switch_profile(chat, "filed")
+        assert (await chat.preview("x"))[0].text == "first prompt"
+        prompt.write_text("second prompt", encoding="utf-8")
+        assert (await chat.preview("x"))[0].text == "second prompt"
+        prompt.unlink()
+        count = len(await rt.store.read_events(header.id))
+        from core.profiles import ProfileError
+
+        with pytest.raises(ProfileError, match="system_prompt_file"):
+            [u async for u in chat.send("x")]
+        assert len(await rt.store.read_events(header.id)) == count

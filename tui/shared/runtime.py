@@ -11,7 +11,7 @@ from core.config import ConfigError, DshConfig
 from core.engine import SYSTEM_PROMPT, ChatSession
 from core.errors import SessionNotFoundError
 from core.log import SESSION_PROFILE, Event, SessionHeader
-from core.profiles import Profile, ProfileError
+from core.profiles import Profile
 from core.providers.base import ModelProvider
 from core.providers.offline import OfflineProvider
 from core.references import SessionReferenceConfig, SessionReferenceService
@@ -151,7 +151,8 @@ class Runtime:
             self.provider_for(profile),
             header,
             profile=profile,
-            system_prompt=_system_prompt(profile),
+            system_prompt=SYSTEM_PROMPT if profile.system_prompt is None else profile.system_prompt,
+            check_key=not self.fixed_provider,
         )
 
     async def chat(self, session_id: str) -> ChatSession:
@@ -172,15 +173,6 @@ def profile_event_data(profile: Profile) -> dict[str, str]:
     """What a ``session/profile`` event records: the name, and the provider and model it
     stood for then (replay and export show what answered)."""
     return {"profile": profile.name, "provider": profile.provider, "model": profile.model}
-
-
-def _system_prompt(profile: Profile) -> str:
-    """The profile's system prompt (dsh's own when it sets none); a prompt file that
-    cannot be read is a ``ConfigError`` line."""
-    try:
-        return profile.system_text(SYSTEM_PROMPT)
-    except ProfileError as err:
-        raise ConfigError(str(err)) from None
 
 
 async def read_latest_events(
