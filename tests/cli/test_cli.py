@@ -236,13 +236,16 @@ def test_provider_down_keeps_the_message(
     assert log[-1]["type"] == "turn/end" and log[-1]["data"]["status"] == "error"
 
 
-def test_missing_key_keeps_the_message(dsh: Run, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_missing_key_stores_nothing(dsh: Run, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 32: a missing key is said before anything is stored (it used to keep the
+    message and record the failed turn)."""
     a = new(dsh)
     monkeypatch.setenv("DSH_PROVIDER", "openai")
+    monkeypatch.delenv("DEEPSEEK_API_KEY", raising=False)
     result = dsh("send", a, "hello?")
     assert result.code == 1 and "DEEPSEEK_API_KEY" in result.err
-    log = dsh("show", a, "--json").json()
-    assert [e["type"] for e in log] == ["user/message", "turn/end"]
+    assert result.err.count("\n") == 1 and "Traceback" not in result.err
+    assert dsh("show", a, "--json").json() == []
 
 
 def test_invalid_config_is_one_line(dsh: Run, monkeypatch: pytest.MonkeyPatch) -> None:
