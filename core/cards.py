@@ -19,6 +19,7 @@ __all__ = [
     "card_summary",
     "card_title",
     "is_session_reference_message",
+    "openable_sources",
     "parse_reference_card",
 ]
 
@@ -94,6 +95,18 @@ def parse_reference_card(message: Mapping[str, Any]) -> ReferenceCard | None:
             )
         )
     return ReferenceCard(tuple(sources), prompt)
+
+
+def openable_sources(card: ReferenceCard) -> tuple[CardSource, ...]:
+    """The sources a host may offer to open: those that name a session (a damaged log may
+    hold none), each id once (the first of its sources), in the card's order."""
+    seen: set[str] = set()
+    out: list[CardSource] = []
+    for source in card.sources:
+        if source.session_id and source.session_id not in seen:
+            seen.add(source.session_id)
+            out.append(source)
+    return tuple(out)
 
 
 def card_title(card: ReferenceCard) -> str:

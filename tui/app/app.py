@@ -21,6 +21,7 @@ from typing import ClassVar
 from textual import events, on, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
+from textual.command import CommandPalette
 from textual.containers import Horizontal, Vertical
 from textual.notifications import SeverityLevel
 from textual.reactive import reactive
@@ -58,7 +59,7 @@ from core.references import (
 )
 from core.search import unindexed_notice
 from tui.app.busy import IDLE, Activity, Busy, action_available, busy_reason
-from tui.app.commands import SessionCommands
+from tui.app.commands import ReferenceCommands, SessionCommands, focused_card
 from tui.app.composer.composer import Composer
 from tui.app.drafts import DraftKeeper, drafts_path
 from tui.app.faults import FAULTS, FaultGuard
@@ -76,7 +77,7 @@ from tui.app.screenshot import save_screenshot_file, screenshot_directory, xml_s
 from tui.app.sent_history import sent_messages
 from tui.app.sidebar.sidebar import Sidebar
 from tui.app.statusbar import KeyFooter, NoticeBar, StatusLine, TitleBar
-from tui.app.transcript.cards import Foldable
+from tui.app.transcript.cards import Foldable, ReferenceCard, source_name
 from tui.app.transcript.transcript import Transcript, last_assistant_text
 from tui.app.uistate import UiStateKeeper, default_state_path
 from tui.shared.errors import describe_error, fault_message, sentence, unlock_hint
@@ -122,6 +123,10 @@ HISTORY_EVENTS = 2000
 STOP_GRACE_SECONDS = 10.0
 """After SIGTERM/SIGHUP, how long a reply in flight gets to store what it received."""
 
+SOURCE_GONE = "That session was deleted or is no longer shared with you"
+"""What a reference card's "Open session" says when its source cannot be read (the store
+answers alike for both, so nobody learns that a session they may not read exists)."""
+
 
 class ChatScreen(Screen[None]):
     """The one main screen: sidebar, title, transcript, status, notice and composer."""
@@ -160,7 +165,7 @@ class DshApp(App[int]):
     _chat_screen: ChatScreen | None = None  # set by get_default_screen (may run in App.__init__)
     CSS_PATH: ClassVar[list[str | PurePath]] = ["app.tcss"]
     TITLE = "dsh"
-    COMMANDS = App.COMMANDS | {SessionCommands}
+    COMMANDS = App.COMMANDS | {SessionCommands, ReferenceCommands}
     ENABLE_COMMAND_PALETTE = True
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -739,6 +744,56 @@ class DshApp(App[int]):
         if seq is not None and self.current_id == session_id:
             await self.transcript.wait_until_settled()
             await self.transcript.reveal(seq)
+
+    def open_referenced_session(self, session_id: str, name: str | None = None) -> None:
+        """Switch to a reference card's source ("Open session", ``o``, the palette) when it
+        is still there and the user may read it; else say so in the notice line, naming it
+        (``name``, escaped again here: how the card names it; the id without one), and
+        stay. Like the sidebar's choice: not while busy, a newer choice supersedes it."""
+        shown = single_line(name if name is not None else session_id)
+        if self.busy:
+            self._say_busy("opening a referenced session")
+            return
+        if session_id == self.current_id:
+            self.notify(f"{shown} is the session already open.", markup=False)
+            return
+        self._open_referenced(session_id, shown)
+
+    @work(exclusive=True, group="switch")
+    async def _open_referenced(self, session_id: str, shown: str) -> None:
+        with self.faults("open the referenced session") as guard:
+            try:
+                await self.runtime.store.read_header(session_id)
+            except SessionNotFoundError:
+                await self.refresh_sessions()  # the list may still show it
+                self.notice.show_notice(f"{SOURCE_GONE}: {shown}.", warning=True)
+                return  # the card keeps focus: another source may be tried
+            if self.sidebar.entry(session_id) is None:
+                await self.refresh_sessions()  # shared a moment ago: not listed yet
+        if guard.failed:
+            return
+        await self.open_session(session_id)  # the sidebar's way (``_switch``)
+        self.composer.focus()
+
+    @on(ReferenceCard.OpenRequested)
+    def _card_open_requested(self, message: ReferenceCard.OpenRequested) -> None:
+        """A card's source button or ``o``: open its one source, or ask which one in a
+        palette of the card's "Open referenced session" entries."""
+        sources = message.sources
+        if len(sources) == 1:
+            self.open_referenced_session(sources[0].session_id, source_name(sources[0]))
+            return
+        if self.busy:
+            self._say_busy("opening a referenced session")
+            return
+        if sources and not isinstance(self.screen, CommandPalette):
+            if focused_card(self.screen.focused) is not message.card:
+                message.card.focus()  # the chooser lists the focused card's sources
+            self.push_screen(
+                CommandPalette(
+                    providers=[ReferenceCommands], placeholder="Open which referenced session?"
+                )
+            )
 
     async def session_deleted_elsewhere(self, session_id: str) -> None:
         """The open session was deleted by another window or process: say so and open the

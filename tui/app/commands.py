@@ -1,5 +1,6 @@
-"""Command palette entries that list sessions ("Switch to: …"). Titles are untrusted:
-they are shown as plain ``Content``, never parsed as markup."""
+"""Command palette entries that list sessions ("Switch to: …", "Open referenced session: …").
+Titles and labels are untrusted: they are shown as plain ``Content``, never parsed as markup
+(Textual's system commands and ``SimpleProvider`` parse their titles: not for these)."""
 
 from __future__ import annotations
 
@@ -8,13 +9,18 @@ from typing import TYPE_CHECKING
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.content import Content
+from textual.widget import Widget
 
 from core.display import single_line
+from tui.app.transcript.cards import ReferenceCard, source_name
 
 if TYPE_CHECKING:
     from tui.app.app import DshApp
 
-__all__ = ["SessionCommands"]
+__all__ = ["OPEN_REFERENCED", "ReferenceCommands", "SessionCommands", "focused_card"]
+
+OPEN_REFERENCED = "Open referenced session"
+"""The start of each palette entry that opens a source of the focused reference card."""
 
 
 class SessionCommands(Provider):
@@ -49,4 +55,51 @@ class SessionCommands(Provider):
                     partial(app.switch_to, session_id),
                     text=text,
                     help="Open this session",
+                )
+
+
+def focused_card(focused: Widget | None) -> ReferenceCard | None:
+    """The reference card that has focus, or holds it (one of its buttons), if any."""
+    node = focused
+    while isinstance(node, Widget):
+        if isinstance(node, ReferenceCard):
+            return node
+        node = node.parent  # type: ignore[assignment]
+    return None
+
+
+class ReferenceCommands(Provider):
+    """An "Open referenced session: label (id)" entry for each source of the focused
+    reference card (none when no card has focus); the app's ``o`` chooser is a palette of
+    these alone."""
+
+    def _entries(self) -> list[tuple[str, str, str]]:
+        card = focused_card(self.focused)
+        if card is None:
+            return []
+        names = [(s.session_id, source_name(s)) for s in card.openable]
+        return [(sid, name, f"{OPEN_REFERENCED}: {name}") for sid, name in names]
+
+    async def discover(self) -> Hits:
+        app: DshApp = self.app  # type: ignore[assignment]
+        for session_id, name, text in self._entries():
+            yield DiscoveryHit(
+                Content(text),
+                partial(app.open_referenced_session, session_id, name),
+                text=text,
+                help="Switch to the session this reference card was taken from",
+            )
+
+    async def search(self, query: str) -> Hits:
+        app: DshApp = self.app  # type: ignore[assignment]
+        matcher = self.matcher(query)
+        for session_id, name, text in self._entries():
+            score = matcher.match(text)
+            if score > 0:
+                yield Hit(
+                    score,
+                    Content(text),
+                    partial(app.open_referenced_session, session_id, name),
+                    text=text,
+                    help="Switch to the session this reference card was taken from",
                 )

@@ -40,6 +40,7 @@ HELP_KEYS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
         "Everything else",
         (
             ("Enter / Space", "expand or collapse a focused card"),
+            ("o", "open the session a focused reference card was taken from"),
             ("Tab / Shift+Tab", "move between the list, the cards and the composer"),
             ("Ctrl+P", "command palette: switch session, export, copy, theme, screenshot"),
             ("F1, ?", "this help (? outside the composer and the session filter)"),

@@ -4,6 +4,8 @@ Every card is built only from what is stored in the target session's log (the sn
 message, the checkpoint text); nothing here ever reads another session. All untrusted
 text (labels, ids, cwds, message bodies) is escaped with ``escape_control`` and shown as
 ``rich.text.Text``; it is never parsed as markup. Bodies are mounted on first expand only.
+A reference card only *asks* to open a source (``ReferenceCard.OpenRequested``): the app
+checks that the session is still there and readable, and switches to it.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from textual.reactive import reactive
 from textual.widget import Widget
 from textual.widgets import Button, Static
 
-from core.cards import CardSource, card_summary, card_title
+from core.cards import CardSource, card_summary, card_title, openable_sources
 from core.cards import ReferenceCard as CardData
 from core.display import escape_control, single_line
 
@@ -32,6 +34,7 @@ __all__ = [
     "ReferenceCard",
     "conversation_text",
     "source_details",
+    "source_name",
 ]
 
 LIMIT = 300
@@ -42,6 +45,8 @@ COLLAPSED_ICON = "▸ "
 EXPANDED_ICON = "▾ "
 SHOW_CONVERSATION = "Show what the model received"
 HIDE_CONVERSATION = "Hide what the model received"
+OPEN_SESSION = "Open session"
+"""The label of each source's button, and of the card's ``o`` key in the footer."""
 
 
 def _plain(text: Text | str) -> Text:
@@ -267,6 +272,16 @@ def source_details(source: CardSource) -> Text:
     return out
 
 
+def source_name(source: CardSource, limit: int = 60) -> str:
+    """A source named in one safe line (the palette, a notice): its label, then its id in
+    parentheses when the two differ; the id alone when there is no label."""
+    label = source.label or source.session_id
+    name = single_line(label, limit) or "(no label)"
+    if source.session_id and label != source.session_id:
+        name += f" ({single_line(source.session_id, 40)})"
+    return name
+
+
 def conversation_text(source: CardSource) -> Text:
     """The source's conversation exactly as the model received it: ``role: text`` lines."""
     out = Text()
@@ -285,13 +300,31 @@ class ReferenceCard(Foldable):
     """The stored snapshot of referenced sessions, built only from the snapshot message.
 
     Collapsed: "Referenced sessions · labels" and a one-line summary. Expanded: the stored
-    statistics of every source and a toggle (button, or ``v``) that shows the conversation
-    exactly as the model received it.
+    statistics of every source, each with an "Open session" button, and a toggle (button,
+    or ``v``) that shows the conversation exactly as the model received it. ``o`` opens a
+    source from the focused card, expanded or not (the app asks which when there are
+    several); it is dimmed when the card names no session.
     """
 
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("v", "toggle_conversation", "Model input")]
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("v", "toggle_conversation", "Model input"),
+        Binding("o", "open_source", OPEN_SESSION),
+    ]
 
     conversation_shown: reactive[bool] = reactive(False, init=False)
+
+    class OpenRequested(Message):
+        """The user wants to open a source: ``sources`` holds the one they chose (a source's
+        button), or every source the card can open (``o``: one, or several to choose from)."""
+
+        def __init__(self, card: ReferenceCard, sources: tuple[CardSource, ...]) -> None:
+            super().__init__()
+            self.card = card
+            self.sources = sources
+
+        @property
+        def control(self) -> ReferenceCard:
+            return self.card
 
     def __init__(
         self,
@@ -302,8 +335,11 @@ class ReferenceCard(Foldable):
         classes: str | None = None,
     ) -> None:
         self.card = card
+        self.openable = openable_sources(card)
+        """The sources that name a session, each once: what "Open session" offers."""
         self._conversation: Vertical | None = None
         self._toggle_button: Button | None = None
+        self._open_buttons: dict[Button, CardSource] = {}
         super().__init__(expanded=expanded, id=id, classes=classes)
 
     def title_text(self) -> Text:
@@ -314,9 +350,17 @@ class ReferenceCard(Foldable):
 
     def build_body(self) -> Iterable[Widget]:
         for source in self.card.sources:
-            yield Static(source_details(source), classes="card-source", markup=False)
+            parts: list[Widget] = [
+                Static(source_details(source), classes="card-source", markup=False)
+            ]
+            if any(source is s for s in self.openable):  # (a repeated id: its first only)
+                button = Button(OPEN_SESSION, classes="card-open-source", compact=True)
+                self._open_buttons[button] = source
+                parts.append(button)
+            yield Vertical(*parts, classes="card-source-box")
         if not self.card.sources:
-            yield Static(Text("(no source details were stored)"), classes="card-source")
+            none = Static(Text("(no source details were stored)"), classes="card-source")
+            yield Vertical(none, classes="card-source-box")
         self._toggle_button = Button(
             SHOW_CONVERSATION, classes="card-conversation-toggle", compact=True
         )
@@ -347,10 +391,26 @@ class ReferenceCard(Foldable):
         if self._toggle_button is not None:
             self._toggle_button.label = HIDE_CONVERSATION if shown else SHOW_CONVERSATION
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "open_source" and not self.openable:
+            return None  # a damaged card that names no session: shown dimmed
+        return super().check_action(action, parameters)
+
+    def action_open_source(self) -> None:
+        """``o``: open the source whose button has focus, else any of the card's."""
+        focused = self.screen.focused
+        chosen = self._open_buttons.get(focused) if isinstance(focused, Button) else None
+        sources = (chosen,) if chosen is not None else self.openable
+        if sources:
+            self.post_message(self.OpenRequested(self, sources))
+
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button is self._toggle_button:
             event.stop()
             self.action_toggle_conversation()
+        elif (source := self._open_buttons.get(event.button)) is not None:
+            event.stop()
+            self.post_message(self.OpenRequested(self, (source,)))
 
     @property
     def conversation_widget(self) -> Vertical | None:

@@ -697,9 +697,17 @@ class Transcript(VerticalScroll):
         display: none;
     }
 
-    ReferenceCard .card-source {
+    ReferenceCard .card-source-box {
         height: auto;
         margin: 0 0 1 0;
+    }
+
+    ReferenceCard .card-source {
+        height: auto;
+    }
+
+    ReferenceCard .card-open-source {
+        margin: 0 0 0 1;
     }
 
     ReferenceCard .card-conversation-toggle {
