@@ -5,7 +5,9 @@ One agent per connection. It keeps the sessions the client opened (``session/new
 exactly like a TUI draft: parsed, prepared (all or nothing) and appended as one batch, then
 the reply streams as ``agent_message_chunk`` updates and is stored by the engine.
 
-The session's profile is its one config option (``tui.acp.config_options``).
+The session's profile is its one config option (``tui.acp.config_options``);
+``session/fork`` (unstable in this protocol version, announced as
+``sessionCapabilities.fork``) copies a whole session with ``core.control.fork_session``.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from acp.schema import (
     AvailableCommandsUpdate,
     ClientCapabilities,
     ConfigOptionUpdate,
+    ForkSessionResponse,
     Implementation,
     InitializeResponse,
     ListSessionsResponse,
@@ -38,6 +41,7 @@ from acp.schema import (
     PromptCapabilities,
     PromptResponse,
     SessionCapabilities,
+    SessionForkCapabilities,
     SessionInfoUpdate,
     SessionListCapabilities,
     SetSessionConfigOptionResponse,
@@ -45,6 +49,7 @@ from acp.schema import (
 )
 
 from core.config import ConfigError
+from core.control import ForkError, fork_session
 from core.damage import damage_line
 from core.engine import ChatSession, ReplyDelta, ReplyFinished, TitleChanged
 from core.errors import (
@@ -75,7 +80,7 @@ from tui.acp.prompt import (
 from tui.acp.replay import replay_updates
 from tui.acp.text import client_label, client_text
 from tui.shared.errors import describe_error
-from tui.shared.runtime import Runtime, SessionProfile
+from tui.shared.runtime import Runtime, SessionProfile, profile_event_data
 
 __all__ = ["AGENT_NAME", "DshAcpAgent", "reference_request_error"]
 
@@ -352,7 +357,11 @@ class DshAcpAgent:
                 prompt_capabilities=PromptCapabilities(
                     image=False, audio=False, embedded_context=False
                 ),
-                session_capabilities=SessionCapabilities(list=SessionListCapabilities()),
+                session_capabilities=SessionCapabilities(
+                    list=SessionListCapabilities(),
+                    # Unstable in this protocol version: serve() enables it on the connection.
+                    fork=SessionForkCapabilities(),
+                ),
             ),
             agent_info=Implementation(name=AGENT_NAME, title="dsh", version=_version()),
             auth_methods=[],
@@ -438,6 +447,44 @@ class DshAcpAgent:
         except InvalidCursorError as err:
             raise RequestError(INVALID_PARAMS, str(err), {"cursor": cursor}) from err
         return ListSessionsResponse(sessions=page.sessions, next_cursor=page.next_cursor)
+
+    async def fork_session(self, session_id: str, cwd: str, **kwargs: Any) -> ForkSessionResponse:
+        with self._request():
+            return await self._fork_session(session_id)
+
+    async def _fork_session(self, session_id: str) -> ForkSessionResponse:
+        """A new session holding the whole current surface of ``session_id`` (its parent
+        and seq recorded, the parent's recorded profile copied), as ``dsh fork`` makes
+        it. It keeps the parent's cwd, as ``session/load`` keeps a session's. A recorded
+        profile no longer configured is not copied: the fork follows the default, as the
+        parent does now."""
+        try:
+            chosen = await self.runtime.session_profile(session_id)
+            recorded = chosen.profile if chosen.recorded == chosen.profile.name else None
+            header = await fork_session(
+                self.runtime.store,
+                self.runtime.query,
+                session_id,
+                profile=profile_event_data(recorded) if recorded is not None else None,
+            )
+        except SessionNotFoundError as err:
+            raise RequestError(
+                INVALID_PARAMS,
+                f"unknown session {client_label(session_id)}",
+                {"sessionId": session_id},
+            ) from err
+        except ForkError as err:
+            raise RequestError(
+                INVALID_PARAMS, client_label(describe_error(err)), {"sessionId": session_id}
+            ) from err
+        state = await self._open(header.id)
+        title, state.title = state.title, None
+        self._after_response(self._announce_fork(state, title))
+        return ForkSessionResponse(session_id=header.id, config_options=self._options(state))
+
+    async def _announce_fork(self, state: _OpenSession, title: str | None) -> None:
+        await self._push_title(state, title)
+        await self._announce(state.chat.session_id)
 
     # -- prompts -----------------------------------------------------------------------
 
