@@ -270,10 +270,16 @@ async def test_replay_marks_an_interrupted_reply(tmp_path: Path, db: Path) -> No
 async def test_a_model_failure_is_an_error_response_and_the_message_is_kept(
     tmp_path: Path, db: Path
 ) -> None:
-    env = {"DSH_PROVIDER": "openai"}  # and no API key: the provider fails at once
+    # A key, and nothing listening: the provider fails at once. (Without a key the prompt is
+    # refused before anything is stored: tests/acp/test_acp_profiles.py.)
+    env = {
+        "DSH_PROVIDER": "openai",
+        "DSH_BASE_URL": "http://127.0.0.1:9",
+        "DEEPSEEK_API_KEY": "sk-test",
+    }
     async with open_agent(tmp_path, db, env=env) as agent:
         sid = (await agent.conn.new_session(cwd="/p", mcp_servers=[])).session_id
-        with pytest.raises(RequestError, match="no API key") as caught:
+        with pytest.raises(RequestError, match="the model failed") as caught:
             await agent.conn.prompt(session_id=sid, prompt=[text_block("hello?")])
         assert "your message is saved" in str(caught.value)
         assert_details(caught.value)

@@ -4,6 +4,10 @@ One agent per connection. It keeps the sessions the client opened (``session/new
 ``session/load``) and, for each, the cancel event of the prompt in flight. A prompt is sent
 exactly like a TUI draft: parsed, prepared (all or nothing) and appended as one batch, then
 the reply streams as ``agent_message_chunk`` updates and is stored by the engine.
+
+The session's profile is its one config option (``tui.acp.config_options``);
+``session/fork`` (unstable in this protocol version, announced as
+``sessionCapabilities.fork``) copies a whole session with ``core.control.fork_session``.
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ from acp.schema import (
     AvailableCommandInput,
     AvailableCommandsUpdate,
     ClientCapabilities,
+    ConfigOptionUpdate,
+    ForkSessionResponse,
     Implementation,
     InitializeResponse,
     ListSessionsResponse,
@@ -35,11 +41,15 @@ from acp.schema import (
     PromptCapabilities,
     PromptResponse,
     SessionCapabilities,
+    SessionForkCapabilities,
     SessionInfoUpdate,
     SessionListCapabilities,
+    SetSessionConfigOptionResponse,
     UnstructuredCommandInput,
 )
 
+from core.config import ConfigError
+from core.control import ForkError, fork_session
 from core.damage import damage_line
 from core.engine import ChatSession, ReplyDelta, ReplyFinished, TitleChanged
 from core.errors import (
@@ -49,7 +59,17 @@ from core.errors import (
     SessionNotFoundError,
     SessionReadOnlyError,
 )
+from core.log import SessionHeader
+from core.profiles import Profile
 from core.references import SESSION_REFERENCE_CANCELLED, SessionReferenceError
+from tui.acp.config_options import (
+    PROFILE_OPTION,
+    SessionConfigOption,
+    missing_key_error,
+    profile_options,
+    unknown_option_error,
+    unknown_profile_error,
+)
 from tui.acp.listing import PAGE_SIZE, InvalidCursorError, candidates_markdown, list_page
 from tui.acp.prompt import (
     PromptCommand,
@@ -60,7 +80,7 @@ from tui.acp.prompt import (
 from tui.acp.replay import replay_updates
 from tui.acp.text import client_label, client_text
 from tui.shared.errors import describe_error
-from tui.shared.runtime import Runtime
+from tui.shared.runtime import Runtime, SessionProfile, profile_event_data
 
 __all__ = ["AGENT_NAME", "DshAcpAgent", "reference_request_error"]
 
@@ -121,9 +141,10 @@ def _thought_text(text: str) -> AgentThoughtChunk:
 
 @dataclass
 class _OpenSession:
-    chat: ChatSession
+    chat: ChatSession  # answers with the session's profile (the ``profile`` config option)
     title: str | None  # the last title the client was told
     cancel: asyncio.Event | None = None  # set while a prompt runs; session/cancel sets it
+    chosen: SessionProfile | None = None  # what the log said when ``chat`` was built
 
 
 class DshAcpAgent:
@@ -219,17 +240,101 @@ class DshAcpAgent:
         if state is not None:
             return state
         try:
-            chat = await self.runtime.chat(session_id)
+            header = await self.runtime.store.read_header(session_id)
+            chosen = await self.runtime.session_profile(session_id)
         except SessionNotFoundError as err:
             raise RequestError(
                 INVALID_PARAMS,
                 f"unknown session {client_label(session_id)}",
                 {"sessionId": session_id},
             ) from err
+        chat = self._chat_for(header, chosen.profile)
         title = await chat.title()
-        state = _OpenSession(chat, title.title if title is not None else None)
+        state = _OpenSession(chat, title.title if title is not None else None, chosen=chosen)
         self._sessions[session_id] = state
         return state
+
+    # -- the profile -------------------------------------------------------------------
+
+    def _chat_for(
+        self, header: SessionHeader, profile: Profile, code: int = INTERNAL_ERROR
+    ) -> ChatSession:
+        """A chat answered by ``profile``; a prompt file that cannot be read is one line."""
+        try:
+            return self.runtime.chat_for(header, profile)
+        except ConfigError as err:
+            raise RequestError(
+                code, client_label(describe_error(err)), {"profile": profile.name}
+            ) from err
+
+    def _options(self, state: _OpenSession) -> list[SessionConfigOption]:
+        profile = state.chat.profile or self.runtime.config.profile()
+        note = state.chosen.note if state.chosen is not None else None
+        return profile_options(self.runtime.config.profiles, profile, note)
+
+    async def _follow_profile(self, state: _OpenSession) -> None:
+        """Answer with the profile the log holds now: another process (``dsh send
+        --profile``, the app's palette) may have switched it since the chat was built. The
+        client is told with a ``config_option_update``. Called before a prompt stores
+        anything."""
+        chat = state.chat
+        chosen = await self.runtime.session_profile(chat.session_id)
+        if state.chat is not chat or (
+            state.chosen is not None
+            and chosen.profile == chat.profile
+            and chosen.note == state.chosen.note
+        ):
+            return  # switched here meanwhile, or unchanged
+        state.chat, state.chosen = self._chat_for(chat.header, chosen.profile), chosen
+        await self._notify(
+            chat.session_id,
+            ConfigOptionUpdate(
+                session_update="config_option_update", config_options=self._options(state)
+            ),
+        )
+
+    async def set_config_option(
+        self, config_id: str, session_id: str, value: str | bool, **kwargs: Any
+    ) -> SetSessionConfigOptionResponse:
+        with self._request():
+            return await self._set_config_option(config_id, session_id, value)
+
+    async def _set_config_option(
+        self, config_id: str, session_id: str, value: str | bool
+    ) -> SetSessionConfigOptionResponse:
+        """Switch the session's profile (a ``session/profile`` event; the next prompt
+        answers with it) and answer with the options as they are now."""
+        if config_id != PROFILE_OPTION:
+            raise unknown_option_error(config_id)
+        profiles = self.runtime.config.profiles
+        if not isinstance(value, str) or value not in profiles:
+            raise unknown_profile_error(value, profiles)
+        state = await self._open(session_id)
+        recorded = (await self.runtime.session_profile(session_id)).recorded
+        current = state.chat.profile
+        if recorded != value or current is None or current.name != value:
+            try:
+                chat = await self.runtime.switch_profile(state.chat, value)
+            except ConfigError as err:  # its prompt file cannot be read: nothing recorded
+                raise RequestError(
+                    INVALID_PARAMS, client_label(describe_error(err)), {"profile": value}
+                ) from err
+            except SessionReadOnlyError as err:
+                raise RequestError(
+                    INVALID_PARAMS,
+                    client_label(describe_error(err)),
+                    {"sessionId": session_id, "owner": client_label(err.owner)},
+                ) from err
+            except SessionNotFoundError as err:  # deleted elsewhere since it was opened
+                self._sessions.pop(session_id, None)
+                raise RequestError(
+                    INVALID_PARAMS,
+                    f"unknown session {client_label(session_id)}",
+                    {"sessionId": session_id},
+                ) from err
+            assert chat.profile is not None
+            state.chat, state.chosen = chat, SessionProfile(chat.profile, value)
+        return SetSessionConfigOptionResponse(config_options=self._options(state))
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -252,7 +357,11 @@ class DshAcpAgent:
                 prompt_capabilities=PromptCapabilities(
                     image=False, audio=False, embedded_context=False
                 ),
-                session_capabilities=SessionCapabilities(list=SessionListCapabilities()),
+                session_capabilities=SessionCapabilities(
+                    list=SessionListCapabilities(),
+                    # Unstable in this protocol version: serve() enables it on the connection.
+                    fork=SessionForkCapabilities(),
+                ),
             ),
             agent_info=Implementation(name=AGENT_NAME, title="dsh", version=_version()),
             auth_methods=[],
@@ -275,16 +384,18 @@ class DshAcpAgent:
             raise RequestError(
                 INVALID_PARAMS, describe_error(err), {"cwd": client_label(cwd, CWD_ECHO)}
             ) from err
-        chat = ChatSession(
-            self.runtime.store,
-            self.runtime.query,
-            self.runtime.service,
-            self.runtime.provider,
-            header,
-        )
-        self._sessions[header.id] = _OpenSession(chat, None)
+        # The default profile (ACP defines nothing that chooses one at creation); the log
+        # records none, so the session follows the default until the client picks one.
+        profile = self.runtime.config.profile()
+        try:
+            chat = self._chat_for(header, profile)
+        except RequestError:
+            await self.runtime.store.delete_session(header.id)  # empty: nothing is lost
+            raise
+        state = _OpenSession(chat, None, chosen=SessionProfile(profile))
+        self._sessions[header.id] = state
         self._after_response(self._announce(header.id))
-        return NewSessionResponse(session_id=header.id)
+        return NewSessionResponse(session_id=header.id, config_options=self._options(state))
 
     async def load_session(
         self, cwd: str, session_id: str, **kwargs: Any
@@ -310,7 +421,7 @@ class DshAcpAgent:
         title = await state.chat.title()
         await self._push_title(state, title.title if title is not None else None)
         await self._announce(session_id)
-        return LoadSessionResponse()
+        return LoadSessionResponse(config_options=self._options(state))
 
     async def list_sessions(
         self, cwd: str | None = None, cursor: str | None = None, **kwargs: Any
@@ -336,6 +447,44 @@ class DshAcpAgent:
         except InvalidCursorError as err:
             raise RequestError(INVALID_PARAMS, str(err), {"cursor": cursor}) from err
         return ListSessionsResponse(sessions=page.sessions, next_cursor=page.next_cursor)
+
+    async def fork_session(self, session_id: str, cwd: str, **kwargs: Any) -> ForkSessionResponse:
+        with self._request():
+            return await self._fork_session(session_id)
+
+    async def _fork_session(self, session_id: str) -> ForkSessionResponse:
+        """A new session holding the whole current surface of ``session_id`` (its parent
+        and seq recorded, the parent's recorded profile copied), as ``dsh fork`` makes
+        it. It keeps the parent's cwd, as ``session/load`` keeps a session's. A recorded
+        profile no longer configured is not copied: the fork follows the default, as the
+        parent does now."""
+        try:
+            chosen = await self.runtime.session_profile(session_id)
+            recorded = chosen.profile if chosen.recorded == chosen.profile.name else None
+            header = await fork_session(
+                self.runtime.store,
+                self.runtime.query,
+                session_id,
+                profile=profile_event_data(recorded) if recorded is not None else None,
+            )
+        except SessionNotFoundError as err:
+            raise RequestError(
+                INVALID_PARAMS,
+                f"unknown session {client_label(session_id)}",
+                {"sessionId": session_id},
+            ) from err
+        except ForkError as err:
+            raise RequestError(
+                INVALID_PARAMS, client_label(describe_error(err)), {"sessionId": session_id}
+            ) from err
+        state = await self._open(header.id)
+        title, state.title = state.title, None
+        self._after_response(self._announce_fork(state, title))
+        return ForkSessionResponse(session_id=header.id, config_options=self._options(state))
+
+    async def _announce_fork(self, state: _OpenSession, title: str | None) -> None:
+        await self._push_title(state, title)
+        await self._announce(state.chat.session_id)
 
     # -- prompts -----------------------------------------------------------------------
 
@@ -368,10 +517,16 @@ class DshAcpAgent:
             if command is not None:
                 stop = await self._command(state, command, cancel)
             else:
+                await self._follow_profile(state)
+                chat = state.chat  # this prompt's, even if the client switches meanwhile
+                assert chat.profile is not None
+                missing = missing_key_error(chat.profile, session_id)
+                if missing is not None:  # said before anything is stored
+                    raise missing
                 # One reply at a time per session, across processes: before anything is stored.
                 try:
-                    async with state.chat.reply_lease():
-                        stop = await self._send(state, draft, cancel)
+                    async with chat.reply_lease():
+                        stop = await self._send(state, chat, draft, cancel)
                 except (SessionBusyError, LeaseLostError) as err:
                     # Lost mid-reply (`dsh unlock` elsewhere): the message is stored, the reply
                     # stopped and another process writes the session now.
@@ -405,8 +560,9 @@ class DshAcpAgent:
         )
         return "end_turn"
 
-    async def _send(self, state: _OpenSession, draft: str, cancel: asyncio.Event) -> StopReason:
-        chat = state.chat
+    async def _send(
+        self, state: _OpenSession, chat: ChatSession, draft: str, cancel: asyncio.Event
+    ) -> StopReason:
         try:
             await chat.submit(draft, cancel=cancel)
         except SessionReferenceError as err:

@@ -165,8 +165,11 @@ async def serve(
         agent = DshAcpAgent(runtime)
         transport = LineTransport(reader, writer, before_end=agent.settle)
         # The SDK looks handlers up by name; the methods dsh does not implement answer
-        # "method not found", so the agent need not spell out the whole protocol.
-        conn = AgentSideConnection(cast(Agent, agent), transport, listening=False)
+        # "method not found", so the agent need not spell out the whole protocol. The
+        # unstable part is on for ``session/fork`` (the only unstable method dsh has).
+        conn = AgentSideConnection(
+            cast(Agent, agent), transport, listening=False, use_unstable_protocol=True
+        )
         listening = asyncio.ensure_future(conn.listen())  # ends at the end of input
         stopped: list[int] = []
         stopping: set[asyncio.Task[None]] = set()

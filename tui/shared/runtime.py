@@ -163,10 +163,12 @@ class Runtime:
     async def switch_profile(self, chat: ChatSession, name: str) -> ChatSession:
         """Record ``name`` as ``chat``'s session profile (a ``session/profile`` event) and
         return a ``ChatSession`` that answers with it from the next turn on. An unknown
-        name is a ``ProfileError`` and records nothing."""
+        name is a ``ProfileError``, a profile whose prompt file cannot be read a
+        ``ConfigError``; either records nothing."""
         profile = self.config.profile(name)
+        switched = self.chat_for(chat.header, profile)  # reads the prompt file: first
         await self.store.append(chat.session_id, SESSION_PROFILE, profile_event_data(profile))
-        return self.chat_for(chat.header, profile)
+        return switched
 
 
 def profile_event_data(profile: Profile) -> dict[str, str]:
