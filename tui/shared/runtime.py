@@ -11,7 +11,7 @@ from core.config import ConfigError, DshConfig
 from core.engine import SYSTEM_PROMPT, ChatSession
 from core.errors import SessionNotFoundError
 from core.log import SESSION_PROFILE, Event, SessionHeader
-from core.profiles import Profile
+from core.profiles import Profile, ProfileError
 from core.providers.base import ModelProvider
 from core.providers.offline import OfflineProvider
 from core.references import SessionReferenceConfig, SessionReferenceService
@@ -166,7 +166,12 @@ class Runtime:
         name is a ``ProfileError``, a profile whose prompt file cannot be read a
         ``ConfigError``; either records nothing."""
         profile = self.config.profile(name)
-        switched = self.chat_for(chat.header, profile)  # reads the prompt file: first
+        if profile.system_prompt_file is not None:  # said now, not at the next turn
+            try:
+                profile.system_text(SYSTEM_PROMPT)
+            except ProfileError as err:
+                raise ConfigError(str(err)) from None
+        switched = self.chat_for(chat.header, profile)
         await self.store.append(chat.session_id, SESSION_PROFILE, profile_event_data(profile))
         return switched
 
