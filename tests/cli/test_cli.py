@@ -91,6 +91,8 @@ def test_sessions_json_and_table(dsh: Run) -> None:
             "cwd": "/x",
             "created_at": rows[0]["created_at"],
             "owner": os_user(),  # issue 17: on SQLite, the OS user
+            "parent": None,  # issue 32: not a fork
+            "profile": "offline",  # issue 32: none recorded, the default's name
         }
     ]
     table = dsh("sessions").out
@@ -236,13 +238,15 @@ def test_provider_down_keeps_the_message(
     assert log[-1]["type"] == "turn/end" and log[-1]["data"]["status"] == "error"
 
 
-def test_missing_key_keeps_the_message(dsh: Run, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_missing_key_stores_nothing(dsh: Run, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Issue 32: a missing key is said before anything is stored (it stored the message
+    # and an error turn before).
     a = new(dsh)
     monkeypatch.setenv("DSH_PROVIDER", "openai")
     result = dsh("send", a, "hello?")
     assert result.code == 1 and "DEEPSEEK_API_KEY" in result.err
-    log = dsh("show", a, "--json").json()
-    assert [e["type"] for e in log] == ["user/message", "turn/end"]
+    assert result.err.count("\n") == 1 and "nothing was sent" in result.err
+    assert dsh("show", a, "--json").json() == []
 
 
 def test_invalid_config_is_one_line(dsh: Run, monkeypatch: pytest.MonkeyPatch) -> None:
