@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from core.display import single_line
-from core.log import SESSION_FORK, SESSION_PROFILE
+from core.log import SESSION_FORK, SESSION_PROFILE, user_message
 from stores import open_store
 from tests.cli.conftest import Result, Run
 from tests.cli.test_cli_unlock import killed_in_a_container, leave_lease
@@ -133,6 +133,23 @@ def test_retry_streams_a_new_reply_and_keeps_the_earlier_one_in_the_log(run: Run
     assert exported.count("## Assistant") == 2
     assert "## Assistant · " in exported and " · replaced" in exported
     assert "- 1 earlier message is marked replaced" in exported
+
+
+async def _unanswered(where: str) -> None:
+    async with await open_store(where) as store:
+        await store.create_session("waiting", cwd=None)
+        await store.append(
+            "waiting", "user/message", user_message("left unanswered"), surface_op="append"
+        )
+
+
+def test_retry_of_a_message_without_a_reply_answers_it(run: Run, where: str) -> None:
+    asyncio.run(_unanswered(where))
+    retried = run("retry", "waiting")
+    assert retried.code == 0, retried.err
+    assert "Request: left unanswered" in retried.out
+    (reply,) = of_type(log_of(run, "waiting"), "assistant/message")
+    assert reply["surface_op"] == "append" and reply["source_event_seqs"] is None
 
 
 def test_retry_with_nothing_to_answer_is_one_line(run: Run) -> None:
