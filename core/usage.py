@@ -160,6 +160,9 @@ class SessionUsage:
     next_request_exact: bool
     context_window_assumed: bool
     replies: int
+    tokens_exact: bool = True
+    """Whether ``input_tokens`` and ``output_tokens`` are all the provider's counts (the
+    offline model's are estimates)."""
 
     @property
     def share(self) -> float:
@@ -195,6 +198,7 @@ def session_usage(
         next_request_exact=next_exact,
         context_window_assumed=profile.context_window is None,
         replies=totals.replies,
+        tokens_exact=totals.exact,
     )
 
 

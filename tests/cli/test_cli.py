@@ -91,6 +91,8 @@ def test_sessions_json_and_table(dsh: Run) -> None:
             "cwd": "/x",
             "created_at": rows[0]["created_at"],
             "owner": os_user(),  # issue 17: on SQLite, the OS user
+            "parent": None,  # issue 32: not a fork
+            "profile": "offline",  # issue 32: none recorded, the default's name
         }
     ]
     table = dsh("sessions").out
@@ -244,7 +246,11 @@ def test_missing_key_stores_nothing(dsh: Run, monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.delenv("DEEPSEEK_API_KEY", raising=False)
     result = dsh("send", a, "hello?")
     assert result.code == 1 and "DEEPSEEK_API_KEY" in result.err
-    assert result.err.count("\n") == 1 and "Traceback" not in result.err
+    assert (
+        result.err.count("\n") == 1
+        and "nothing was sent" in result.err
+        and "Traceback" not in result.err
+    )
     assert dsh("show", a, "--json").json() == []
 
 

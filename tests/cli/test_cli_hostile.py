@@ -143,6 +143,8 @@ def test_the_json_printers_escape_and_parse_back_exactly(dsh: Run, hostile: str)
             "cwd": f"/cwd/{HOSTILE}",
             "created_at": 1_700_000_000_000,
             "owner": os_user(),
+            "parent": None,
+            "profile": "offline",
         }
     ]
     log = safe(dsh("show", name, "--json"), "show").json()

@@ -26,11 +26,12 @@ def test_a_piped_listing_is_tab_separated(dsh: Run) -> None:
     listed = dsh("sessions")
     assert listed.code == 0
     head, *lines = listed.out.splitlines()
-    assert head == "id\ttitle\tcwd\tlast active"  # four columns, as before issue 31
+    # the four columns of issue 31, and each session's profile (issue 32)
+    assert head == "id\ttitle\tcwd\tlast active\tprofile"
     rows = [line.split("\t") for line in lines]
-    assert all(len(row) == 4 for row in rows), rows
+    assert all(len(row) == 5 for row in rows), rows
     by_id = {row[0]: row[1:] for row in rows}
-    assert by_id[sid] == ["A spaced title", "/w\\tx", "just now"]  # escaped: no raw tab
+    assert by_id[sid] == ["A spaced title", "/w\\tx", "just now", "offline"]  # no raw tab
     listing = dsh("sessions", "--json").json()
     assert list(by_id) == [row["id"] for row in listing]
     for row in listing:

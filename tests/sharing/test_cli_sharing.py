@@ -59,11 +59,11 @@ def test_sessions_and_candidates_hide_private_sessions_and_name_owners(
     assert listed.code == 0, listed.err
     assert team.private not in listed.out and "secret" not in listed.out
     head, *rows = listed.out.splitlines()
-    assert head.split("\t") == ["id", "title", "cwd", "last active", "owner"]
+    assert head.split("\t") == ["id", "title", "cwd", "last active", "profile", "owner"]
     (shared_row,) = [r.split("\t") for r in rows if team.shared in r]
-    assert shared_row[0] == team.shared and shared_row[4] == ALICE
+    assert shared_row[0] == team.shared and shared_row[5] == ALICE
     (own_row,) = [r.split("\t") for r in rows if team.bobs in r]
-    assert own_row[0] == team.bobs and own_row[4] == ""
+    assert own_row[0] == team.bobs and own_row[5] == ""
     rows_json = bob("sessions", "--json").json()
     assert {(r["id"], r["owner"]) for r in rows_json} == {(team.shared, ALICE), (team.bobs, BOB)}
     # Alice, who owns all she sees, gets no owner column.
@@ -72,6 +72,7 @@ def test_sessions_and_candidates_hide_private_sessions_and_name_owners(
         "title",
         "cwd",
         "last active",
+        "profile",
     ]
     candidates = bob("candidates", team.bobs, "--json").json()
     assert [c["id"] for c in candidates] == [team.shared]
@@ -86,6 +87,10 @@ def test_sessions_and_candidates_hide_private_sessions_and_name_owners(
         ("export", "{sid}", "--format", "json"),
         ("mention", "{sid}"),
         ("send", "{sid}", "hello"),
+        ("retry", "{sid}"),
+        ("edit", "{sid}", "1", "hello"),
+        ("fork", "{sid}"),
+        ("usage", "{sid}"),
         ("rename", "{sid}", "mine now"),
         ("compact", "{sid}"),
         ("delete", "{sid}", "--yes"),
@@ -135,6 +140,9 @@ def test_a_shared_session_is_readable_and_read_only(dsh: Run, team: Team) -> Non
     before = event_counts(team)
     for command in (
         ("send", team.shared, "let me in"),
+        ("send", team.shared, "--profile", "offline", "let me in"),  # no switch either
+        ("retry", team.shared),
+        ("edit", team.shared, "1", "let me in"),
         ("rename", team.shared, "mine now"),
         ("compact", team.shared),
         ("delete", team.shared, "--yes"),
@@ -149,6 +157,27 @@ def test_a_shared_session_is_readable_and_read_only(dsh: Run, team: Team) -> Non
             "(only its owner can change it)"
         ), command
     assert event_counts(team) == before
+
+
+def test_a_shared_session_can_be_forked_into_ones_own(dsh: Run, team: Team) -> None:
+    # Issue 32: a fork is the forker's own session, whoever owns the parent.
+    bob = as_bob(dsh, team)
+    before = event_counts(team)
+    forked = bob("fork", team.shared, "--title", "Bob's take")
+    assert forked.code == 0, forked.err
+    fork = forked.out.strip()
+    assert event_counts(team) != before  # a new session, its events
+    rows = {row["id"]: row for row in bob("sessions", "--json").json()}
+    assert rows[fork]["owner"] == BOB and rows[fork]["title"] == "Bob's take"
+    assert rows[fork]["parent"] == {"id": team.shared, "seq": 2}
+    assert rows[team.shared]["parent"] is None
+    sent = bob("send", fork, "carry on")
+    assert sent.code == 0, sent.err
+    log = bob("show", fork, "--json").json()
+    assert [e["type"] for e in log][:3] == ["session/fork", "user/message", "assistant/message"]
+    assert f"hello from {team.shared}" in bob("show", fork).out
+    # alice does not see bob's fork, and her session is unchanged
+    assert fork not in {row["id"] for row in as_alice(dsh, team)("sessions", "--json").json()}
 
 
 def test_share_shares_and_unshare(dsh: Run, team: Team) -> None:

@@ -14,11 +14,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import shlex
 import shutil
 import sys
-import time
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -29,57 +27,34 @@ from core.config import (
     is_database_url,
     load_config,
 )
-from core.damage import damage_line
-from core.display import (
-    escape_control,
-    relative_age,
-    single_line,
-    terminal_json,
-)
-from core.engine import (
-    ChatSession,
-    CompactionError,
-    NothingToAnswerError,
-    ReplyDelta,
-    ReplyFinished,
-    ReplyWaiting,
-    Submitted,
-    TitleChanged,
-)
-from core.errors import (
-    DiskFullError,
-    DshError,
-    LeaseLostError,
-    SessionNotFoundError,
-    StoreError,
-)
-from core.log import SessionHeader
-from core.query import SessionTitle
+from core.display import escape_control, single_line, terminal_json
+from core.engine import CompactionError
+from core.errors import DshError, SessionNotFoundError, StoreError
 from core.references import SessionReferenceError
 from core.references.labels import safe_mention
-from core.resolve import SessionNameError, resolve_session_name
+from core.resolve import SessionNameError
 from core.search import unindexed_notice
 from core.surrogates import merge_surrogate_pairs
 from stores.replay import ReplayDatabase, ReplayStore
-from tui.shared.activity import active_at, by_last_activity
+from tui.cli import control, profiles, usage
+from tui.cli.common import (
+    SESSION_ARG_HELP,
+    SESSION_NAME_HELP,
+    CliError,
+    add_profile_option,
+    read_arg,
+    reference_error_line,
+    resolve,
+)
+from tui.cli.listing import cmd_sessions
+from tui.cli.replying import answering_chat, stream_reply
 from tui.shared.errors import describe_error
 from tui.shared.progress import terminal_progress
 from tui.shared.runtime import Runtime, offline_delay_from_env, open_runtime
-from tui.shared.signals import (
-    detach_from_terminal,
-    install_stop_handler,
-    stop_status,
-    terminal_fds,
-    terminal_gone,
-)
 
 __all__ = ["main"]
 
 VERSION = "0.1.0"
-
-
-class CliError(Exception):
-    """A user-facing failure: printed as one line, exit code 1."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -117,8 +92,20 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"dsh {VERSION}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
-    p = sub.add_parser("sessions", help="list sessions, most recently active first")
-    p.add_argument("--json", action="store_true", help="print a JSON array")
+    p = sub.add_parser(
+        "sessions",
+        help="list sessions, most recently active first",
+        description="List the sessions, most recently active first, with each one's "
+        "profile (the one its log records, else the default's) and, for a fork, the "
+        "session and message it was forked from.",
+    )
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help='print a JSON array: [{"id", "title", "cwd", "created_at", "owner", '
+        '"parent": {"id", "seq"} | null, "profile"}]',
+    )
+    profiles.add_parser(sub)
 
     p = sub.add_parser("new", help="create a session and print its id")
     where = p.add_mutually_exclusive_group()
@@ -128,6 +115,12 @@ def _parser() -> argparse.ArgumentParser:
         "as the app's Ctrl+N)",
     )
     where.add_argument("--no-cwd", action="store_true", help="record no working directory")
+    p.add_argument(
+        "--profile",
+        metavar="NAME",
+        help="the profile the session answers with (recorded in its log; default: the "
+        "default profile, followed as it changes); `dsh profiles` lists them",
+    )
 
     p = sub.add_parser(
         "send",
@@ -136,6 +129,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("session", help=SESSION_ARG_HELP)
     p.add_argument("text", help="the message; '-' reads standard input")
+    add_profile_option(p, "switch the session to profile NAME, then send")
 
     p = sub.add_parser(
         "reply",
@@ -145,6 +139,7 @@ def _parser() -> argparse.ArgumentParser:
         "Nothing is appended but the reply.",
     )
     p.add_argument("session", help=SESSION_ARG_HELP)
+    control.add_parsers(sub)
 
     p = sub.add_parser("show", help="print a session's transcript")
     p.add_argument("session", help=SESSION_ARG_HELP)
@@ -161,6 +156,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--session", required=True, help=SESSION_ARG_HELP)
     p.add_argument("text", help="the draft; '-' reads standard input")
     p.add_argument("--json", action="store_true", help="print the messages as JSON")
+
+    usage.add_parser(sub)
 
     p = sub.add_parser("compact", help="replace a session's conversation by a summary")
     p.add_argument("session", help=SESSION_ARG_HELP)
@@ -313,27 +310,6 @@ def _parser() -> argparse.ArgumentParser:
 # --------------------------------------------------------------------------- helpers
 
 
-def _read_arg(text: str) -> str:
-    """The argument, or all of standard input for ``-``. Bytes that are not UTF-8 become
-    lone surrogates, as in the arguments themselves, whatever the locale: kept, never an
-    error (only what goes over the wire is made valid UTF-8)."""
-    if text != "-":
-        return text
-    stream = getattr(sys.stdin, "buffer", None)
-    if stream is None:  # a text-only stand-in
-        return sys.stdin.read()
-    data: bytes = stream.read()
-    return data.decode("utf-8", "surrogateescape")
-
-
-SESSION_ARG_HELP = "the session: its id, a unique id prefix, or its exact title"
-SESSION_NAME_HELP = (
-    "Name a session by its full id, by a prefix of its id that no other id starts with, or "
-    "by its exact title (`dsh sessions` lists them); a name that fits two sessions is an "
-    "error that lists both."
-)
-
-
 def _current_directory() -> str | None:
     """Where dsh runs (``None`` when that folder is gone): a new session's default cwd."""
     try:
@@ -342,226 +318,36 @@ def _current_directory() -> str | None:
         return None
 
 
-async def _resolve(rt: Runtime, name: str) -> SessionHeader:
-    headers = await rt.query.list_sessions()
-    titles = await rt.query.read_titles()
-    try:
-        return resolve_session_name(name, headers, titles)
-    except SessionNameError:
-        # A session the listing skipped as damaged, named by its full id: say why.
-        for row in rt.store.damaged_rows():
-            if row.what == "session" and row.session_id == name:
-                raise CliError(damage_line(row)) from None
-        raise
-
-
-def _reference_error_line(err: SessionReferenceError) -> str:
-    return f"{describe_error(err)} [{err.code}]"
-
-
 # --------------------------------------------------------------------------- commands
-
-
-def _owner_label(rt: Runtime, header: SessionHeader) -> str:
-    """Whose session this is, when it is not the user's own ("" for their own)."""
-    owner = header.owner
-    return "" if owner is None or owner == rt.store.current_user() else single_line(owner, 32)
-
-
-async def cmd_sessions(rt: Runtime, args: argparse.Namespace) -> int:
-    # The app's order: most recently active first (tui.shared.activity).
-    last_active = await rt.query.read_last_event_times()
-    headers = by_last_activity(await rt.query.list_sessions(), last_active)
-    titles = await rt.query.read_titles()
-    _print_sessions(rt, args.json, headers, titles, last_active)
-    sys.stdout.flush()
-    for row in rt.store.damaged_rows():  # one line each, on stderr: stdout stays parseable
-        print(f"dsh: {damage_line(row)}", file=sys.stderr)
-    return 0
-
-
-def _print_sessions(
-    rt: Runtime,
-    as_json: bool,
-    headers: list[SessionHeader],
-    titles: dict[str, SessionTitle],
-    last_active: Mapping[str, int],
-) -> None:
-    if as_json:
-        rows = [
-            {
-                "id": h.id,
-                "title": titles[h.id].title if h.id in titles else None,
-                "cwd": h.cwd,
-                "created_at": h.created_at,
-                "owner": h.owner,
-            }
-            for h in headers
-        ]
-        print(terminal_json(rows))
-        return
-    if not headers:
-        print("No sessions yet. Create one with `dsh new`, or try `dsh demo`.")
-        return
-    table: list[tuple[str, ...]] = [
-        (
-            single_line(h.id),
-            single_line(titles[h.id].title, 60) if h.id in titles else "",
-            single_line(h.cwd) if h.cwd is not None else "—",
-            relative_age(active_at(h, last_active.get(h.id))),
-        )
-        for h in headers
-    ]
-    columns: tuple[str, ...] = ("id", "title", "cwd", "last active")
-    owners = [_owner_label(rt, h) for h in headers]
-    if any(owners):  # someone else's sessions (shared with you): say whose
-        columns += ("owner",)
-        table = [(*row, owner) for row, owner in zip(table, owners, strict=True)]
-    if not sys.stdout.isatty():  # a pipe or a file: each row's cells by tabs, no padding
-        for row in [columns, *table]:  # (a cell is one escaped line: it holds no tab)
-            sys.stdout.write("\t".join(row) + "\n")
-        return
-    from tui.cli.output import print_session_table  # Rich loads only to draw
-
-    print_session_table(columns, table)
 
 
 async def cmd_new(rt: Runtime, args: argparse.Namespace) -> int:
     cwd = None if args.no_cwd else args.cwd if args.cwd is not None else _current_directory()
-    header = await rt.store.create_session(cwd=cwd)
+    if args.profile is not None:
+        header = await profiles.new_session_on(rt, args.profile, cwd)
+    else:
+        header = await rt.store.create_session(cwd=cwd)
     print(single_line(header.id))
     return 0
 
 
-def _store_failure_line(
-    err: StoreError, session_id: str, message_seq: int | None, finished: bool, retry: bool
-) -> str:
-    """What a failed write during ``send``/``reply`` left stored, and how to go on."""
-    full = isinstance(err, DiskFullError)
-    reason = describe_error(err)
-    again = f"`dsh reply {shlex.quote(single_line(session_id))}`"
-    then = f"free some space, then run {again}" if full else f"run {again}"
-    if finished:
-        return f"the reply is saved, but the session title could not be stored: {reason}"
-    if message_seq is not None:
-        return (
-            f"your message is saved (#{message_seq}); the reply could not be stored: "
-            f"{reason}; {then} to get the answer"
-        )
-    if retry:
-        return f"the reply could not be stored: {reason}; the message is still unanswered: {then}"
-    return f"nothing was sent or stored: {describe_error(err)}"
-
-
-async def _stream_reply(chat: ChatSession, draft: str | None) -> int:
-    """Send ``draft`` and stream the reply, or (``None``) answer the last message again."""
-    interrupt = asyncio.Event()
-    out = sys.stdout
-    status = 0
-    started = time.monotonic()
-    wrote = False
-    stopped: list[int] = []
-    terminal = terminal_fds()
-
-    def on_stop_signal(signum: int) -> None:  # SIGTERM/SIGHUP: stop like Ctrl+C
-        stopped.append(signum)
-        if terminal_gone(terminal):  # closed under us: the last lines must not fail
-            detach_from_terminal(terminal)
-        interrupt.set()  # the engine stores the partial reply, marked interrupted
-
-    remove_stop_handler = install_stop_handler(asyncio.get_running_loop(), on_stop_signal)
-    message_seq: int | None = None  # the user's message, once stored
-    finished = False
-    updates = (
-        chat.reply_to_last(interrupt=interrupt)
-        if draft is None
-        else chat.send(draft, interrupt=interrupt)
-    )
-    try:
-        async for update in updates:
-            if isinstance(update, Submitted):
-                message_seq = update.events[-1].seq
-                card = len(update.events) > 1
-                if card:
-                    print("(referenced-sessions snapshot attached)", file=sys.stderr)
-            elif isinstance(update, ReplyDelta):
-                if update.kind == "text":
-                    out.write(escape_control(update.text))
-                    out.flush()
-                    wrote = True
-            elif isinstance(update, ReplyWaiting):
-                out.flush()
-                print(
-                    f"dsh: waiting {update.seconds_text} before retrying: "
-                    f"{single_line(update.reason)}",
-                    file=sys.stderr,
-                    flush=True,
-                )
-            elif isinstance(update, ReplyFinished):
-                finished = True
-                if wrote:
-                    out.write("\n")
-                    wrote = False
-                if update.status == "error" and update.error is not None:
-                    kept = (
-                        "the partial reply is kept"
-                        if update.message_event is not None
-                        else f"`dsh reply {shlex.quote(single_line(chat.session_id))}` asks again"
-                    )
-                    print(
-                        f"dsh: error: the model failed: {single_line(str(update.error))}"
-                        f" (your message is saved; {kept})",
-                        file=sys.stderr,
-                    )
-                    status = 1
-                elif update.status == "interrupted":
-                    print("dsh: reply interrupted (the partial reply is kept)", file=sys.stderr)
-                    status = 130
-                if os.environ.get("DSH_TIMING"):
-                    first = update.first_delta_seconds
-                    print(
-                        f"timing: first chunk {first * 1000:.2f} ms, total "
-                        f"{(time.monotonic() - started) * 1000:.2f} ms"
-                        if first is not None
-                        else "timing: no chunk",
-                        file=sys.stderr,
-                    )
-            elif isinstance(update, TitleChanged):
-                pass
-    except SessionReferenceError as err:
-        raise CliError(_reference_error_line(err) + " — nothing was sent") from err
-    except NothingToAnswerError as err:
-        raise CliError(f"{err}; `dsh send` sends a new message") from err
-    except LeaseLostError as err:  # `dsh unlock` elsewhere: another process writes it now
-        if wrote:
-            out.write("\n")
-            out.flush()
-        raise CliError(describe_error(err)) from err
-    except StoreError as err:
-        if wrote:
-            out.write("\n")
-            out.flush()
-        raise CliError(
-            _store_failure_line(err, chat.session_id, message_seq, finished, draft is None)
-        ) from err
-    finally:
-        remove_stop_handler()
-    return stop_status(stopped[0]) if stopped else status
-
-
 async def cmd_send(rt: Runtime, args: argparse.Namespace) -> int:
-    header = await _resolve(rt, args.session)
-    text = _read_arg(args.text)
+    header = await resolve(rt, args.session)
+    text = read_arg(args.text)
     if not text.strip():
         raise CliError("the message is empty")
-    chat = await rt.chat(header.id)
-    return await _stream_reply(chat, text)
+    answering = await answering_chat(rt, header, args.profile)
+    chat = answering.chat
+    return await stream_reply(rt, answering, "send", lambda stop: chat.send(text, interrupt=stop))
 
 
 async def cmd_reply(rt: Runtime, args: argparse.Namespace) -> int:
-    header = await _resolve(rt, args.session)
-    chat = await rt.chat(header.id)
-    return await _stream_reply(chat, None)
+    header = await resolve(rt, args.session)
+    answering = await answering_chat(rt, header, None)
+    chat = answering.chat
+    return await stream_reply(
+        rt, answering, "reply", lambda stop: chat.reply_to_last(interrupt=stop)
+    )
 
 
 def _tail_count(text: str) -> int:
@@ -576,7 +362,7 @@ def _tail_count(text: str) -> int:
 
 
 async def cmd_show(rt: Runtime, args: argparse.Namespace) -> int:
-    header = await _resolve(rt, args.session)
+    header = await resolve(rt, args.session)
     from tui.cli.streamed import print_events_json, print_surface
 
     if args.json:  # read and printed a page at a time (issue 31: a 1 GB session)
@@ -597,12 +383,12 @@ async def cmd_show(rt: Runtime, args: argparse.Namespace) -> int:
 
 
 async def cmd_prepare(rt: Runtime, args: argparse.Namespace) -> int:
-    header = await _resolve(rt, args.session)
+    header = await resolve(rt, args.session)
     chat = await rt.chat(header.id)
     try:
-        messages = await chat.preview(_read_arg(args.text))
+        messages = await chat.preview(read_arg(args.text))
     except SessionReferenceError as err:
-        raise CliError(_reference_error_line(err)) from err
+        raise CliError(reference_error_line(err)) from err
     if args.json:
         print(terminal_json([{"role": m.role, "content": m.text} for m in messages]))
         return 0
@@ -615,8 +401,8 @@ async def cmd_prepare(rt: Runtime, args: argparse.Namespace) -> int:
 
 
 async def cmd_compact(rt: Runtime, args: argparse.Namespace) -> int:
-    header = await _resolve(rt, args.session)
-    chat = await rt.chat(header.id)
+    header = await resolve(rt, args.session)
+    chat = (await answering_chat(rt, header, None, verb="compacted")).chat  # the key first
     try:
         result = await chat.compact()
     except CompactionError as err:
@@ -626,7 +412,7 @@ async def cmd_compact(rt: Runtime, args: argparse.Namespace) -> int:
 
 
 async def cmd_rename(rt: Runtime, args: argparse.Namespace) -> int:
-    header = await _resolve(rt, args.session)
+    header = await resolve(rt, args.session)
     chat = await rt.chat(header.id)
     try:
         changed = await chat.rename(args.title)
@@ -639,7 +425,7 @@ async def cmd_rename(rt: Runtime, args: argparse.Namespace) -> int:
 async def cmd_export(rt: Runtime, args: argparse.Namespace) -> int:
     from tui.cli.streamed import CannotExport, export_session
 
-    header = await _resolve(rt, args.session)
+    header = await resolve(rt, args.session)
     try:  # read and written a page at a time (issue 31: a 1 GB session)
         written = await export_session(rt.store, rt.query, header.id, args.format, args.output)
     except CannotExport as err:
@@ -725,7 +511,7 @@ async def _confirm(question: str) -> bool:
 
 
 async def cmd_delete(rt: Runtime, args: argparse.Namespace) -> int:
-    header = await _resolve(rt, args.session)
+    header = await resolve(rt, args.session)
     if not args.yes and _interactive():  # scripts (no terminal) delete as they always did
         title = await rt.query.read_title(header.id)
         snapshot = await rt.query.read_surface(header.id)
@@ -750,7 +536,7 @@ UNLOCK_QUESTION = "Break it? Another dsh may still be writing: two replies would
 async def cmd_unlock(rt: Runtime, args: argparse.Namespace) -> int:
     from tui.shared.leases import HOLDER_CHARS, describe_lease
 
-    header = await _resolve(rt, args.session)
+    header = await resolve(rt, args.session)
     name = single_line(header.id)
     lease = await rt.store.read_reply_lease(header.id)  # the owner's only: else read-only
     if lease is None:
@@ -777,7 +563,7 @@ async def cmd_unlock(rt: Runtime, args: argparse.Namespace) -> int:
 
 
 async def cmd_share(rt: Runtime, args: argparse.Namespace) -> int:
-    header = await _resolve(rt, args.session)
+    header = await resolve(rt, args.session)
     user = single_line(args.user, 64)
     if await rt.store.share(header.id, args.user):
         print(f"shared {single_line(header.id)} with {user} (read-only)")
@@ -787,7 +573,7 @@ async def cmd_share(rt: Runtime, args: argparse.Namespace) -> int:
 
 
 async def cmd_unshare(rt: Runtime, args: argparse.Namespace) -> int:
-    header = await _resolve(rt, args.session)
+    header = await resolve(rt, args.session)
     user = single_line(args.user, 64)
     if await rt.store.unshare(header.id, args.user):
         print(f"{single_line(header.id)} is no longer shared with {user}")
@@ -797,7 +583,7 @@ async def cmd_unshare(rt: Runtime, args: argparse.Namespace) -> int:
 
 
 async def cmd_shares(rt: Runtime, args: argparse.Namespace) -> int:
-    session_id = None if args.session is None else (await _resolve(rt, args.session)).id
+    session_id = None if args.session is None else (await resolve(rt, args.session)).id
     shares = await rt.store.list_shares(session_id)
     if args.json:
         rows = [{"id": g.session_id, "owner": g.owner, "with": g.grantee} for g in shares]
@@ -821,7 +607,7 @@ async def cmd_shares(rt: Runtime, args: argparse.Namespace) -> int:
 
 
 async def cmd_mention(rt: Runtime, args: argparse.Namespace) -> int:
-    header = await _resolve(rt, args.session)
+    header = await resolve(rt, args.session)
     title = await rt.query.read_title(header.id)
     # A one-line, bounded label without control/format characters or "<"/">": the mention
     # lands in the user's own message (``dsh send X "… $(dsh mention Y)"``).
@@ -830,11 +616,11 @@ async def cmd_mention(rt: Runtime, args: argparse.Namespace) -> int:
 
 
 async def cmd_candidates(rt: Runtime, args: argparse.Namespace) -> int:
-    header = await _resolve(rt, args.session)
+    header = await resolve(rt, args.session)
     try:
         rows = await rt.service.discover(header, args.query)
     except SessionReferenceError as err:
-        raise CliError(_reference_error_line(err)) from err
+        raise CliError(reference_error_line(err)) from err
     if args.json:
         print(
             terminal_json(
@@ -952,6 +738,10 @@ COMMANDS: dict[str, Callable[[Runtime, argparse.Namespace], Coroutine[Any, Any, 
     "new": cmd_new,
     "send": cmd_send,
     "reply": cmd_reply,
+    "retry": control.cmd_retry,
+    "edit": control.cmd_edit,
+    "fork": control.cmd_fork,
+    "usage": usage.cmd_usage,
     "show": cmd_show,
     "prepare": cmd_prepare,
     "compact": cmd_compact,
@@ -1132,6 +922,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if command == "replay":  # one file, read-only: no database is opened
             return _replay(config, args)
 
+        if command == "profiles":  # the config only: no database is opened
+            return profiles.print_profiles(config, args.json)
         if command == "migrate":  # two stores, none of them the runtime's
             return asyncio.run(migrate(config, args))
         if command == "acp":  # speaks JSON-RPC on stdout: never the Rich output path
@@ -1154,7 +946,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except StoreError as err:
         return _fail(describe_error(err))
     except SessionReferenceError as err:
-        return _fail(_reference_error_line(err))
+        return _fail(reference_error_line(err))
     except DshError as err:
         return _fail(describe_error(err))
     except KeyboardInterrupt:

@@ -18,7 +18,9 @@ from tui.shared.render import THEME, UNWRAPPED_WIDTH, iter_render_transcript, pl
 from tui.shared.snippets import snippet_text
 
 __all__ = [
+    "aligned_table",
     "console",
+    "print_aligned",
     "print_search_hits",
     "print_session_table",
     "print_transcript",
@@ -35,26 +37,46 @@ def console(stream: TextIO) -> Console:
 
 
 def session_table(
-    head: Sequence[str], rows: Sequence[Sequence[str]], width: int | None
+    head: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    width: int | None,
+    *,
+    shrink: Sequence[int] = (),
 ) -> list[Text]:
     """The rows of ``dsh sessions`` (already escaped) in aligned columns, one line each. An
     id (first column) is never cut or folded; within ``width`` the title (second) and then
-    the cwd (third) are cut with an ellipsis instead. Columns after the fourth (the owner)
-    are kept whole."""
+    the cwd (third) are cut with an ellipsis instead, and so are the columns in ``shrink``
+    (the fork origin: a quarter of the room left at most, more when the title and the cwd
+    need less). The other columns (the age, the profile, the owner) are kept whole."""
     widths = [max(cell_len(row[i]) for row in [head, *rows]) for i in range(len(head))]
     gap = 2
+    extra = [i for i in shrink if i > 2]
     if width is not None and sum(widths) + gap * (len(widths) - 1) > width:
-        spare = width - gap * (len(widths) - 1) - widths[0] - sum(widths[3:])
+        kept = [i for i in range(3, len(widths)) if i not in extra]
+        spare = width - gap * (len(widths) - 1) - widths[0] - sum(widths[i] for i in kept)
+        wanted = {i: widths[i] for i in extra}
+        for i in extra:
+            widths[i] = min(wanted[i], max(12, spare // (4 * len(extra))))
+        spare -= sum(widths[i] for i in extra)
         cwd = min(widths[2], max(12, spare - widths[1]), max(spare // 2, 12))
         widths[1] = max(min(widths[1], spare - cwd), 8)
         widths[2] = max(min(widths[2], spare - widths[1]), 8)
+        left = spare - widths[1] - widths[2]
+        for i in extra:  # what the title and the cwd did not need
+            more = max(0, min(wanted[i] - widths[i], left))
+            widths[i] += more
+            left -= more
     lines: list[Text] = []
     for index, row in enumerate([head, *rows]):
         cells = [
             row[0],
             cut_cells(row[1], widths[1]),
             cut_cells(row[2], widths[2], keep_end=True),
-            *row[3:],  # the age (and the owner, when some sessions are another's)
+            *(
+                cut_cells(cell, widths[i]) if i in extra else cell
+                for i, cell in enumerate(row)
+                if i > 2
+            ),
         ]
         line = Text(style="bold" if index == 0 else "")
         for column, cell in enumerate(cells):
@@ -68,14 +90,37 @@ def session_table(
     return lines
 
 
-def print_session_table(head: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+def print_session_table(
+    head: Sequence[str], rows: Sequence[Sequence[str]], *, shrink: Sequence[int] = ()
+) -> None:
     """The table on a terminal, fitted to its width (a pipe gets tab-separated rows from
     ``dsh sessions`` itself: padding every row to the widest cell of the listing made one
     20 MB cwd a 10 GB file)."""
     out = console(sys.stdout)
     width = out.width if sys.stdout.isatty() else None
-    for line in session_table(head, rows, width):
+    for line in session_table(head, rows, width, shrink=shrink):
         out.print(line, soft_wrap=True)  # never folded: a long row runs on
+
+
+def aligned_table(head: Sequence[str], rows: Sequence[Sequence[str]]) -> list[Text]:
+    """Short rows (already escaped) in aligned columns under a bold header, nothing cut."""
+    widths = [max(cell_len(row[i]) for row in [head, *rows]) for i in range(len(head))]
+    lines: list[Text] = []
+    for index, row in enumerate([head, *rows]):
+        line = Text(style="bold" if index == 0 else "")
+        for column, cell in enumerate(row):
+            line.append(cell)
+            line.append(" " * (widths[column] - cell_len(cell) + 2))
+        line.rstrip()
+        lines.append(line)
+    return lines
+
+
+def print_aligned(head: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+    """``aligned_table`` on standard output (``dsh profiles`` on a terminal)."""
+    out = console(sys.stdout)
+    for line in aligned_table(head, rows):
+        out.print(line, soft_wrap=True)
 
 
 SearchRow = tuple[str, str, int, str, Sequence[tuple[int, int]]]

@@ -96,14 +96,14 @@ async def export_session(
     header, last = await read_last_seq(store, session_id)  # the prefix exported
     if fmt == "md":  # the whole conversation: what compactions took off stays, marked
         from tui.shared.export import markdown_lines
-        from tui.shared.history import taken_off
+        from tui.shared.history import in_history, taken_off
 
         taken = await _in_thread(event_pages(store, session_id, last), taken_off)
         title = await query.read_title(session_id)
         text = title.title if title else None
 
         def make(events: Iterable[Event]) -> Iterator[str]:
-            history = (event for event in events if event.surface_op is not None)
+            history = (event for event in events if in_history(event))
             return markdown_lines(header, text, history, taken)
 
     elif fmt == "reference":

@@ -16,6 +16,7 @@ from core.display import escape_control, single_line
 from core.log import Event, SessionHeader, message_text
 from tui.shared.fences import code_fence
 from tui.shared.items import iter_classified
+from tui.shared.logevents import log_event_line
 from tui.shared.times import local_minute as _stamp
 from tui.shared.times import local_zone
 
@@ -110,5 +111,9 @@ def markdown_lines(
                 "",
                 *_quote(escape_control(text)),
             ]
+            continue
+        line = log_event_line(event)
+        if line is not None:  # a profile switch, a fork's origin
+            yield f"_{line} · {_stamp(event.time)}_"
             continue
         yield f"_({single_line(event.type)} event #{event.seq} not shown)_"

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from core.log import Event, Replace, is_compact_checkpoint_source
+from core.log import SESSION_MARK_TYPES, Event, Replace, is_compact_checkpoint_source
 
-__all__ = ["COMPACTED", "REPLACED", "taken_off", "whole_history"]
+__all__ = ["COMPACTED", "REPLACED", "in_history", "taken_off", "whole_history"]
 
 COMPACTED = "compacted"
 """Taken off the surface by a compaction (the summary that replaced it comes after it)."""
@@ -16,10 +16,17 @@ REPLACED = "replaced"
 """Taken off the surface by another replace."""
 
 
+def in_history(event: Event) -> bool:
+    """Whether a reader of the whole conversation sees ``event``: every surface event, and
+    the log-only marks of what answered and where the session comes from (a profile
+    switch, a fork's origin); not chunks, titles or compaction bookkeeping."""
+    return event.surface_op is not None or event.type in SESSION_MARK_TYPES
+
+
 def whole_history(events: Iterable[Event]) -> tuple[list[Event], dict[int, str]]:
-    """Every surface event of the raw log ``events``, in the order written, and which of
-    them are no longer on the surface (``taken_off``)."""
-    history = [event for event in events if event.surface_op is not None]
+    """Every event of the raw log ``events`` a reader sees (``in_history``), in the order
+    written, and which of them are no longer on the surface (``taken_off``)."""
+    history = [event for event in events if in_history(event)]
     return history, taken_off(history)
 
 

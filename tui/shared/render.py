@@ -33,6 +33,7 @@ from core.log import (
     message_text,
 )
 from tui.shared.items import TranscriptItem, event_preview, iter_classified
+from tui.shared.logevents import log_event_line
 from tui.shared.times import local_minute
 
 __all__ = [
@@ -496,6 +497,9 @@ def render_item(
         if isinstance(source, Mapping):
             who = str(source.get("plugin") or source.get("kind") or "?")
         return _header(f"▸ Context from {single_line(who)}", event, "bold")
+    line = log_event_line(event)
+    if line is not None:  # a profile switch, a fork's origin: one line says it
+        return _header(f"▸ {line}", event, "dim")
     # An event of a type dsh does not know: its type and a one-line JSON preview.
     return Group(
         _header(f"▸ {single_line(event.type, 80)} event", event, "bold"),
