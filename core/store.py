@@ -152,6 +152,22 @@ class SessionStore(Protocol):
         """Latest title of each given session (all sessions when ``None``), one query."""
         ...
 
+    async def read_latest_events(
+        self, type: str, session_ids: Sequence[str] | None = None
+    ) -> dict[str, Event]:
+        """The latest (highest-seq) event of ``type`` in each given session (every readable
+        session when ``None``) that has one, in one query that does not read the sessions'
+        other events. ``type`` is one of ``core.log.SESSION_MARK_TYPES`` (else
+        ``ValueError``): a session's profile and its fork origin.
+
+        Each event is exactly as stored (as ``read_events`` gives it). Sessions without
+        such an event, unknown ids and sessions the user may not read are absent; a row
+        that cannot be read (another member's, written by hand) leaves its session out,
+        as ``read_titles`` does, instead of failing the listing. A store finds these
+        events through an index of their types (SQLite stores each alone, never in a
+        pack), so the cost grows with the sessions asked about, not with their logs."""
+        ...
+
     async def read_last_event_times(self) -> dict[str, int]:
         """The ``time`` of each session's last event (highest seq), one query over all
         sessions; sessions without events are absent."""

@@ -33,8 +33,10 @@ from core.surface import SurfaceFolder, fold_surface
 from stores.sharing import check_grantee, check_owner, check_user, os_user
 from stores.validation import (
     KIND_TITLE,
+    MARK_TYPES,
     check_batch,
     check_count,
+    check_mark_type,
     check_seq_range,
     check_seqs,
     check_session_id,
@@ -63,6 +65,16 @@ class _Session:
     texts: dict[int, tuple[int, str]] = field(default_factory=dict)
     # The latest title event and its title, or why it cannot be one: judged once.
     title_read: tuple[Event, SessionTitle | str] | None = None
+    # The seq of the latest event of each type of ``MARK_TYPES`` the log holds (what
+    # ``read_latest_events`` returns, without a pass over the log).
+    marks: dict[str, int] = field(default_factory=dict)
+
+    def note(self, event: Event) -> None:
+        """Keep the latest title and marks in step with an event added to ``events``."""
+        if event_kind(event.type, event.data, event.is_surface) == KIND_TITLE:
+            self.title_seq = event.seq
+        elif event.type in MARK_TYPES:
+            self.marks[event.type] = event.seq
 
     def title(self) -> SessionTitle | str | None:
         """The latest title, or why its event cannot be one (``stored_title``'s words)."""
@@ -237,8 +249,7 @@ class MemorySessionStore:
         session.events.extend(out)
         self._changes += 1
         for event in out:
-            if event_kind(event.type, event.data, event.is_surface) == KIND_TITLE:
-                session.title_seq = event.seq
+            session.note(event)
         _index(session, out)
         return out
 
@@ -435,6 +446,22 @@ class MemorySessionStore:
                 damaged.append(DamagedRow("title", title, session.header.owner, sid))
         if session_ids is None:
             self._damaged_titles = tuple(damaged)
+        return out
+
+    async def read_latest_events(
+        self, type: str, session_ids: Sequence[str] | None = None
+    ) -> dict[str, Event]:
+        mark = check_mark_type(type)
+        self._open()
+        wanted = list(self._sessions) if session_ids is None else check_session_ids(session_ids)
+        out: dict[str, Event] = {}
+        for sid in wanted:
+            session = self._sessions.get(sid)
+            if session is None or not self._readable(session):
+                continue
+            seq = session.marks.get(mark)
+            if seq is not None:
+                out[sid] = session.events[seq]
         return out
 
     async def read_last_event_times(self) -> dict[str, int]:

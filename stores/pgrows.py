@@ -14,10 +14,11 @@ from collections.abc import Iterable
 from typing import Any
 
 from core.damage import DamagedRow
+from core.jsoncodec import loads_exact
 from core.limits import MAX_CWD_BYTES, MAX_SESSION_ID_BYTES, MAX_TITLE_EVENT_BYTES
-from core.log import SessionHeader
+from core.log import Event, SessionHeader, build_event
 from core.query import SessionTitle
-from stores.columns import decode_text
+from stores.columns import decode_op, decode_seqs, decode_text, encode_text
 from stores.validation import KIND_TITLE, check_title_event_size, stored_title
 
 __all__ = [
@@ -27,7 +28,10 @@ __all__ = [
     "TITLES_SQL",
     "WANTED_SESSIONS",
     "build_headers",
+    "build_latest_events",
     "build_titles",
+    "bytea",
+    "latest_events_sql",
     "read_id",
     "read_text",
     "within",
@@ -52,6 +56,29 @@ TITLES_SQL = (
     "CROSS JOIN LATERAL (SELECT e.seq, e.time, e.data FROM dsh_events AS e "
     f"WHERE e.session_key = s.key AND e.kind = {KIND_TITLE} ORDER BY e.seq DESC LIMIT 1) AS t"
 )
+
+
+def bytea(text: str) -> str:
+    """SQL: the ``bytea`` literal of ``text`` as a type is stored (``encode_text``)."""
+    return f"'\\x{encode_text(text).hex()}'::bytea"
+
+
+def latest_events_sql(type_: str, sessions: str) -> str:
+    """The latest event of type ``type_`` (one of ``stores.validation.MARK_TYPES``) of
+    each session of ``sessions`` (``dsh_sessions``, or ``WANTED_SESSIONS``), as the
+    session's id (``within`` its limit) and the event's columns: one descending seek in
+    ``dsh_events_marks`` each (the type is written into the statement, so the planner
+    proves it is one of the index's even in a generic plan)."""
+    return (
+        f"SELECT {within('s.id', MAX_SESSION_ID_BYTES)}, e.seq, e.type, e.time, e.data, "
+        f"e.surface_op, e.source_event_seqs FROM {sessions} AS s "
+        "CROSS JOIN LATERAL (SELECT e.seq, e.type, e.time, e.data, e.surface_op, "
+        "e.source_event_seqs FROM dsh_events AS e "
+        f"WHERE e.session_key = s.key AND e.type = {bytea(type_)} "
+        "ORDER BY e.seq DESC LIMIT 1) AS e"
+    )
+
+
 WANTED_SESSIONS = (
     "(SELECT DISTINCT s.* FROM unnest($1::bytea[]) AS w (id) "
     "JOIN dsh_sessions AS s ON sha256(s.id) = sha256(w.id) AND s.id = w.id)"
@@ -109,6 +136,30 @@ def _title(seq: int, time: int, raw: str | None, size: int) -> SessionTitle:
     check_title_event_size(size)  # the row's size, read without the row
     assert raw is not None  # ``within`` reads every row within the limit
     return stored_title(seq, time, raw)
+
+
+def build_latest_events(rows: Iterable[Any]) -> dict[str, Event]:
+    """``latest_events_sql``'s rows as events by session id. A row that cannot be read
+    (another member's, written by hand: data that is not JSON, a surface op that is not
+    one) leaves its session out, as does an id that cannot be read (``build_headers``
+    says why); the rest of the listing is as it would be without it."""
+    out: dict[str, Event] = {}
+    for raw_id, id_size, seq, raw_type, time, data, op, seqs in rows:
+        sid = read_id(raw_id, id_size)
+        if sid is None:
+            continue
+        try:
+            out[sid] = build_event(
+                seq,
+                decode_text(raw_type),
+                time,
+                loads_exact(data),
+                None if op is None else decode_op(op),
+                None if seqs is None else decode_seqs(seqs),
+            )
+        except (ValueError, TypeError):
+            continue
+    return out
 
 
 def build_titles(rows: Iterable[Any]) -> tuple[dict[str, SessionTitle], tuple[DamagedRow, ...]]:

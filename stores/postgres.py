@@ -45,6 +45,8 @@ from core.leases import ReplyLease, check_lease_ttl, lease_blocks
 from core.limits import MAX_CWD_BYTES, MAX_SESSION_ID_BYTES
 from core.log import (
     KNOWN_EVENT_TYPES,
+    SESSION_FORK,
+    SESSION_PROFILE,
     Event,
     NewEvent,
     Replace,
@@ -86,7 +88,10 @@ from stores.pgrows import (
     TITLES_SQL,
     WANTED_SESSIONS,
     build_headers,
+    build_latest_events,
     build_titles,
+    bytea,
+    latest_events_sql,
     read_id,
     read_text,
     within,
@@ -100,6 +105,7 @@ from stores.validation import (
     batch_has_replace,
     check_batch,
     check_count,
+    check_mark_type,
     check_seq_range,
     check_seqs,
     check_session_id,
@@ -428,6 +434,16 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     # Issue 31 (SPEC 4.1): a surrogate pair is its character; stored pairs are merged,
     # dsh_json reads them so (stores.pgpairs).
     pairs_step(),
+    (
+        # Issue 32: a session's profile and fork origin (core.log.SESSION_MARK_TYPES),
+        # read for every session at once (``read_latest_events``), from an index of
+        # their rows alone (a session has few). Keyed by type, not by ``kind``: a member
+        # writes that column, and a row of these types is found whatever it says. Events
+        # are never packed here, so rows stored before need nothing else. A new mark type
+        # needs a step of its own (never change this one).
+        "CREATE INDEX dsh_events_marks ON dsh_events (session_key, type, seq) "
+        f"WHERE type IN ({bytea(SESSION_PROFILE)}, {bytea(SESSION_FORK)})",
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -1634,6 +1650,29 @@ class PostgresSessionStore:
 
         rows = await self._run(body, write=False)
         return (await asyncio.to_thread(build_titles, rows))[0]
+
+    async def read_latest_events(
+        self, type: str, session_ids: Sequence[str] | None = None
+    ) -> dict[str, Event]:
+        mark = check_mark_type(type)
+        wanted = None if session_ids is None else check_session_ids(session_ids)
+        if wanted is not None and not wanted:
+            return {}
+        if wanted is None:
+            every: dict[str, Event] = await self._listing(
+                f"latest {mark}", latest_events_sql(mark, "dsh_sessions"), build_latest_events
+            )
+            return dict(every)
+
+        async def body(conn: asyncpg.Connection) -> list[Any]:
+            return list(
+                await conn.fetch(
+                    latest_events_sql(mark, WANTED_SESSIONS), [encode_text(s) for s in wanted]
+                )
+            )
+
+        rows = await self._run(body, write=False)
+        return await asyncio.to_thread(build_latest_events, rows)
 
     async def search_messages(self, query: str, *, limit: int = 20) -> list[SearchHit]:
         terms = search_terms(query)

@@ -188,6 +188,14 @@ class SessionQuery:
         sessions are absent."""
         return await self._store.read_titles(session_ids)
 
+    async def read_latest_events(
+        self, type: str, session_ids: Sequence[str] | None = None
+    ) -> dict[str, Event]:
+        """The latest event of ``type`` (one of ``core.log.SESSION_MARK_TYPES``: a
+        session's profile, its fork origin) of the given sessions (all when ``None``);
+        sessions without one, and unknown ones, are absent (``SessionStore``)."""
+        return await self._store.read_latest_events(type, session_ids)
+
     async def read_last_event_times(self) -> dict[str, int]:
         """When each session last changed: the ``time`` of its last event (highest seq).
         Sessions without events are absent (their ``created_at`` is their last change)."""

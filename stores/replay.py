@@ -42,6 +42,7 @@ from stores.sqlite import SqliteSessionStore
 from stores.validation import (
     KIND_TITLE,
     check_count,
+    check_mark_type,
     check_seq_range,
     check_seqs,
     check_session_id,
@@ -251,8 +252,7 @@ class LazyReplayStore(ReplayStore):
                 session.events.append(event)
                 if new.surface_op is not None:
                     session.folder.apply(seq, new.surface_op, new.source_event_seqs, None)
-                if event_kind(event.type, event.data, event.is_surface) == KIND_TITLE:
-                    session.title_seq = seq
+                session.note(event)  # its title and marks
             self._sessions[log.header.id] = session  # one assignment: readers see all or none
         except Exception as err:  # any failure is the file's: told as one line
             self._failure = f"{self._label}: {single_line(str(err))}"
@@ -413,6 +413,25 @@ class LazyReplayStore(ReplayStore):
         if session_ids is None:
             self._damaged_titles = damaged
         return found
+
+    async def read_latest_events(
+        self, type: str, session_ids: Sequence[str] | None = None
+    ) -> dict[str, Event]:
+        if self.loaded:
+            return await super().read_latest_events(type, session_ids)
+        mark = check_mark_type(type)
+        self._open()
+        wanted = [self._header.id] if session_ids is None else check_session_ids(session_ids)
+        if self._header.id not in wanted:
+            return {}
+        # As ``read_titles``: from the end, parsing only the lines that may be one.
+        needle = f'"type":{dumps_js(mark)}'
+        for seq in range(len(self._lines) - 1, -1, -1):
+            if needle in self._lines[seq]:
+                event = self._event(seq)
+                if event.type == mark:
+                    return {self._header.id: event}
+        return {}
 
     async def read_last_event_times(self) -> dict[str, int]:
         if self.loaded:

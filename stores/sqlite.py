@@ -23,6 +23,10 @@ readers select ``_data_sql``, which appends it, and put it back). Every event
 keeps its seq, and reads return exactly what was appended (the differential and
 migration tests compare them byte for byte).
 
+A session's profile and fork origin (``core.log.SESSION_MARK_TYPES``, schema v11) are
+never packed: each is a row of its own, kept in the partial index ``events_marks``, so
+``read_latest_events`` reads the newest of every session as ``read_titles`` reads titles.
+
 Beside the log, each append's transaction keeps the current surface of its session up to
 date (``surface_nodes``: its nodes in order, with each one's projection code;
 ``surface_sums``: the count and UTF-8 bytes of its non-checkpoint messages), so
@@ -83,6 +87,8 @@ from core.limits import MAX_TITLE_EVENT_BYTES
 from core.log import (
     ASSISTANT_MESSAGE,
     KNOWN_EVENT_TYPES,
+    SESSION_FORK,
+    SESSION_PROFILE,
     SESSION_TITLE,
     Event,
     NewEvent,
@@ -128,9 +134,11 @@ from stores.validation import (
     KIND_LOG,
     KIND_SURFACE,
     KIND_TITLE,
+    MARK_TYPES,
     batch_has_replace,
     check_batch,
     check_count,
+    check_mark_type,
     check_seq_range,
     check_seqs,
     check_session_id,
@@ -153,6 +161,8 @@ _BACKFILL = "SELECT 'dsh: fold every surface into its nodes'"
 _REBUILD_SEARCH = "SELECT 'dsh: rebuild the search index from its rows'"
 _MERGE_PAIRS = "SELECT 'dsh: write each stored surrogate pair as its character'"
 """A migration statement run as Python (``_rebuild_search_index``), a no-op as SQL."""
+_SPLIT_MARKS = "SELECT 'dsh: store each session mark in a row of its own'"
+"""A migration statement run as Python (``_split_packed_marks``), a no-op as SQL."""
 
 _LINKED = b"\x01"
 """The first byte of a message row whose text is its search row's (``_stored_message``);
@@ -165,6 +175,18 @@ def _is_linked(table: str) -> str:
     it."""
     return f"substr({table}.data,1,1) = x'{_LINKED.hex()}'"
 
+
+def _blob(text: str) -> str:
+    """SQL: the BLOB literal of ``text`` as a type is stored (``encode_text``)."""
+    return f"x'{encode_text(text).hex()}'"
+
+
+_IS_MARK = f"kind = 0 AND (type = {_blob(SESSION_PROFILE)} OR type = {_blob(SESSION_FORK)})"
+"""A single log row of a type of ``MARK_TYPES``: the WHERE of the ``events_marks`` index
+(migration step 11 wrote it: never change it; a new mark type needs a step of its own,
+which takes its stored events out of their packs too). ``latest_events_sql`` asks for one
+type with ``kind = 0 AND type = x'…'``, which SQLite proves implies it (an ``IN`` list
+here would not be: the planner would walk the primary key instead)."""
 
 _IS_REPLACE = """kind = 1 AND surface_op <> '"append"'"""
 """A surface event that is not an append: the WHERE of the ``events_replaces`` index
@@ -416,6 +438,18 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         # sessions' projections, surface sums and search rows are made again. Run as
         # Python (as SQL it does nothing: right for a database without such rows).
         _MERGE_PAIRS,
+    ),
+    (
+        # Issue 32: a session's profile and fork origin (core.log.SESSION_MARK_TYPES) are
+        # read for every session at once (``read_latest_events``: ``dsh sessions``, the
+        # sidebar), from an index of their rows alone, as titles are. Such an event is
+        # stored in a row of its own from now on (never packed); one an older dsh packed
+        # (an unknown type then: an imported log may hold them) is taken out of its pack
+        # first (``_split_packed_marks``, run as Python: as SQL it does nothing, right for
+        # a database without packs). A dsh of schema v10 would pack them again: this
+        # step's number makes it refuse the file.
+        _SPLIT_MARKS,
+        f"CREATE INDEX events_marks ON events (session, type, seq) WHERE {_IS_MARK}",
     ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -852,6 +886,9 @@ class SqliteSessionStore:
                         from stores.sqlite_pairs import merge_stored_pairs
 
                         await conn._execute(merge_stored_pairs, conn._conn, self)  # type: ignore[no-untyped-call]
+                        continue
+                    if statement == _SPLIT_MARKS:
+                        await conn._execute(_split_packed_marks, conn._conn)  # type: ignore[no-untyped-call]
                         continue
                     await conn.execute(statement)
                 await conn.execute(f"PRAGMA user_version = {step + 1}")
@@ -1803,6 +1840,69 @@ class SqliteSessionStore:
             self._damaged = damaged
         return out
 
+    async def read_latest_events(
+        self, type: str, session_ids: Sequence[str] | None = None
+    ) -> dict[str, Event]:
+        mark = check_mark_type(type)
+        wanted = None if session_ids is None else check_session_ids(session_ids)
+        if wanted is not None and not wanted:
+            return {}
+        name = f"latest {mark}"
+
+        def select(id_count: int | None) -> str:
+            where = (
+                ""
+                if id_count is None
+                else " AND session IN (SELECT key FROM sessions "
+                f"WHERE id IN ({', '.join('?' * id_count)}))"
+            )
+            return latest_events_sql(mark, where) + f" WHERE {_readable('s')}"
+
+        async def body(conn: aiosqlite.Connection) -> tuple[tuple[int, int], Any, list[Any]]:
+            key, cached = await self._listing_key(conn, name)
+            if wanted is None and cached is not None:
+                return key, cached, []
+            if wanted is None:
+                queries: Iterable[tuple[str, list[bytes | str]]] = [
+                    (select(None), [*self._readers])
+                ]
+            else:
+                queries = (
+                    (select(len(chunk)), [*(encode_text(sid) for sid in chunk), *self._readers])
+                    for chunk in (
+                        wanted[i : i + _IN_CHUNK] for i in range(0, len(wanted), _IN_CHUNK)
+                    )
+                )
+            rows: list[Any] = []
+            for sql, params in queries:
+                rows.extend(await conn.execute_fetchall(sql, params))
+            return key, None, rows
+
+        key, cached, rows = await self._run(body, write=False)
+        if cached is not None:
+            return dict(cached)
+        out = await asyncio.to_thread(self._build_latest, rows)
+        if wanted is None:
+            self._listings[name] = (key, dict(out))
+        return out
+
+    def _build_latest(self, rows: list[Any]) -> dict[str, Event]:
+        """``latest_events_sql``'s rows as events by session id; a row that does not
+        decode leaves its session out (as a damaged title row does): then each row is
+        decoded on its own."""
+        sids = [decode_text(row[0]) for row in rows]
+        try:
+            return dict(zip(sids, self._decode_events([row[1:] for row in rows]), strict=True))
+        except StoreError:
+            pass
+        out: dict[str, Event] = {}
+        for sid, row in zip(sids, rows, strict=True):
+            try:
+                out[sid] = self._decode_events([row[1:]])[0]
+            except StoreError:
+                continue
+        return out
+
     async def search_messages(self, query: str, *, limit: int = 20) -> list[SearchHit]:
         terms = search_terms(query)
         wanted = check_search_limit(limit)
@@ -1945,6 +2045,21 @@ def titles_sql(where: str = "") -> str:
         "SELECT s.id, e.seq, e.time, e.data FROM ("
         f"SELECT max(seq), rowid AS r FROM events WHERE kind = {KIND_TITLE}{where} "
         "GROUP BY session) AS t "
+        "JOIN events AS e ON e.rowid = t.r JOIN sessions AS s ON s.key = e.session"
+    )
+
+
+def latest_events_sql(type_: str, where: str = "") -> str:
+    """The latest event of type ``type_`` (one of ``MARK_TYPES``) of each session, as the
+    session's id and its row's ``_EVENT_COLUMNS`` (``where`` narrows the sessions), as
+    ``titles_sql`` reads titles: the highest seq per session from the partial index
+    ``events_marks`` alone (its WHERE is implied by this one's, ``_IS_MARK``), then one
+    rowid lookup per session. Such an event is never packed: its row is a single one."""
+    return (
+        "SELECT s.id, e.seq, e.n, e.type, e.time, e.kind, e.data, e.surface_op, "
+        "e.source_event_seqs FROM ("
+        f"SELECT max(seq), rowid AS r FROM events WHERE kind = {KIND_LOG} "
+        f"AND type = {_blob(type_)}{where} GROUP BY session) AS t "
         "JOIN events AS e ON e.rowid = t.r JOIN sessions AS s ON s.key = e.session"
     )
 
@@ -2638,9 +2753,11 @@ def _insert_events(
     """Check ``batch`` against ``folder`` (see ``check_batch``), then insert it from seq
     ``first``; the caller's transaction makes it all or nothing.
 
-    Consecutive packable events are stored as packs; a run that starts the batch first
-    fills ``open_pack`` (the session's last row, ``(seq, n, blob)``, when it is a pack
-    ending right before ``first``), which is rewritten in place.
+    Consecutive packable events (log-only, small, neither a title nor a session mark:
+    ``events_title`` and ``events_marks`` index single rows) are stored as packs; a run
+    that starts the batch first fills ``open_pack`` (the session's last row, ``(seq, n,
+    blob)``, when it is a pack ending right before ``first``), which is rewritten in
+    place.
     """
     check_batch(folder, first, batch)
     events = build_events(first, list(batch))
@@ -2656,8 +2773,9 @@ def _insert_events(
     # The text each surface event's search row holds (the rows link to it), by index.
     texts = {i: indexed_text(events[i]) for i in codes} if SEARCH_INDEX else {}
     pack_max = _PACK_EVENT_MAX
+    marks = MARK_TYPES  # each in a row of its own (``events_marks``)
     packable = [
-        kind == KIND_LOG and len(v.data_json) <= pack_max
+        kind == KIND_LOG and len(v.data_json) <= pack_max and v.type not in marks
         for kind, v in zip(kinds, batch, strict=True)
     ]
     rows: list[tuple[Any, ...]] = []
@@ -3334,3 +3452,41 @@ def _backfill_surfaces(
             )
     if report is not None and done < total:
         report(total, total)
+
+
+def _split_packed_marks(raw: sqlite3.Connection) -> None:
+    """Migration to schema v11: take every event of a type of ``MARK_TYPES`` out of the
+    pack an older dsh stored it in (to it an unknown type, packed like any small log
+    event), so that ``events_marks`` finds it. Each such pack is read whole (its runs
+    that point at a reply unlinked: ``_unpack_events``' text) and its events are written
+    again as an append of them writes them now (``_insert_events``: the runs between
+    the marks packed again, each mark a row of its own). The runs written again are
+    text runs, no longer linked to their reply (a little more space, in the rare file
+    that holds such a pack); every event reads back exactly as before. Most packs are
+    looked at only as far as their header (``_pack_types``); one that does not decode
+    is left as it is (its readers name the damage)."""
+    found: list[tuple[int, int, int, bytes]] = []
+    for key, first, n, blob in raw.execute(
+        f"SELECT session, seq, n, data FROM events WHERE kind = {KIND_PACK}"
+    ):
+        try:
+            if MARK_TYPES.isdisjoint(_pack_types(blob)):
+                continue
+        except (ValueError, TypeError, LookupError, zlib.error):
+            continue
+        found.append((key, first, n, blob))
+    for key, first, n, blob in found:
+        try:
+            body = _unlinked(zlib.decompress(blob), first, None, _ReplyTexts.of(raw, key))
+            types, times, lines, runs = _body_parts(body.decode("utf-8"))
+            datas = _rebuild_lines(lines, runs)
+            if not len(types) == len(times) == len(datas) == n:
+                raise ValueError(f"a pack of {n} events holds {len(datas)}")
+            batch = [
+                ValidatedEvent(type_, loads_exact(text), text, None, None, time)
+                for type_, time, text in zip(types, times, datas, strict=True)
+            ]
+        except (ValueError, TypeError, LookupError, zlib.error):
+            continue
+        raw.execute("DELETE FROM events WHERE session = ? AND seq = ?", (key, first))
+        _insert_events(raw, key, first, SurfaceFolder(), batch, None)

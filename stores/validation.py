@@ -22,6 +22,7 @@ from core.limits import (
     title_limit_error,
 )
 from core.log import (
+    SESSION_MARK_TYPES,
     SESSION_TITLE,
     SURFACE_EVENT_TYPES,
     NewEvent,
@@ -42,9 +43,11 @@ __all__ = [
     "KIND_LOG",
     "KIND_SURFACE",
     "KIND_TITLE",
+    "MARK_TYPES",
     "batch_has_replace",
     "check_batch",
     "check_count",
+    "check_mark_type",
     "check_seq_range",
     "check_seqs",
     "check_session_id",
@@ -64,6 +67,12 @@ __all__ = [
 KIND_LOG = 0
 KIND_SURFACE = 1
 KIND_TITLE = 2
+
+MARK_TYPES: frozenset[str] = frozenset(SESSION_MARK_TYPES)
+"""The log-only types whose latest event per session a store finds without reading the
+session's other events (``SessionStore.read_latest_events``): each such event is stored
+alone (SQLite never packs one) and kept in an index of its own (of its type, not of its
+``kind``: they are ``KIND_LOG`` events like any other unknown type)."""
 
 _INT64_MIN = -(2**63)
 _INT64_MAX = 2**63 - 1
@@ -112,6 +121,16 @@ def check_count(count: object) -> int:
         raise ValueError(f"count must be a non-negative int, not {count!r}")
     assert isinstance(count, int)
     return count
+
+
+def check_mark_type(type: object) -> str:
+    """The type given to ``read_latest_events``: one of ``core.log.SESSION_MARK_TYPES``
+    (``ValueError`` otherwise: any other type's latest event would need a read of every
+    event)."""
+    if not isinstance(type, str) or type not in MARK_TYPES:
+        marks = ", ".join(SESSION_MARK_TYPES)
+        raise ValueError(f"read_latest_events reads one of {marks}, not {type!r}")
+    return str(type)
 
 
 def check_seq_range(after: object, through: object) -> tuple[int, int | None]:

@@ -109,6 +109,8 @@ UNDO: dict[int, str] = {
     # Step 7 (issue 31): dsh_json as step 6 wrote it (every surrogate escape U+FFFD). The
     # rows it merged stay merged: an older dsh reads an astral character as it is.
     7: _TEAM_JSON.replace("CREATE FUNCTION", "CREATE OR REPLACE FUNCTION", 1),
+    # Step 8 (issue 32): the index of session marks (profiles, forks).
+    8: "DROP INDEX dsh_events_marks",
 }
 
 

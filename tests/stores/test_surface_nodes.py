@@ -173,6 +173,7 @@ async def test_sqlite_upgrade_indexes_the_replaces(db_path: Path) -> None:
     with sqlite3.connect(db_path) as conn:
         conn.execute("DROP INDEX events_replaces")
         conn.execute("DROP TRIGGER search_messages_linked")  # the rest of schema v8
+        conn.execute("DROP INDEX events_marks")  # schema v11's
         conn.execute("PRAGMA user_version = 7")
     conn.close()
     async with await SqliteSessionStore.open(db_path) as store:
