@@ -20,11 +20,13 @@ from core.jsondepth import nests_deeper
 __all__ = [
     "MAX_CWD_BYTES",
     "MAX_JSON_DEPTH",
+    "MAX_MARK_EVENT_BYTES",
     "MAX_SESSION_ID_BYTES",
     "MAX_TITLE_BYTES",
     "MAX_TITLE_EVENT_BYTES",
     "check_data_depth",
     "check_header_limits",
+    "check_mark_limits",
     "check_title_limits",
     "data_depth_error",
     "title_limit_error",
@@ -42,6 +44,11 @@ MAX_TITLE_BYTES = 1024
 MAX_TITLE_EVENT_BYTES = 8192
 """The JSON of a whole ``session/title`` event's data (its title, source and any other
 field): what a listing reads of one title at most."""
+
+MAX_MARK_EVENT_BYTES = 8192
+"""The JSON of a whole ``session/profile`` or ``session/fork`` event's data: every listing
+reads the latest of each for every session (issue 32), so, like a title, one cannot cost
+the others more than a page."""
 
 MAX_JSON_DEPTH = 64
 """How deeply an event's data may nest (issue 31): the data object itself is level 1, each
@@ -88,6 +95,14 @@ def check_title_limits(data: Mapping[str, Any], data_json: str) -> None:
     error = title_limit_error(data, data_json)
     if error is not None:
         raise error
+
+
+def check_mark_limits(data_json: str) -> None:
+    """``InvalidEventError`` when a ``session/profile`` or ``session/fork`` event's data (as
+    its JSON text) is over ``MAX_MARK_EVENT_BYTES``."""
+    size = utf8_len(data_json)
+    if size > MAX_MARK_EVENT_BYTES:
+        raise _over("a profile or fork event's data (as JSON)", MAX_MARK_EVENT_BYTES, size)
 
 
 def check_data_depth(data_json: str) -> None:

@@ -10,7 +10,7 @@ from typing import Any, Literal, NamedTuple
 
 from core.errors import InvalidEventError
 from core.jsoncodec import FrozenDict, _encode_js, _speedups, dumps_js, loads_exact
-from core.limits import check_data_depth, check_title_limits
+from core.limits import check_data_depth, check_mark_limits, check_title_limits
 from core.surrogates import merge_surrogate_pairs
 
 __all__ = [
@@ -308,6 +308,8 @@ def validate_new_event(
     frozen = loads_exact(data_json)
     if type == SESSION_TITLE:
         check_title_limits(frozen, data_json)
+    elif type in SESSION_MARK_TYPES:
+        check_mark_limits(data_json)
     return ValidatedEvent(
         type=type,
         data=frozen,

@@ -15,9 +15,11 @@ from core.errors import InvalidEventError
 from core.jsoncodec import SPEEDUPS, FrozenDict, encode_frozen, loads_exact, utf8_len
 from core.jsoncodec import _speedups as _speedups
 from core.limits import (
+    MAX_MARK_EVENT_BYTES,
     MAX_TITLE_BYTES,
     MAX_TITLE_EVENT_BYTES,
     check_header_limits,
+    check_mark_limits,
     check_title_limits,
     title_limit_error,
 )
@@ -212,6 +214,8 @@ def _validate_plain(events: Sequence[NewEvent]) -> list[ValidatedEvent]:
     for valid in out:
         if valid.type == SESSION_TITLE:
             check_title_limits(valid.data, valid.data_json)
+        elif valid.type in SESSION_MARK_TYPES:
+            check_mark_limits(valid.data_json)
     return out
 
 
@@ -246,7 +250,11 @@ def _validate_common(events: Sequence[NewEvent]) -> list[ValidatedEvent] | None:
 def _titles_fit(events: list[ValidatedEvent]) -> bool:
     """Whether every ``session/title`` event of a batch fits ``core.limits``."""
     return all(
-        event.type != SESSION_TITLE or title_limit_error(event.data, event.data_json) is None
+        (event.type != SESSION_TITLE or title_limit_error(event.data, event.data_json) is None)
+        and (
+            event.type not in SESSION_MARK_TYPES
+            or utf8_len(event.data_json) <= MAX_MARK_EVENT_BYTES
+        )
         for event in events
     )
 
@@ -287,6 +295,8 @@ def _py_validate_common(
         text, frozen = pair
         if type_ == SESSION_TITLE and title_limit_error(frozen, text) is not None:
             return None  # the plain path names what is too long
+        if type_ in SESSION_MARK_TYPES and utf8_len(text) > MAX_MARK_EVENT_BYTES:
+            return None
         append(_new_tuple(ValidatedEvent, (type_, frozen, text, op, None, time)))
     return out
 

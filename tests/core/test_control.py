@@ -251,3 +251,22 @@ async def test_a_missing_key_stores_nothing_and_a_prompt_file_is_read_each_turn(
         with pytest.raises(ProfileError, match="system_prompt_file"):
             [u async for u in chat.send("x")]
         assert len(await rt.store.read_events(header.id)) == count
+
+
+async def test_profile_and_fork_events_are_bounded_like_titles(runtime: Runtime) -> None:
+    """Every listing reads the latest of each for every session: one member's 1 MB profile
+    event must not cost everyone's sidebar a megabyte."""
+    from core.errors import InvalidEventError
+    from core.limits import MAX_MARK_EVENT_BYTES
+    from core.log import NewEvent
+
+    rt = runtime
+    header = await rt.store.create_session()
+    big = {"profile": "x" * MAX_MARK_EVENT_BYTES}
+    for kind in (SESSION_PROFILE, SESSION_FORK):
+        with pytest.raises(InvalidEventError, match="at most 8,192 UTF-8 bytes"):
+            await rt.store.append(header.id, kind, big)
+        with pytest.raises(InvalidEventError, match="at most 8,192 UTF-8 bytes"):
+            await rt.store.append_batch(header.id, [NewEvent(kind, big)])
+    assert await rt.store.read_events(header.id) == []
+    await rt.store.append(header.id, SESSION_PROFILE, {"profile": "x" * 8000})

@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 
 from core.config import ConfigError, DshConfig
 from core.engine import SYSTEM_PROMPT, ChatSession
-from core.errors import SessionNotFoundError
 from core.log import SESSION_PROFILE, Event, SessionHeader
 from core.profiles import Profile, ProfileError
 from core.providers.base import ModelProvider
@@ -185,23 +184,9 @@ def profile_event_data(profile: Profile) -> dict[str, str]:
 async def read_latest_events(
     store: SessionStore, type: str, session_ids: Sequence[str] | None = None
 ) -> dict[str, Event]:
-    """``store.read_latest_events`` (until every store has it: the unknown log-only events
-    of each session, read one session at a time)."""
-    own = getattr(store, "read_latest_events", None)
-    if own is not None:
-        found: dict[str, Event] = await own(type, session_ids)
-        return found
-    ids = [h.id for h in await store.list_headers()] if session_ids is None else session_ids
-    out: dict[str, Event] = {}
-    for sid in ids:
-        try:
-            events = await store.read_unknown_events(sid)
-        except SessionNotFoundError:
-            continue
-        for event in events:
-            if event.type == type:
-                out[sid] = event
-    return out
+    """``store.read_latest_events``: the latest event of ``type`` (a session's profile or
+    fork origin) of each given session."""
+    return await store.read_latest_events(type, session_ids)
 
 
 def build_runtime(
