@@ -14,6 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from core.jsoncodec import dumps_js, utf8_len
+from core.limits import MAX_MARK_EVENT_BYTES
 from core.log import (
     ASSISTANT_MESSAGE,
     SESSION_FORK,
@@ -232,7 +234,7 @@ mark_data = st.one_of(
     st.dictionaries(texts, values, max_size=4),
     # Long enough to be stored compressed (SQLite: 128 characters), or alone (2,048).
     st.builds(lambda t, n: {"profile": t * n}, texts.filter(bool), st.integers(10, 400)),
-)
+).filter(lambda d: utf8_len(dumps_js(d)) <= MAX_MARK_EVENT_BYTES)  # bounded like titles
 
 
 @settings(
