@@ -12,6 +12,8 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from tui.app.transcript.navigation import CONTROL_KEY_HELP
+
 __all__ = ["HELP_KEYS", "HelpScreen", "help_table"]
 
 HELP_KEYS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
@@ -39,8 +41,10 @@ HELP_KEYS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
     (
         "Everything else",
         (
-            ("Enter / Space", "expand or collapse a focused card"),
-            ("Tab / Shift+Tab", "move between the list, the cards and the composer"),
+            ("Enter / Space", "expand or collapse a focused card or folded history"),
+            ("Tab / Shift+Tab", "move between the list, the messages and the composer"),
+            ("Ctrl+Up, Up / Down", "from the composer to the messages, and between them"),
+            CONTROL_KEY_HELP,
             ("Ctrl+P", "command palette: switch session, export, copy, theme, screenshot"),
             ("F1, ?", "this help (? outside the composer and the session filter)"),
             ("Ctrl+Q", "quit"),
