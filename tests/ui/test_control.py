@@ -226,6 +226,23 @@ async def test_edit_an_earlier_message_sends_its_reference_again_and_folds_the_r
         assert "and the second?" in shown and "compare with @scratch" in shown
 
 
+async def test_the_palette_acts_on_the_focused_message(runtime: Runtime) -> None:
+    app = make_app(runtime)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await focus(pilot, items(app, UserMessage)[0])
+        titles = {c.title for c in app.get_system_commands(app.screen)}
+        assert {"Edit message #1", "Fork at message #1"} <= titles
+        await pilot.press("ctrl+p")
+        await pilot.pause(0.3)
+        await pilot.press(*"Edit message #1")
+        await pilot.pause(0.5)
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: app.control.editing is not None)
+        assert app.control.editing is not None and app.control.editing.seq == 1
+        assert app.composer.draft == "Can we merge shipping and billing?"
+
+
 async def test_escape_cancels_an_edit_and_gives_the_draft_back(runtime: Runtime) -> None:
     app = make_app(runtime)
     async with app.run_test(size=SIZE) as pilot:
@@ -462,3 +479,27 @@ def test_the_fork_banner_and_lineage_read_only_well_formed_events() -> None:
         {"parent": {"id": "p", "seq": True}},
     ):
         assert fork_parent(fork_event(bad)) is None
+
+
+async def test_an_edit_and_a_fork_banner_end_with_the_last_session(runtime: Runtime) -> None:
+    header = await fork_session(runtime.store, runtime.query, "checkout")
+    for session_id in ("checkout", "k8s-upgrade", "search-tuning", "scratch"):
+        await runtime.store.delete_session(session_id)
+    app = make_app(runtime, initial_session=header.id)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await app.workers.wait_for_complete()
+        banner = app.transcript.origin_banner
+        assert banner.display  # the parent is gone: named by its id
+        assert plain(banner).startswith("↳ Forked from checkout at message #2 (not in your")
+        await pilot.press(*"kept")
+        await focus(pilot, items(app, UserMessage)[0])
+        await pilot.press("e")
+        await wait_for(pilot, lambda: app.control.editing is not None)
+        await runtime.store.delete_session(header.id)  # elsewhere: no session is left
+        await app.session_deleted_elsewhere(header.id)
+        await settle(app, pilot)
+        assert app.current_id is None
+        assert app.control.editing is None and app.composer.draft == "kept"
+        assert not app.screen.query_one(EditingBar).display
+        assert not banner.display and app.transcript.empty_state.display

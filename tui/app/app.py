@@ -687,6 +687,7 @@ class DshApp(App[int]):
         mark it in the sidebar and the title. ``None``: no session (the newcomer's guide)."""
         if session_id is None:
             self.chat = None
+            self.control.leave_session()
             self.transcript.show_empty_state()
             self._set_unanswered(False)
             self._update_title()

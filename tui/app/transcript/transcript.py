@@ -993,6 +993,7 @@ class Transcript(ItemNavigation, VerticalScroll):
 
     def show_empty_state(self) -> AwaitComplete:
         """Clear the transcript and show the newcomer's guide (no session, or an empty one)."""
+        self._origin.show_origin(None, None)
         return self.load(())
 
     def add_events(
