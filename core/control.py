@@ -14,6 +14,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import core.log as _log
 from core.errors import DshError
 from core.log import (
     SESSION_FORK,
@@ -26,7 +27,6 @@ from core.log import (
     Replace,
     SessionHeader,
     new_message_id,
-    now_ms,
 )
 from core.query import SessionQueryLike
 from core.store import SessionStore
@@ -155,7 +155,7 @@ async def fork_session(
         parent_title = await query.read_title(session_id)
         cleaned = fork_title(parent_title.title if parent_title else None, session_id)
     parent = await store.read_header(session_id)
-    now = now_ms()
+    now = _log.now_ms()  # looked up now, as the stores do (a test's clock applies)
     header = SessionHeader(new_id or new_message_id(), now, parent.cwd)
     events: list[NewEvent] = [
         NewEvent(SESSION_FORK, {"parent": {"id": session_id, "seq": taken[-1].seq}}, time=now)

@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import os
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import replace
 from pathlib import Path, PurePath
@@ -20,6 +20,7 @@ from typing import ClassVar
 
 from textual import events, on, work
 from textual.app import App, ComposeResult, SystemCommand
+from textual.await_complete import AwaitComplete
 from textual.binding import Binding, BindingType
 from textual.command import CommandPalette
 from textual.containers import Horizontal, Vertical
@@ -35,6 +36,7 @@ from core.display import escape_control, single_line
 from core.engine import (
     ChatSession,
     CompactionError,
+    EngineUpdate,
     ReplyDelta,
     ReplyFinished,
     ReplyWaiting,
@@ -61,6 +63,7 @@ from core.search import unindexed_notice
 from tui.app.busy import IDLE, Activity, Busy, action_available, busy_reason
 from tui.app.commands import ReferenceCommands, SessionCommands, focused_card
 from tui.app.composer.composer import Composer
+from tui.app.control import CONTROL_ACTIONS, ConversationControl
 from tui.app.drafts import DraftKeeper, drafts_path
 from tui.app.faults import FAULTS, FaultGuard
 from tui.app.follow import StoreFollower
@@ -78,6 +81,8 @@ from tui.app.sent_history import sent_messages
 from tui.app.sidebar.sidebar import Sidebar
 from tui.app.statusbar import KeyFooter, NoticeBar, StatusLine, TitleBar
 from tui.app.transcript.cards import Foldable, ReferenceCard, source_name
+from tui.app.transcript.history import ForkBanner
+from tui.app.transcript.navigation import MessageItem
 from tui.app.transcript.transcript import Transcript, last_assistant_text
 from tui.app.uistate import UiStateKeeper, default_state_path
 from tui.shared.errors import describe_error, fault_message, sentence, unlock_hint
@@ -182,6 +187,7 @@ class DshApp(App[int]):
         Binding("f4", "compact_session", "Compact"),
         Binding("f8", "delete_session", "Delete"),
         Binding("ctrl+b", "toggle_sidebar", "Sidebar"),
+        Binding("ctrl+up,alt+up", "focus_messages", "Messages", show=False),
         Binding("question_mark", "help", "Help", show=False),
         Binding("ctrl+q", "quit", "Quit"),
     ]
@@ -228,6 +234,7 @@ class DshApp(App[int]):
         self._ui_state = UiStateKeeper(state_path)
         self._keep_drafts = keep_drafts
         self.follower = StoreFollower(self)
+        self.control = ConversationControl(self)  # retry, edit and resend, fork
         self._drafts = DraftKeeper(None)
         self._history_window: SurfaceWindow | None = None
         self._drafts_timer_armed = False
@@ -399,6 +406,8 @@ class DshApp(App[int]):
         (The composer is the message's own: when the app quits, the screen may already
         have lost its widgets by the time the last change arrives.)"""
         composer, session_id = event.text_area, self.current_id
+        if self.control.editing is not None:
+            return  # an edit is not the session's draft: the one it replaced is kept
         if (
             isinstance(composer, Composer)
             and session_id is not None
@@ -604,6 +613,8 @@ class DshApp(App[int]):
         ``False`` (hidden) for one that waits until the reply, compaction, … is done."""
         if not action_available(action, self.activity.state):
             return False
+        if action in CONTROL_ACTIONS:
+            return self.control.check(action)
         if action in WRITING_ACTIONS and self._read_only:  # a replay, or a full disk
             return None
         if action in SESSION_WRITING_ACTIONS and self._foreign_owner is not None:
@@ -645,6 +656,7 @@ class DshApp(App[int]):
                 headers, titles, self.current_id, last_active, me=self.runtime.store.current_user()
             )
             self._update_title()
+            self.control.read_lineage(headers)  # which are forks: in the background
             self._tell_damage()
 
     def _tell_damage(self) -> None:
@@ -680,6 +692,7 @@ class DshApp(App[int]):
         mark it in the sidebar and the title. ``None``: no session (the newcomer's guide)."""
         if session_id is None:
             self.chat = None
+            self.control.leave_session()
             self.transcript.show_empty_state()
             self._set_unanswered(False)
             self._update_title()
@@ -697,6 +710,7 @@ class DshApp(App[int]):
         previous = self.current_id
         self.chat = chat
         if previous != session_id:
+            self.control.leave_session()  # an edit of the other session ends there
             self._enter_session_draft(previous, session_id)
             # Up/Down walk this session's own sent messages: the newest page's at once;
             # going past the oldest reads those of the HISTORY_EVENTS events before it.
@@ -706,6 +720,7 @@ class DshApp(App[int]):
         self.sidebar.set_current(session_id)
         self._keep_ui_state()  # the next run opens this session again
         self._show_window(window)
+        self.control.show_origin()
         self._set_unanswered(unanswered_message(window.events) is not None)
         self._update_title()
         self.composer.send_enabled = self._can_send and not self.preparing
@@ -838,7 +853,7 @@ class DshApp(App[int]):
         seqs are read when an earlier page or older sent messages are wanted)."""
         return await self.runtime.query.read_surface_page(session_id, self.transcript.page_size + 1)
 
-    def _show_window(self, window: SurfaceWindow) -> None:
+    def _show_window(self, window: SurfaceWindow) -> AwaitComplete:
         query, session_id = self.runtime.query, window.session.id
 
         async def fetch(seqs: Sequence[int]) -> list[Event]:
@@ -850,7 +865,7 @@ class DshApp(App[int]):
         async def fetch_seqs() -> tuple[tuple[int, ...], int]:
             return await query.read_surface_seqs(session_id)
 
-        self.transcript.load_window(window, fetch, fetch_unknown, fetch_seqs)
+        return self.transcript.load_window(window, fetch, fetch_unknown, fetch_seqs)
 
     @on(Transcript.LoadFailed)
     def _load_failed(self, message: Transcript.LoadFailed) -> None:
@@ -901,7 +916,7 @@ class DshApp(App[int]):
             self._say_busy("sending")
             return
         self.notice.clear()
-        self._send(draft)
+        self._send(draft, self.control.edit_seq(self.current_id))
 
     @on(Composer.SendBlocked)
     def _send_blocked(self) -> None:
@@ -923,26 +938,42 @@ class DshApp(App[int]):
         return reason[:1].upper() + reason[1:]
 
     @work(exclusive=True, group="send")
-    async def _send(self, draft: str) -> None:
+    async def _send(self, draft: str, edit_seq: int | None = None) -> None:
+        """Send ``draft`` (``edit_seq``: in place of that message of the user's)."""
         with self.faults("start a new session for the message") as guard:
             chat = await self._ensure_session()
         if guard.failed or chat is None:
             return  # the draft is still in the composer
-        try:  # one reply at a time per session, across processes: before anything is stored
+        # One reply at a time per session, across processes: before anything is stored.
+        await self._leased(chat, lambda: self._send_leased(chat, draft, edit_seq))
+
+    async def _leased(
+        self,
+        chat: ChatSession,
+        work: Callable[[], Awaitable[None]],
+        *,
+        doing: str = "send the message",
+        later: str = "Your draft is kept; send it when that reply is done.",
+    ) -> None:
+        """``work`` under ``chat``'s reply lease (a send, an edit, a retry): another writer
+        replying in the session is a notice ending with ``later``, a fault taking or giving
+        back the lease one saying what could not be done (``doing``); the draft is
+        untouched."""
+        try:
             async with chat.reply_lease():
-                await self._send_leased(chat, draft)
+                await work()
         except SessionBusyError as err:
             hint = unlock_hint(err)  # a holder not known to run here may be gone
             self.notice.show_notice(
                 "This session is busy: another window or process is writing a reply. "
-                "Your draft is kept; send it when that reply is done."
+                + later
                 + ("" if hint is None else f" If none is, {hint}."),
                 warning=True,
             )
         except FAULTS as err:  # taking or giving back the lease: the draft is untouched
-            self.report_fault(err, "send the message")
+            self.report_fault(err, doing)
 
-    async def _send_leased(self, chat: ChatSession, draft: str) -> None:
+    async def _send_leased(self, chat: ChatSession, draft: str, edit_seq: int | None) -> None:
         composer = self.composer
         spans = find_session_reference_spans(draft)
         labels = {s.session_id: s.label for s in spans if s.session_id is not None}
@@ -954,8 +985,16 @@ class DshApp(App[int]):
             Busy.PREPARING,
             f"Preparing {count} referenced {plural}… (Esc cancels)" if count else None,
         )  # the composer's Enter is blocked meanwhile (watch_activity)
+        interrupt = asyncio.Event()  # Esc stops the reply (set once it streams)
+        stream: AsyncIterator[EngineUpdate] | None = None
         try:
-            submitted = await chat.submit(draft, cancel=self._cancel_prepare)
+            if edit_seq is None:
+                submitted = await chat.submit(draft, cancel=self._cancel_prepare)
+            else:  # the edited message and the reply, one stream (ChatSession.edit)
+                stream = chat.edit(
+                    edit_seq, draft, cancel=self._cancel_prepare, interrupt=interrupt
+                )
+                submitted = await self.control.submitted(stream)
         except SessionReferenceError as err:
             self._restore_draft(draft)
             self.notice.show_notice(
@@ -967,16 +1006,20 @@ class DshApp(App[int]):
             return
         except FAULTS as err:
             self._restore_draft(draft)
-            self.report_fault(err, "send the message")
+            doing = "send the message" if edit_seq is None else "resend the edited message"
+            self.report_fault(err, doing)
             return
         finally:
             self.activity = IDLE
             self._cancel_prepare = None
         composer.add_to_history(draft)
         self.transcript.follow()
-        self.transcript.add_events(submitted.events)
+        if stream is None:
+            self.transcript.add_events(submitted.events)
+        else:
+            await self.control.edit_sent(chat)  # the replaced messages, folded
         self._set_unanswered(True)
-        await self._stream_reply(chat)
+        await self._stream_reply(chat, stream=stream, interrupt=interrupt)
 
     def _restore_draft(self, draft: str) -> None:
         """Put a draft that was not sent back into the composer, losing nothing.
@@ -992,18 +1035,27 @@ class DshApp(App[int]):
         else:
             composer.insert(draft + "\n", (0, 0))
 
-    async def _stream_reply(self, chat: ChatSession, *, again: bool = False) -> None:
+    async def _stream_reply(
+        self,
+        chat: ChatSession,
+        *,
+        again: bool = False,
+        stream: AsyncIterator[EngineUpdate] | None = None,
+        interrupt: asyncio.Event | None = None,
+    ) -> None:
         """Stream the reply to the message just sent, or (``again``) to the last one left
-        unanswered by a reply that failed."""
-        self._interrupt = asyncio.Event()
+        unanswered by a reply that failed, or the reply updates of ``stream`` (a retry, an
+        edit: made with ``interrupt``, which Esc then sets)."""
+        self._interrupt = interrupt if interrupt is not None else asyncio.Event()
         replying = Activity(Busy.STREAMING, "Replying… (Esc stops)")
         self.activity = replying
         view = self.transcript.begin_reply()
-        updates = (
-            chat.reply_to_last(interrupt=self._interrupt)
-            if again
-            else chat.reply(interrupt=self._interrupt)
-        )
+        if stream is not None:
+            updates = stream
+        elif again:
+            updates = chat.reply_to_last(interrupt=self._interrupt)
+        else:
+            updates = chat.reply(interrupt=self._interrupt)
         try:
             waiting = False
             async for update in updates:
@@ -1089,6 +1141,8 @@ class DshApp(App[int]):
             self._cancel_prepare.set()
         elif self._interrupt is not None:
             self._interrupt.set()
+        elif self.control.cancel_edit():
+            pass  # the edit is dropped, the earlier draft is back
         else:
             if self.screen.query(HelpPanel):
                 self.action_hide_help_panel()
@@ -1100,8 +1154,31 @@ class DshApp(App[int]):
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen())
 
+    # ------------------------------------------------------------------ conversation control
+
+    def action_retry_reply(self) -> None:
+        """``r`` on a message (or the palette): answer the last request again."""
+        self.control.retry()
+
+    def action_edit_message(self) -> None:
+        """``e`` on one of your messages (or the palette): edit it and resend."""
+        self.control.edit()
+
+    def action_fork_session(self) -> None:
+        """``f`` on a message (or the palette): a new session up to that message."""
+        self.control.fork()
+
+    def action_focus_messages(self) -> None:
+        """Ctrl+Up: from the composer to the newest message (Up/Down then walk them)."""
+        self.transcript.focus_last_item()
+
+    @on(ForkBanner.OpenParent)
+    def _open_parent(self, message: ForkBanner.OpenParent) -> None:
+        self.switch_to(message.session_id)
+
     @on(Foldable.TypedAhead)
-    def _typed_on_a_card(self, message: Foldable.TypedAhead) -> None:
+    @on(MessageItem.TypedAhead)
+    def _typed_on_a_card(self, message: Foldable.TypedAhead | MessageItem.TypedAhead) -> None:
         """A key typed on a focused card is for the composer: it gets the key itself, so
         what the key means there (``@`` opens the picker) holds too."""
         composer = self.composer
@@ -1403,6 +1480,7 @@ class DshApp(App[int]):
             else "Nothing to answer now: the last message has a reply",
             self.action_answer_again,
         )
+        yield from self.control.commands(screen)
         yield SystemCommand(
             "Copy last reply",
             "Copy the newest assistant reply to the clipboard",

@@ -12,6 +12,8 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from tui.app.transcript.navigation import CONTROL_KEY_HELP
+
 __all__ = ["HELP_KEYS", "HelpScreen", "help_table"]
 
 HELP_KEYS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
@@ -21,8 +23,8 @@ HELP_KEYS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
             ("Enter", "send the message"),
             ("Shift+Enter, Ctrl+J", "add a line"),
             ("Up / Down", "walk your sent messages (on the first / last line)"),
-            ("@", "reference another session (Up/Down to choose, Enter or Tab to insert)"),
-            ("Esc", "stop a reply, cancel preparing, or come back to the composer"),
+            ("@", "reference another session (Up/Down, then Enter or Tab)"),
+            ("Esc", "stop a reply, cancel preparing, or back to the composer"),
         ),
     ),
     (
@@ -39,10 +41,11 @@ HELP_KEYS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
     (
         "Everything else",
         (
-            ("Enter / Space", "expand or collapse a focused card"),
-            ("o", "open the session a focused reference card was taken from"),
-            ("Tab / Shift+Tab", "move between the list, the cards and the composer"),
-            ("Ctrl+P", "command palette: switch session, export, copy, theme, screenshot"),
+            ("Enter / Space", "expand or collapse a focused card or folded history"),
+            ("o", "open the session a focused card was taken from"),
+            ("Tab, Ctrl+Up", "move between the list, cards, messages and composer"),
+            CONTROL_KEY_HELP,
+            ("Ctrl+P", "palette: switch session or profile, export, copy, …"),
             ("F1, ?", "this help (? outside the composer and the session filter)"),
             ("Ctrl+Q", "quit"),
         ),

@@ -1,12 +1,14 @@
 """The session list: title or id, relative age and cwd; filter by typing; current highlighted.
 
 Sessions are listed by last activity, newest first (a session without events counts from
-its creation), so the one just used is on top and is what a restart opens."""
+its creation), so the one just used is on top and is what a restart opens. A fork keeps
+that order (it is not moved under its parent, which may be far down the list): its row
+starts with ``↳`` and its second line names the session it was forked from."""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar
 
 from rich.text import Text
@@ -25,6 +27,7 @@ from core.references import SessionDiscovery
 from core.search import SearchHit
 from tui.app.sidebar.sessionlist import SessionList
 from tui.shared.activity import active_at, order_by_last_activity
+from tui.shared.lineage import ForkParent
 from tui.shared.snippets import snippet_text
 
 __all__ = ["NEW_SESSION_LABEL", "BodySource", "SessionEntry", "Sidebar", "by_last_activity"]
@@ -36,6 +39,11 @@ it, best first (``SessionReferenceService.search_sessions``)."""
 NEW_SESSION_LABEL = "New session"
 """What an untitled session without any event is called (rather than its UUID)."""
 
+FORK_MARK = "↳ "
+"""Before the label of a fork; its second line then says which session it came from."""
+PARENT_CHARS = 24
+"""How much of a fork's parent's label its second line keeps."""
+
 
 @dataclass(frozen=True, slots=True)
 class SessionEntry:
@@ -45,6 +53,8 @@ class SessionEntry:
     """The time of the session's last event; ``None`` when it has none yet."""
     hit: SearchHit | None = None
     """For a session listed because a message of it contains the filter: that message."""
+    parent: ForkParent | None = None
+    """For a fork: the session it was forked from (``session/fork``), else ``None``."""
 
     @property
     def label(self) -> str:
@@ -110,6 +120,8 @@ class Sidebar(Vertical):
         self._entries: list[SessionEntry] = []
         self._visible: list[SessionEntry] = []
         self._positions: dict[str, int] = {}
+        self._labels: dict[str, str] = {}  # every listed session's label, by id
+        self._parents: dict[str, ForkParent] = {}  # the forks among them, by id
         self.current_id: str | None = None
         self.me: str | None = None  # the user: other owners' sessions are marked
         self.body_source: BodySource | None = None
@@ -148,20 +160,41 @@ class Sidebar(Vertical):
         last_active: Mapping[str, int] | None = None,
         *,
         me: str | None = None,
+        parents: Mapping[str, ForkParent] | None = None,
     ) -> None:
         """Show these sessions, ordered by ``last_active`` (the time of each one's last
         event, as ``SessionQuery.read_last_event_times`` gives it; absent: no events).
-        ``me``: the user; a session another user owns (shared with them) says whose."""
+        ``me``: the user; a session another user owns (shared with them) says whose.
+        ``parents``: the forks among them and the session each was forked from (by
+        default those last given: ``set_parents``)."""
         times = last_active if last_active is not None else {}
+        if parents is not None:
+            self._parents = dict(parents)
+        forks = self._parents
         self.me = me
         self._entries = by_last_activity(
             [
-                SessionEntry(h, titles[h.id].title if h.id in titles else None, times.get(h.id))
+                SessionEntry(
+                    h,
+                    titles[h.id].title if h.id in titles else None,
+                    times.get(h.id),
+                    parent=forks.get(h.id),
+                )
                 for h in headers
             ]
         )
+        self._labels = {e.header.id: e.label for e in self._entries}
         self.current_id = current_id
         self._refresh_options()
+
+    def set_parents(self, parents: Mapping[str, ForkParent]) -> None:
+        """The forks among the listed sessions and their parents (read after the list,
+        in the background); rows are drawn again only when that changed."""
+        if dict(parents) == self._parents:
+            return
+        self._parents = dict(parents)
+        self._entries = [replace(e, parent=self._parents.get(e.header.id)) for e in self._entries]
+        self._refresh_options(search=False)
 
     def set_current(self, session_id: str | None) -> None:
         """Mark ``session_id`` as the open session (the list itself is not rebuilt). A filter
@@ -182,6 +215,10 @@ class Sidebar(Vertical):
     def entry(self, session_id: str) -> SessionEntry | None:
         return next((e for e in self._entries if e.header.id == session_id), None)
 
+    def label_of(self, session_id: str) -> str | None:
+        """The label of a listed session (``None``: not listed, e.g. deleted)."""
+        return self._labels.get(session_id)
+
     def row_lines(self, index: int) -> tuple[Text, Text]:
         """The two lines of visible row ``index``: label (current marked), then age and cwd."""
         entry = self._visible[index]
@@ -190,6 +227,8 @@ class Sidebar(Vertical):
         label = Text(no_wrap=True, overflow="ellipsis")
         marker = self.get_component_rich_style("sidebar--current", partial=True)
         label.append("● " if current else "  ", style=marker)
+        if entry.parent is not None:
+            label.append(FORK_MARK, style="dim")
         label.append(single_line(entry.label, max(8, width - 3)), style="bold" if current else "")
         detail = Text("  ", no_wrap=True, overflow="ellipsis")
         if entry.hit is not None:
@@ -203,7 +242,14 @@ class Sidebar(Vertical):
         if owner is not None and self.me is not None and owner != self.me:
             # Shared with the user by its owner: read-only to them.
             detail.append(f"⇄ {single_line(owner, 24)} · ", style="italic")
-        detail.append(single_line(f"{age} · {cwd}", max(8, width - 3)), style="dim")
+        if entry.parent is None:
+            detail.append(single_line(f"{age} · {cwd}", max(8, width - 3)), style="dim")
+            return label, detail
+        # A fork: its age, then where it came from; its cwd (its parent's) last, cut first.
+        parent = self._labels.get(entry.parent.id, entry.parent.id)
+        detail.append(f"{age} · ", style="dim")
+        detail.append(f"of {single_line(parent, PARENT_CHARS)}", style="italic")
+        detail.append(single_line(f" · {cwd}", max(8, width - 3)), style="dim")
         return label, detail
 
     def _refresh_options(self, *, search: bool = True) -> None:
@@ -220,7 +266,7 @@ class Sidebar(Vertical):
             by_id = {e.header.id: e for e in self._entries}
             shown = {e.header.id for e in local}
             found = [
-                SessionEntry(entry.header, entry.title, entry.last_active, hit)
+                replace(entry, hit=hit)
                 for session_id, hit in self._found
                 if (entry := by_id.get(session_id)) is not None and session_id not in shown
             ]

@@ -23,6 +23,7 @@ from rich.style import Style
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.await_complete import AwaitComplete
+from textual.binding import BindingType
 from textual.containers import Vertical, VerticalScroll
 from textual.message import Message
 from textual.timer import Timer
@@ -36,6 +37,13 @@ from core.limits import MAX_JSON_DEPTH
 from core.log import ASSISTANT_MESSAGE, Event, message_text
 from core.query import SurfaceWindow
 from tui.app.transcript.cards import CheckpointCard, CollapsedItem, ReferenceCard
+from tui.app.transcript.history import ForkBanner, history_widget, with_history
+from tui.app.transcript.navigation import (
+    ITEM_BINDINGS,
+    MESSAGE_BINDINGS,
+    ItemNavigation,
+    MessageItem,
+)
 from tui.app.transcript.window import (
     Span,
     earlier_mount_start,
@@ -51,6 +59,7 @@ from tui.shared.items import (
     event_preview,
     with_unknown_events,
 )
+from tui.shared.lineage import ForkParent
 from tui.shared.render import GrowingMarkdown, LiteralMarkdown, highlight_mentions
 from tui.shared.times import local_minute
 
@@ -214,9 +223,11 @@ def _header(label: str, detail: Iterable[str]) -> Text:
 # --------------------------------------------------------------------------- items
 
 
-class UserMessage(Static):
+class UserMessage(MessageItem, Static, can_focus=True):
     """A direct user message (or steering message): readable text, ``@label`` mentions styled
     by the component class ``user-message--mention`` (theme colours, in the stylesheet)."""
+
+    BINDINGS: ClassVar[list[BindingType]] = MESSAGE_BINDINGS
 
     COMPONENT_CLASSES: ClassVar[set[str]] = {"user-message--mention"}
 
@@ -268,8 +279,10 @@ def _marker(status: str | None, error: str | None) -> Text | None:
     return None
 
 
-class AssistantMessage(Vertical):
+class AssistantMessage(MessageItem, Vertical, can_focus=True):
     """A stored assistant message: header, collapsed reasoning, Markdown body, status marker."""
+
+    BINDINGS: ClassVar[list[BindingType]] = MESSAGE_BINDINGS
 
     def __init__(
         self,
@@ -371,13 +384,15 @@ def _joined(parts: list[str]) -> str:
     return parts[0] if parts else ""
 
 
-class ReplyView(Vertical):
+class ReplyView(MessageItem, Vertical, can_focus=True):
     """The streaming assistant reply.
 
     ``append`` is cheap and synchronous; the body (``reply_body``, the one a stored reply gets)
     is rendered again with the text so far at most every ``FLUSH_INTERVAL`` seconds.
     ``finish`` flushes and shows the interrupted/error marker.
     """
+
+    BINDINGS: ClassVar[list[BindingType]] = MESSAGE_BINDINGS
 
     class Finished(Message):
         """The reply finished (posted after the last text was rendered)."""
@@ -564,8 +579,10 @@ FOUND_MARK_S = 3.0
 """How long an item opened from a search hit stays marked (seconds)."""
 
 
-class Transcript(VerticalScroll):
+class Transcript(ItemNavigation, VerticalScroll):
     """The scrollable transcript of one session (see the module docstring)."""
+
+    BINDINGS: ClassVar[list[BindingType]] = ITEM_BINDINGS
 
     # The transcript and its items (messages here, folds and cards in cards.py): a reusable
     # widget's styles travel with it, whichever app or screen mounts it.
@@ -617,6 +634,12 @@ class Transcript(VerticalScroll):
         margin: 0 0 1 0;
         padding: 0 1;
         border-left: outer $success;
+    }
+
+    /* A focused message (Up/Down walk them; r, e, f act on it) must be obvious too. */
+    UserMessage:focus, AssistantMessage:focus, ReplyView:focus {
+        background: $boost;
+        border-left: outer $accent;
     }
 
     AssistantMessage > .message-header, ReplyView > .message-header {
@@ -793,6 +816,7 @@ class Transcript(VerticalScroll):
         self._button = Button("Load earlier messages", id="load-earlier", compact=True)
         self._button.display = False
         self._empty = EmptyState()
+        self._origin = ForkBanner()  # a fork's parent, once the top of the surface is shown
         self._pending_loads = 0  # loads, pages and appends not mounted yet
         self._idle = asyncio.Event()
         self._idle.set()
@@ -878,6 +902,7 @@ class Transcript(VerticalScroll):
         return AwaitComplete(tracking())
 
     def compose(self) -> ComposeResult:
+        yield self._origin  # above the button: earlier items are mounted right after it
         yield self._button
         yield self._empty
 
@@ -891,7 +916,8 @@ class Transcript(VerticalScroll):
         self._fetch_unknown, self._unknown_floor, self._unknown_low = None, -1, -1
         self._unknown_through = None
         self._counted, self._fetch_seqs, self._counting = True, None, None
-        return self._replace(list(classify_surface(events)), {event.seq for event in events}, [])
+        items = with_history(classify_surface(events))
+        return self._replace(items, {event.seq for event in events}, [])
 
     def load_window(
         self,
@@ -926,7 +952,7 @@ class Transcript(VerticalScroll):
         low = max(floor, events[0].seq) if unread and events else floor
         unknown = [event for event in window.unknown if event.seq > low]
         merged = with_unknown_events(events, unknown)
-        items = (
+        items = with_history(
             classify_surface([context, *merged])[1:]
             if context is not None
             else classify_surface(merged)
@@ -975,6 +1001,7 @@ class Transcript(VerticalScroll):
 
     def show_empty_state(self) -> AwaitComplete:
         """Clear the transcript and show the newcomer's guide (no session, or an empty one)."""
+        self._origin.show_origin(None, None)
         return self.load(())
 
     def add_events(
@@ -1035,6 +1062,32 @@ class Transcript(VerticalScroll):
     def follow(self) -> None:
         """Jump to the newest content and follow it again (e.g. when the user sends)."""
         self.anchor()
+
+    @property
+    def origin_banner(self) -> ForkBanner:
+        return self._origin
+
+    def set_origin(self, parent: ForkParent | None, label: str | None = None) -> None:
+        """The session this one was forked from (``None``: not a fork), shown above the
+        first item once the top of the surface is shown."""
+        self._origin.show_origin(parent, label)
+        self._update_chrome()
+
+    def event_of(self, widget: Widget | None) -> Event | None:
+        """The stored surface event of the item that holds ``widget`` (a message, or
+        something inside one); ``None`` for anything else (folded history, a reply not
+        stored yet, the chrome)."""
+        while widget is not None and widget.parent is not self:
+            parent = widget.parent
+            widget = parent if isinstance(parent, Widget) else None
+        if widget is None or widget not in self._widgets:
+            return None
+        entry = self._entries[self._first + self._widgets.index(widget)]
+        if isinstance(entry, TranscriptItem) and entry.event.surface_op is None:
+            return None  # a log-only item
+        if isinstance(entry, TranscriptItem) and entry.kind == "history":
+            return None
+        return entry.event
 
     def last_reply_text(self) -> str | None:
         """The text of the newest assistant message with text among the items read so far
@@ -1182,6 +1235,7 @@ class Transcript(VerticalScroll):
         items = classify_surface(events)
         if read.context is not None:
             items = items[1:]
+        items = with_history(items)
         del self._unread[-len(read.page) :]
         self._entries[:0] = items
         self._first = len(items)
@@ -1232,8 +1286,8 @@ class Transcript(VerticalScroll):
         """Classify new events; a user message right after an already shown card keeps its labels."""
         last = self._entries[-1] if self._entries else None
         if isinstance(last, TranscriptItem) and last.kind == "card":
-            return classify_surface([last.event, *events])[1:]
-        return classify_surface(events)
+            return with_history(classify_surface([last.event, *events])[1:])
+        return with_history(classify_surface(events))
 
     def _adopt_reply(self, item: TranscriptItem) -> bool:
         """Bind a stored assistant message to the finished reply already on screen."""
@@ -1255,6 +1309,10 @@ class Transcript(VerticalScroll):
         return self.time_format(event.time) if self.time_format is not None else ""
 
     def _make_widget(self, entry: Entry) -> Widget:
+        if isinstance(entry, TranscriptItem):  # folded history, a profile or fork note
+            special = history_widget(entry, self._fetch, self._make_widget)
+            if special is not None:
+                return special
         if isinstance(entry, ReplyRecord):
             if entry.event is not None:
                 return AssistantMessage.from_event(entry.event, time_format=self.time_format)
@@ -1304,6 +1362,7 @@ class Transcript(VerticalScroll):
 
     def _update_chrome(self) -> None:
         hidden = self.hidden_count
+        self._origin.display = self._origin.parent_session is not None and not hidden
         self._empty.display = not hidden and not self._entries
         self._button.display = hidden > 0
         reading = self._fetching is not None and self._fetching == self._generation
