@@ -316,11 +316,11 @@ def test_fork_of_a_fork_with_a_title_and_a_mention_of_it(run: Run) -> None:
     # The lineage column names each parent by its title, with the seq.
     table = run("sessions").out.splitlines()
     head = table[0].split("\t")
-    assert head == ["id", "title", "cwd", "last active", "profile", "forked from"]
+    assert head == ["id", "title", "cwd", "last active", "forked from"]  # none chose a profile
     cells = {row.split("\t")[0]: row.split("\t") for row in table[1:]}
-    assert cells[grand_id][5] == f"Child line #{rows[grand_id]['parent']['seq']}"
-    assert cells[child_id][5] == f"root question #{rows[child_id]['parent']['seq']}"
-    assert cells[parent][5] == ""
+    assert cells[grand_id][4] == f"Child line #{rows[grand_id]['parent']['seq']}"
+    assert cells[child_id][4] == f"root question #{rows[child_id]['parent']['seq']}"
+    assert cells[parent][4] == ""
     # A fork is referenced like any session.
     other = new(run)
     mention = run("mention", grand_id).out.strip()
@@ -364,7 +364,10 @@ def test_lineage_with_hostile_titles_is_escaped_and_aligned(run: Run) -> None:
     listed = run("sessions").out.splitlines()
     (row,) = [r.split("\t") for r in listed if r.startswith(single_line(fork_id))]
     seq = sessions(run)[fork_id]["parent"]["seq"]
-    assert row[5] == f"{single_line(f'title {HOSTILE}', 40)} #{seq}"
+    assert (
+        row[listed[0].split("\t").index("forked from")]
+        == f"{single_line(f'title {HOSTILE}', 40)} #{seq}"
+    )
     assert sessions(run)[fork_id]["title"] == " ".join(f"fork {HOSTILE}".split())
 
 
@@ -406,9 +409,10 @@ def test_a_fork_whose_parent_is_gone_names_its_id(run: Run, where: str) -> None:
     assert rows["malformed"]["parent"] is None  # no parent is claimed
     listed = run("sessions").out
     assert_terminal_safe(listed, "sessions")
+    column = listed.splitlines()[0].split("\t").index("forked from")
     cells = {row.split("\t")[0]: row.split("\t") for row in listed.splitlines()[1:]}
-    assert cells["orphan"][5] == "gone\\x1b[2J #7"
-    assert cells["malformed"][5] == ""
+    assert cells["orphan"][column] == "gone\\x1b[2J #7"
+    assert cells["malformed"][column] == ""
     shown = run("show", "orphan").out
     assert "▸ forked from gone\\x1b[2J at seq 7 · " in shown
     assert_terminal_safe(shown, "show")

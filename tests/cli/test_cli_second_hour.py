@@ -27,7 +27,7 @@ def test_sessions_are_listed_by_last_activity_as_in_the_app(dsh: Run) -> None:
     listed = dsh("sessions")
     assert listed.code == 0, listed.err
     head, *lines = listed.out.splitlines()
-    assert head.split("\t") == ["id", "title", "cwd", "last active", "profile"]
+    assert head.split("\t") == ["id", "title", "cwd", "last active"]
     assert [line.split("\t")[0] for line in lines] == [used, newer]
     rows = dsh("sessions", "--json").json()
     assert [row["id"] for row in rows] == [used, newer]  # the same order

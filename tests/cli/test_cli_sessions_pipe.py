@@ -26,18 +26,23 @@ def test_a_piped_listing_is_tab_separated(dsh: Run) -> None:
     listed = dsh("sessions")
     assert listed.code == 0
     head, *lines = listed.out.splitlines()
-    # the four columns of issue 31, and each session's profile (issue 32)
-    assert head == "id\ttitle\tcwd\tlast active\tprofile"
+    # the four columns of issue 31 (a profile column only once some session chose one)
+    assert head == "id\ttitle\tcwd\tlast active"
     rows = [line.split("\t") for line in lines]
-    assert all(len(row) == 5 for row in rows), rows
+    assert all(len(row) == 4 for row in rows), rows
     by_id = {row[0]: row[1:] for row in rows}
-    assert by_id[sid] == ["A spaced title", "/w\\tx", "just now", "offline"]  # no raw tab
+    assert by_id[sid] == ["A spaced title", "/w\\tx", "just now"]  # no raw tab
     listing = dsh("sessions", "--json").json()
     assert list(by_id) == [row["id"] for row in listing]
     for row in listing:
         shown = [single_line(row["title"] or "", 60), single_line(row["cwd"] or "—")]
         assert by_id[row["id"]][:2] == shown
     assert all(line == line.strip() and "  " not in line.split("\t")[0] for line in lines)
+    chose = dsh("new", "--profile", "offline").out.strip()
+    head, *lines = dsh("sessions").out.splitlines()
+    assert head == "id\ttitle\tcwd\tlast active\tprofile"
+    cells = {line.split("\t")[0]: line.split("\t")[4] for line in lines}
+    assert cells[chose] == "offline" and cells[sid] == "offline"  # the default's name
 
 
 async def _seed(db: Path) -> None:

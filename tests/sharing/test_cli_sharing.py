@@ -59,11 +59,11 @@ def test_sessions_and_candidates_hide_private_sessions_and_name_owners(
     assert listed.code == 0, listed.err
     assert team.private not in listed.out and "secret" not in listed.out
     head, *rows = listed.out.splitlines()
-    assert head.split("\t") == ["id", "title", "cwd", "last active", "profile", "owner"]
+    assert head.split("\t") == ["id", "title", "cwd", "last active", "owner"]
     (shared_row,) = [r.split("\t") for r in rows if team.shared in r]
-    assert shared_row[0] == team.shared and shared_row[5] == ALICE
+    assert shared_row[0] == team.shared and shared_row[4] == ALICE
     (own_row,) = [r.split("\t") for r in rows if team.bobs in r]
-    assert own_row[0] == team.bobs and own_row[5] == ""
+    assert own_row[0] == team.bobs and own_row[4] == ""
     rows_json = bob("sessions", "--json").json()
     assert {(r["id"], r["owner"]) for r in rows_json} == {(team.shared, ALICE), (team.bobs, BOB)}
     # Alice, who owns all she sees, gets no owner column.
@@ -72,7 +72,6 @@ def test_sessions_and_candidates_hide_private_sessions_and_name_owners(
         "title",
         "cwd",
         "last active",
-        "profile",
     ]
     candidates = bob("candidates", team.bobs, "--json").json()
     assert [c["id"] for c in candidates] == [team.shared]

@@ -127,11 +127,16 @@ def _print_table(
             single_line(titles[h.id].title, 60) if h.id in titles else "",
             single_line(h.cwd) if h.cwd is not None else "—",
             relative_age(active_at(h, last_active.get(h.id))),
-            _profile_cell(rt, lineage.profiles.get(h.id)),
         )
         for h in headers
     ]
-    columns: tuple[str, ...] = ("id", "title", "cwd", "last active", "profile")
+    columns: tuple[str, ...] = ("id", "title", "cwd", "last active")
+    if any(lineage.profiles.get(h.id) for h in headers):  # some chose one: say which
+        columns += ("profile",)
+        table = [
+            (*row, _profile_cell(rt, lineage.profiles.get(h.id)))
+            for row, h in zip(table, headers, strict=True)
+        ]
     parents = [_parent_cell(lineage.forks.get(h.id), titles) for h in headers]
     if any(parents):  # some are forks: where each comes from
         columns += ("forked from",)
