@@ -1801,36 +1801,7 @@ class SqliteSessionStore:
         if wanted is not None and not wanted:
             return {}
 
-        def select(id_count: int | None) -> str:
-            where = (
-                ""
-                if id_count is None
-                else " AND session IN (SELECT key FROM sessions "
-                f"WHERE id IN ({', '.join('?' * id_count)}))"
-            )
-            return titles_sql(where) + f" WHERE {_readable('s')}"
-
-        async def body(conn: aiosqlite.Connection) -> tuple[tuple[int, int], Any, list[Any]]:
-            key, cached = await self._listing_key(conn, "titles")
-            if wanted is None and cached is not None:
-                return key, cached, []
-            if wanted is None:
-                queries: Iterable[tuple[str, list[bytes | str]]] = [
-                    (select(None), [*self._readers])
-                ]
-            else:
-                queries = (
-                    (select(len(chunk)), [*(encode_text(sid) for sid in chunk), *self._readers])
-                    for chunk in (
-                        wanted[i : i + _IN_CHUNK] for i in range(0, len(wanted), _IN_CHUNK)
-                    )
-                )
-            rows: list[Any] = []
-            for sql, params in queries:
-                rows.extend(await conn.execute_fetchall(sql, params))
-            return key, None, rows
-
-        key, cached, rows = await self._run(body, write=False)
+        key, cached, rows = await self._listing_rows("titles", titles_sql, wanted)
         if cached is not None:
             return dict(cached)  # the damage of the listing it kept is still _damaged
         # Decoding 100,000 title events takes a while: not on the event loop.
@@ -1840,14 +1811,12 @@ class SqliteSessionStore:
             self._damaged = damaged
         return out
 
-    async def read_latest_events(
-        self, type: str, session_ids: Sequence[str] | None = None
-    ) -> dict[str, Event]:
-        mark = check_mark_type(type)
-        wanted = None if session_ids is None else check_session_ids(session_ids)
-        if wanted is not None and not wanted:
-            return {}
-        name = f"latest {mark}"
+    async def _listing_rows(
+        self, name: str, sql: Callable[[str], str], wanted: Sequence[str] | None
+    ) -> tuple[tuple[int, int], Any, list[Any]]:
+        """The rows of a per-session listing (``sql(where)``, ``where`` narrowing the
+        sessions to ``wanted``; every readable one when ``None``), or the whole listing
+        ``name`` kept since the last write (``cached``, then no rows)."""
 
         def select(id_count: int | None) -> str:
             where = (
@@ -1856,7 +1825,7 @@ class SqliteSessionStore:
                 else " AND session IN (SELECT key FROM sessions "
                 f"WHERE id IN ({', '.join('?' * id_count)}))"
             )
-            return latest_events_sql(mark, where) + f" WHERE {_readable('s')}"
+            return sql(where) + f" WHERE {_readable('s')}"
 
         async def body(conn: aiosqlite.Connection) -> tuple[tuple[int, int], Any, list[Any]]:
             key, cached = await self._listing_key(conn, name)
@@ -1874,11 +1843,23 @@ class SqliteSessionStore:
                     )
                 )
             rows: list[Any] = []
-            for sql, params in queries:
-                rows.extend(await conn.execute_fetchall(sql, params))
+            for sql_text, params in queries:
+                rows.extend(await conn.execute_fetchall(sql_text, params))
             return key, None, rows
 
-        key, cached, rows = await self._run(body, write=False)
+        return await self._run(body, write=False)
+
+    async def read_latest_events(
+        self, type: str, session_ids: Sequence[str] | None = None
+    ) -> dict[str, Event]:
+        mark = check_mark_type(type)
+        wanted = None if session_ids is None else check_session_ids(session_ids)
+        if wanted is not None and not wanted:
+            return {}
+        name = f"latest {mark}"
+        key, cached, rows = await self._listing_rows(
+            name, lambda where: latest_events_sql(mark, where), wanted
+        )
         if cached is not None:
             return dict(cached)
         out = await asyncio.to_thread(self._build_latest, rows)
