@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from core.errors import DshError
+from core.jsoncodec import utf8_len
 
 __all__ = [
     "BUILTIN_PROFILES",
@@ -237,7 +238,7 @@ def parse_profile(
         prompt = raw["system_prompt"]
         if not isinstance(prompt, str):
             raise ProfileError(f"{at}: system_prompt must be a string")
-        if len(prompt.encode("utf-8", "surrogatepass")) > MAX_SYSTEM_PROMPT_BYTES:
+        if utf8_len(prompt) > MAX_SYSTEM_PROMPT_BYTES:
             raise ProfileError(
                 f"{at}: system_prompt is larger than {MAX_SYSTEM_PROMPT_BYTES} bytes"
             )

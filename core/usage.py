@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.engine import ChatSession, provider_messages
+from core.jsoncodec import utf8_len
 from core.log import ASSISTANT_MESSAGE, Event, message_text
 from core.paging import event_pages, read_last_seq
 from core.profiles import Profile
@@ -45,7 +46,7 @@ MESSAGE_OVERHEAD_TOKENS = 4
 
 def estimate_tokens(text: str) -> int:
     """About how many tokens ``text`` is: its UTF-8 bytes over four, rounded up."""
-    return math.ceil(len(text.encode("utf-8", "surrogatepass")) / BYTES_PER_TOKEN)
+    return math.ceil(utf8_len(text) / BYTES_PER_TOKEN)
 
 
 def messages_tokens(messages: Sequence[ProviderMessage]) -> int:
@@ -245,5 +246,5 @@ async def measure_draft(chat: ChatSession, draft: str) -> DraftUsage:
     pending = provider_messages([e.data for e in prepared.batch], system=None)
     snapshot_bytes = 0
     if prepared.snapshot is not None:
-        snapshot_bytes = len(message_text(prepared.snapshot).encode("utf-8", "surrogatepass"))
+        snapshot_bytes = utf8_len(message_text(prepared.snapshot))
     return DraftUsage(len(prepared.references), snapshot_bytes, messages_tokens(pending))
