@@ -486,8 +486,12 @@ class ChatSession:
             missing = profile.missing_key()
             if missing is not None:
                 raise MissingKeyError(missing)
-        if profile.system_prompt_file is not None:
-            self.system_prompt = profile.system_text(SYSTEM_PROMPT)
+        self._read_prompt_file()
+
+    def _read_prompt_file(self) -> None:
+        """The profile's system prompt file read now (``ProfileError`` when it cannot be)."""
+        if self.profile is not None and self.profile.system_prompt_file is not None:
+            self.system_prompt = self.profile.system_text(SYSTEM_PROMPT)
 
     # -- drafts ------------------------------------------------------------------------
 
@@ -512,8 +516,7 @@ class ChatSession:
         self, draft: str, *, cancel: asyncio.Event | None = None
     ) -> list[ProviderMessage]:
         """Exactly the messages the model would receive if ``draft`` were sent now."""
-        if self.profile is not None and self.profile.system_prompt_file is not None:
-            self.system_prompt = self.profile.system_text(SYSTEM_PROMPT)
+        self._read_prompt_file()
         prepared = await self.prepare_draft(draft, cancel=cancel)
         snapshot = await self.query.read_surface(self.session_id)
         pending: list[Mapping[str, Any]] = [e.data for e in prepared.batch]
@@ -525,6 +528,10 @@ class ChatSession:
         """Prepare and append the user's batch (all or nothing). Under a reply lease that
         another writer took meanwhile, nothing is appended (``LeaseLostError``)."""
         self.ready()
+        return await self._submit(draft, cancel)
+
+    async def _submit(self, draft: str, cancel: asyncio.Event | None) -> Submitted:
+        """``submit`` once ``ready`` has passed."""
         prepared = await self.prepare_draft(draft, cancel=cancel)
         if self._lease_owner is not None and self._lease_lost.is_set():
             raise await self._lost_error("message")
@@ -634,7 +641,7 @@ class ChatSession:
         or another writer is replying in this session (``SessionBusyError``)."""
         self.ready()
         async with self._busy, self.reply_lease():
-            yield await self.submit(draft, cancel=cancel)
+            yield await self._submit(draft, cancel)
             async with aclosing(self._reply(interrupt)) as updates:
                 async for update in updates:
                     yield update
