@@ -214,6 +214,8 @@ async def test_draft_with_two_mentions(runtime: Runtime, request: pytest.Fixture
             await pilot.press("enter")
         await pilot.press(*"what changed?")
         assert app.composer.reference_count == 2
+        await settle(app, pilot)  # the meter counts the references (issue 32)
+        assert app.status.meter_text.startswith("2 references · ")
         assert_snapshot(request, app, "app_draft_two_mentions")
         # Backspace right after a mention removes it whole
         app.composer.set_draft("see " + mention("scratch", "scratch"))
@@ -310,6 +312,8 @@ async def test_budget_error_notice_snapshot(
             "too large" in app.notice.visible_text
             and "SESSION_REFERENCE_BUDGET_EXCEEDED" in app.notice.visible_text
         )
+        await settle(app, pilot)  # the draft is back: the meter says why too (issue 32)
+        assert app.status.meter_text.startswith("References: the referenced session")
         assert_snapshot(request, app, "app_error_notice")
 
 

@@ -41,7 +41,7 @@ HELP_KEYS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
         (
             ("Enter / Space", "expand or collapse a focused card"),
             ("Tab / Shift+Tab", "move between the list, the cards and the composer"),
-            ("Ctrl+P", "command palette: switch session, export, copy, theme, screenshot"),
+            ("Ctrl+P", "command palette: switch session, profile, export, copy, theme"),
             ("F1, ?", "this help (? outside the composer and the session filter)"),
             ("Ctrl+Q", "quit"),
         ),
