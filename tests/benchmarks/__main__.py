@@ -18,6 +18,7 @@ from tests.benchmarks import (
     bench_append,
     bench_big_session,
     bench_candidates,
+    bench_meter,
     bench_open,
     bench_prepare,
     bench_prepare_scale,
@@ -47,6 +48,7 @@ WORKLOADS: dict[str, Callable[[Settings], Any]] = {
     "rls": bench_rls.run_workload,
     "team_search": bench_team_search.run_workload,
     "big_session": bench_big_session.run_workload,
+    "meter": bench_meter.run_workload,
 }
 
 
