@@ -397,6 +397,18 @@ def test_a_hostile_profile_name_written_by_hand_is_shown_escaped(
     assert sessions(run)[fork.out.strip()]["profile"] == HOSTILE_NAME
 
 
+def test_a_huge_recorded_profile_name_is_cut_in_the_note(run: Run, where: str) -> None:
+    sid = new(run)
+    assert run("send", sid, "hello").code == 0
+    name = "\x07" + "n" * 7000  # a mark event holds up to 8 KiB: the note says 64 of it
+    asyncio.run(_record(where, sid, {"profile": name, "provider": "p", "model": "m"}))
+    usage = run("usage", sid)
+    assert usage.code == 0, usage.err
+    assert usage.err == (
+        "dsh: note: profile '\\x07" + "n" * 62 + "…' is not configured any more; using 'local'\n"
+    )
+
+
 def test_edit_reads_the_text_from_standard_input(run: Run, monkeypatch: pytest.MonkeyPatch) -> None:
     sid = new(run)
     assert run("send", sid, "typed on the line").code == 0

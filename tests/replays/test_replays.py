@@ -33,9 +33,12 @@ async def draw(path: Path, *, expand_cards: bool = False) -> str:
         store = await open_replay(path.name)
     finally:
         os.chdir(here)
-    now = await replay_now(store)
-    runtime = replay_runtime(DshConfig(database=path.with_suffix(".never")), store)
-    return await render_svg(runtime, size=SIZE, expand_cards=expand_cards, now=lambda: now)
+    try:
+        now = await replay_now(store)
+        runtime = replay_runtime(DshConfig(database=path.with_suffix(".never")), store)
+        return await render_svg(runtime, size=SIZE, expand_cards=expand_cards, now=lambda: now)
+    finally:  # as dsh replay does: a large log's temporary database (and its thread) goes
+        await store.close()
 
 
 def test_the_corpus_is_there() -> None:

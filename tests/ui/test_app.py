@@ -49,6 +49,7 @@ def mention(session_id: str, label: str) -> str:
 async def settle(app: DshApp, pilot: Pilot[int]) -> None:
     await pilot.pause()
     await asyncio.wait_for(app.transcript.wait_until_settled(), 10)
+    await asyncio.wait_for(app.meter.wait_until_settled(), 10)  # the status line's figures
     await pilot.pause()
 
 
@@ -526,10 +527,15 @@ async def test_a_long_session_opens_reading_one_page(runtime: Runtime) -> None:
         await settle(app, pilot)
         query.whole_reads.clear()
         query.events_read.clear()
+        measured = app.meter.measures
         await app.open_session("long")
-        await settle(app, pilot)
-        transcript = app.transcript
         assert query.whole_reads == [] and query.events_read == [PAGE_SIZE + 1]
+        # The context meter reads the whole surface once, afterwards, in the background.
+        await wait_for(pilot, lambda: app.meter.measures == measured + 1)
+        await settle(app, pilot)
+        assert query.whole_reads == ["long"] and query.events_read == [PAGE_SIZE + 1]
+        query.whole_reads.clear()
+        transcript = app.transcript
         assert transcript.item_count == items
         assert transcript.mounted_count == PAGE_SIZE
         assert transcript.unread_count == items - PAGE_SIZE

@@ -214,6 +214,8 @@ async def test_draft_with_two_mentions(runtime: Runtime, request: pytest.Fixture
             await pilot.press("enter")
         await pilot.press(*"what changed?")
         assert app.composer.reference_count == 2
+        await settle(app, pilot)  # the meter counts the references (issue 32)
+        assert app.status.meter_text.startswith("2 references · ")
         assert_snapshot(request, app, "app_draft_two_mentions")
         # Backspace right after a mention removes it whole
         app.composer.set_draft("see " + mention("scratch", "scratch"))
@@ -258,14 +260,15 @@ async def test_send_with_references_shows_card_message_and_reply(
         app.transcript.scroll_to_widget(card, animate=False, top=True)
         await pilot.pause(0.2)
         svg = screen_text(app)
-        for expected in [
-            "search-tuning",
-            "captured through",
-            "omitted",
-            "user: Why are exact matches ranked low?",
-        ]:
+        for expected in ["search-tuning", "captured through", "omitted"]:
             assert expected in svg, expected
         assert_snapshot(request, app, "app_card_expanded")
+        # What the model received follows the sources' details, below the fold at 100x32.
+        conversation = card._conversation
+        assert conversation is not None
+        app.transcript.scroll_to_widget(conversation, animate=False, top=True)
+        await pilot.pause(0.2)
+        assert "user: Why are exact matches ranked low?" in screen_text(app)
 
 
 async def test_preparing_status_and_esc_cancels(
@@ -310,6 +313,8 @@ async def test_budget_error_notice_snapshot(
             "too large" in app.notice.visible_text
             and "SESSION_REFERENCE_BUDGET_EXCEEDED" in app.notice.visible_text
         )
+        await settle(app, pilot)  # the draft is back: the meter says why too (issue 32)
+        assert app.status.meter_text.startswith("References: the referenced session")
         assert_snapshot(request, app, "app_error_notice")
 
 

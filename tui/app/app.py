@@ -67,6 +67,8 @@ from tui.app.control import CONTROL_ACTIONS, ConversationControl
 from tui.app.drafts import DraftKeeper, drafts_path
 from tui.app.faults import FAULTS, FaultGuard
 from tui.app.follow import StoreFollower
+from tui.app.meter import ContextMeter
+from tui.app.profiles import ProfileKeeper
 from tui.app.screens.help import HelpScreen
 from tui.app.screens.modals import (
     ConfirmScreen,
@@ -235,6 +237,8 @@ class DshApp(App[int]):
         self._keep_drafts = keep_drafts
         self.follower = StoreFollower(self)
         self.control = ConversationControl(self)  # retry, edit and resend, fork
+        self.profiles = ProfileKeeper(self)
+        self.meter = ContextMeter(self)
         self._drafts = DraftKeeper(None)
         self._history_window: SurfaceWindow | None = None
         self._drafts_timer_armed = False
@@ -323,6 +327,7 @@ class DshApp(App[int]):
             await self.open_session(self._initial_session)
         else:
             await self.open_last_session()
+        self.profiles.tell_default_key()
         self._damage_told = ()  # opening the session cleared the notice line: tell it now
         self._tell_damage()
         self.follower.start()
@@ -406,6 +411,8 @@ class DshApp(App[int]):
         (The composer is the message's own: when the app quits, the screen may already
         have lost its widgets by the time the last change arrives.)"""
         composer, session_id = event.text_area, self.current_id
+        if isinstance(composer, Composer) and self._chat_screen is not None:
+            self.meter.draft_changed(composer.draft)
         if self.control.editing is not None:
             return  # an edit is not the session's draft: the one it replaced is kept
         if (
@@ -678,12 +685,12 @@ class DshApp(App[int]):
 
     def _update_title(self) -> None:
         bar = self._main.query_one("#title-bar", TitleBar)
-        model = self.runtime.provider.model if self._runtime is not None else ""
+        shown = self.profiles.shown()
         if self.chat is None:
-            bar.show(None, None, None, model)
+            bar.show(None, None, None, shown)
             return
         entry = self.sidebar.entry(self.chat.session_id)
-        bar.show(entry.label if entry else None, self.chat.session_id, self.chat.header.cwd, model)
+        bar.show(entry.label if entry else None, self.chat.session_id, self.chat.header.cwd, shown)
 
     async def open_session(self, session_id: str | None) -> None:
         """The one way the app changes the session it shows (startup, the sidebar and the
@@ -696,10 +703,11 @@ class DshApp(App[int]):
             self.transcript.show_empty_state()
             self._set_unanswered(False)
             self._update_title()
+            self.meter.refresh()
             return
         with self.faults("open the session") as guard:
             try:
-                chat = await self.runtime.chat(session_id)
+                chat = await self.profiles.open_chat(session_id)
                 window = await self._read_window(session_id)
             except SessionNotFoundError:
                 self.notice.show_notice("That session no longer exists.", warning=True)
@@ -723,6 +731,8 @@ class DshApp(App[int]):
         self.control.show_origin()
         self._set_unanswered(unanswered_message(window.events) is not None)
         self._update_title()
+        self.profiles.tell_note(session_id)
+        self.meter.refresh()
         self.composer.send_enabled = self._can_send and not self.preparing
         owner = self._foreign_owner
         if owner is not None:
@@ -915,6 +925,9 @@ class DshApp(App[int]):
         if self.busy:
             self._say_busy("sending")
             return
+        if (no_key := self.profiles.send_blocked()) is not None:  # nothing stored, draft kept
+            self.notice.show_notice(f"{no_key} Your message was not sent.", warning=True)
+            return
         self.notice.clear()
         self._send(draft, self.control.edit_seq(self.current_id))
 
@@ -1098,6 +1111,7 @@ class DshApp(App[int]):
         finally:
             self.activity = IDLE
             self._interrupt = None
+            self.meter.refresh()
 
     def _reply_not_stored(self, err: BaseException) -> str:
         """What a store failure during a reply left, and how to go on (one line)."""
@@ -1125,6 +1139,9 @@ class DshApp(App[int]):
             self.notice.show_notice(
                 "Nothing to answer: the last message already has a reply.", warning=True
             )
+            return
+        if (no_key := self.profiles.send_blocked()) is not None:
+            self.notice.show_notice(no_key, warning=True)
             return
         self.notice.clear()
         self._answer_again(self.chat)
@@ -1336,6 +1353,7 @@ class DshApp(App[int]):
                     self._show_window(await self._read_window(chat.session_id))
         finally:
             self.activity = IDLE
+            self.meter.refresh()
         if not guard.failed:
             self.notify(f"Compacted {len(result.shadowed)} messages into a summary.", markup=False)
 
@@ -1441,6 +1459,7 @@ class DshApp(App[int]):
         yield SystemCommand(
             "New session", "Start a new chat session (Ctrl+N)", self.action_new_session
         )
+        yield self.profiles.system_command()
         yield SystemCommand(
             "Rename session", "Give the current session a title (F2)", self.action_rename_session
         )

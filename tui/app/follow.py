@@ -112,6 +112,7 @@ class StoreFollower:
             self._listed = token
         if app.busy:
             return True  # not marked seen: the transcript follows once the reply is stored
+        await app.profiles.follow()  # its profile switched elsewhere (dsh send --profile)
         if await self._follow_transcript():
             self._seen = token
         return True
@@ -155,4 +156,5 @@ class StoreFollower:
             app._show_window(window)
         elif tail or window.unknown:
             app.transcript.add_events(tail, window.unknown, through=window.captured_through_seq)
+        app.meter.refresh()  # its surface changed: so did the next request
         return True

@@ -3,30 +3,60 @@ only, never markup."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from rich.text import Text
 from textual import events
 from textual.app import ComposeResult
+from textual.containers import Horizontal
 from textual.geometry import Size
 from textual.widget import Widget
 from textual.widgets import Footer, Static
 
 from core.display import escape_control, single_line
 
-__all__ = ["KeyFooter", "NoticeBar", "StatusLine", "TitleBar"]
+__all__ = ["NO_PROFILE", "KeyFooter", "NoticeBar", "ProfileShown", "StatusLine", "TitleBar"]
+
+
+@dataclass(frozen=True, slots=True)
+class ProfileShown:
+    """What the header says about the profile that answers: its name (``None``: the
+    runtime is not open yet) and model, the recorded name it stands in for (no longer
+    configured), whether its API key is missing."""
+
+    profile: str | None
+    model: str
+    instead_of: str | None = None
+    no_key: bool = False
+
+
+NO_PROFILE = ProfileShown(None, "")
 
 
 class TitleBar(Static):
-    """Session title (or id), its cwd, and the model in use."""
+    """Session title (or id), its cwd, and the profile and model that answer it."""
 
     DEFAULT_CSS = """
     TitleBar { dock: top; height: 1; background: $panel; color: $text; padding: 0 1; }
     """
 
-    def show(self, title: str | None, session_id: str | None, cwd: str | None, model: str) -> None:
+    def show(
+        self, title: str | None, session_id: str | None, cwd: str | None, profile: ProfileShown
+    ) -> None:
         text = Text(no_wrap=True, overflow="ellipsis")
         text.append("dsh", style="bold")
         text.append(" · ", style="dim")
-        text.append(single_line(model, 30), style="italic")
+        if profile.profile is not None:
+            text.append(single_line(profile.profile, 30))
+            text.append(" (", style="dim")
+            text.append(single_line(profile.model, 30), style="italic")
+            text.append(")", style="dim")
+            if profile.instead_of is not None:
+                text.append(f" not {single_line(profile.instead_of, 24)}", style="dim")
+            if profile.no_key:
+                text.append(" no API key", style="bold")
+        else:
+            text.append(single_line(profile.model, 30), style="italic")
         text.append(" · ", style="dim")
         if session_id is None:
             text.append("no session", style="dim")
@@ -34,23 +64,70 @@ class TitleBar(Static):
             text.append(single_line(title or session_id, 60), style="bold")
             if cwd is not None:
                 text.append(f"  {single_line(cwd, 40)}", style="dim")
+        self.plain = text.plain
         self.update(text)
 
+    plain = ""
+    """The bar as plain text."""
 
-class StatusLine(Static):
-    """What the app is doing right now (preparing, streaming, compacting)."""
+
+class StatusLine(Horizontal):
+    """What the app is doing right now (preparing, streaming, compacting), or, while it
+    is doing nothing, the context meter of the open session on the right (``set_meter``;
+    a reply under way would make its figures stale, and its words say how to stop it).
+
+    ``-idle``: the app is doing nothing; the line is hidden when it has no meter either."""
 
     DEFAULT_CSS = """
     StatusLine { height: 1; padding: 0 1; color: $text-muted; }
-    StatusLine.-idle { display: none; }
+    StatusLine.-idle.-no-meter { display: none; }
+    StatusLine > #activity { width: 1fr; height: 1; text-style: italic; }
+    StatusLine > #meter {
+        width: 1fr; height: 1; text-align: right; text-wrap: nowrap; text-overflow: ellipsis;
+    }
+    StatusLine.-idle > #activity { display: none; }
+    StatusLine.-busy > #meter { display: none; }
+    StatusLine > #meter.-warning { color: $text-warning; text-style: bold; }
+    StatusLine > #meter.-error { color: $text-warning; }
     """
 
+    def compose(self) -> ComposeResult:
+        yield Static(id="activity")
+        yield Static(id="meter")
+
     def on_mount(self) -> None:
-        self.add_class("-idle")
+        self.add_class("-idle", "-no-meter")
 
     def set_status(self, message: str | None) -> None:
         self.set_class(message is None, "-idle")
-        self.update(Text(message or "", style="italic", no_wrap=True, overflow="ellipsis"))
+        self.set_class(message is not None, "-busy")
+        self.query_one("#activity", Static).update(
+            Text(escape_control(message or ""), no_wrap=True, overflow="ellipsis")
+        )
+
+    def set_meter(
+        self, text: str | None, *, warning: bool = False, error: bool = False, tooltip: str = ""
+    ) -> None:
+        """Show the meter (``None``: none); ``warning``: the next request would not fit;
+        ``error``: the line tells why the draft's references cannot be measured."""
+        meter = self.query_one("#meter", Static)
+        self.set_class(not text, "-no-meter")
+        meter.set_class(warning, "-warning")
+        meter.set_class(error, "-error")
+        self._meter = single_line(text or "")
+        meter.update(Text(self._meter, no_wrap=True, overflow="ellipsis"))
+        meter.tooltip = tooltip or None
+
+    _meter = ""
+
+    @property
+    def meter_text(self) -> str:
+        """The meter as plain text ('' when there is none)."""
+        return self._meter
+
+    @property
+    def meter_warning(self) -> bool:
+        return self.query_one("#meter", Static).has_class("-warning")
 
 
 class NoticeBar(Static):

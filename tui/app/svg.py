@@ -33,5 +33,6 @@ async def render_svg(
                 card.expanded = True
             await pilot.pause()
             await asyncio.wait_for(app.transcript.wait_until_settled(), SETTLE_SECONDS)
+        await asyncio.wait_for(app.meter.wait_until_settled(), SETTLE_SECONDS)
         await pilot.pause()
         return app.export_screenshot(title="dsh")

@@ -82,6 +82,11 @@ def profile_event_name(event: Event | None) -> str | None:
     return name if isinstance(name, str) else None
 
 
+RECORDED_NAME_CHARS = 64
+"""How much of a recorded profile name that is not configured (so never checked) a note
+shows."""
+
+
 @dataclass
 class SessionProfile:
     """The profile a session uses now. ``recorded`` is the name its log holds (``None``:
@@ -137,7 +142,10 @@ class Runtime:
             return SessionProfile(default)
         found = self.config.profiles.get(recorded)
         if found is None:
-            note = f"profile {recorded!r} is not configured any more; using {default.name!r}"
+            shown = recorded  # a hostile log's name: repr escapes it, the cut bounds it
+            if len(shown) > RECORDED_NAME_CHARS:
+                shown = shown[: RECORDED_NAME_CHARS - 1] + "…"
+            note = f"profile {shown!r} is not configured any more; using {default.name!r}"
             return SessionProfile(default, recorded, note)
         return SessionProfile(found, recorded)
 
