@@ -158,19 +158,31 @@ def test_check_key_is_one_line_or_none() -> None:
     assert check_key(None) is None and check_chat_key(None) is None
 
 
-async def test_switching_needs_an_open_session(tmp_path: Path) -> None:
+async def test_switching_with_no_session_open_starts_one_on_that_profile(
+    tmp_path: Path,
+) -> None:
+    """With no session open, the default profile cannot be the only way to begin (its key
+    may be missing): the choice starts a new session answered by the profile chosen."""
     async with profile_runtime(tmp_path, seeded=False) as rt:
         app = make_app(rt)
         async with app.run_test(size=SIZE) as pilot:
             await settle(app, pilot)
             assert app.chat is None
             entry = app.profiles.system_command()
-            assert entry.help.startswith("Open a session first")
-            entry.callback()
-            await pilot.pause()
-            assert not isinstance(app.screen, CommandPalette)
-            assert app.notice.visible_text.startswith("Open a session first")
-            assert await rt.store.list_headers() == []
+            assert entry.help.startswith("Start a new session answered by another profile")
+            await choose_in_palette(app, pilot, "Switch profile", "beta")
+            await wait_for(pilot, lambda: app.chat is not None and "beta (beta-1)" in header(app))
+            (session,) = await rt.store.list_headers()
+            assert app.current_id == session.id
+            recorded = await profile_events(rt, session.id)
+            assert [e.data for e in recorded] == [
+                {"profile": "beta", "provider": "offline", "model": "beta-1"}
+            ]
+            await send(app, pilot, "Which model answers?")
+            await send_idle(app, pilot)
+            reply = (await replies(rt, session.id))[-1]
+            assert reply.data["profile"] == "beta"
+            assert len(await rt.store.list_headers()) == 1  # the send used that session
 
 
 # --------------------------------------------------------------------------- missing keys

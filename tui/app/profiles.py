@@ -170,7 +170,7 @@ class ProfileKeeper:
         """The palette's "Switch profile…" entry."""
         app = self._app
         if app.chat is None:
-            help_text = "Open a session first: a new session takes the default profile"
+            help_text = "Start a new session answered by another profile than the default"
         else:
             current = app.chat.profile
             name = single_line(current.name, 64) if current is not None else "?"
@@ -182,8 +182,6 @@ class ProfileKeeper:
     def why_not_switch(self) -> str | None:
         """Why the open session's profile cannot be switched now (``None``: it can)."""
         app = self._app
-        if app.chat is None:
-            return "Open a session first: a new session (Ctrl+N) uses the default profile."
         if getattr(app.runtime.store, "read_only", False):
             return f"{app._read_only_why()}: the profile cannot be switched."
         owner = app._foreign_owner
@@ -200,8 +198,9 @@ class ProfileKeeper:
         if why is not None:
             app.notice.show_notice(why, warning=True)
             return
-        assert app.chat is not None
-        current = app.chat.profile.name if app.chat.profile is not None else None
+        # No session open: the choice starts one (a new session would take the default).
+        profile = app.chat.profile if app.chat is not None else app.runtime.config.profile()
+        current = profile.name if profile is not None else None
         choices = ProfileChoices(
             app.screen,
             [
@@ -220,12 +219,18 @@ class ProfileKeeper:
         if why is not None:
             self._app.notice.show_notice(why, warning=True)
             return
-        chat = self._app.chat
-        assert chat is not None
-        self._app.run_worker(self._switch(chat, name), group="switch-profile", exclusive=True)
+        self._app.run_worker(
+            self._switch(self._app.chat, name), group="switch-profile", exclusive=True
+        )
 
-    async def _switch(self, chat: ChatSession, name: str) -> None:
+    async def _switch(self, chat: ChatSession | None, name: str) -> None:
+        """Switch ``chat`` to profile ``name``; ``None``: start a new session on it."""
         app = self._app
+        if chat is None:
+            with app.faults("start a new session") as guard:
+                chat = await app._ensure_session()
+            if guard.failed or chat is None:
+                return
         with app.faults("switch the profile") as guard:
             switched = await app.runtime.switch_profile(chat, name)
         if guard.failed:
