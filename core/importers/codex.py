@@ -83,7 +83,9 @@ _NAME_TIME = re.compile(r"rollout-(\d{4})-(\d{2})-(\d{2})T(\d{2})-(\d{2})-(\d{2}
 _NAME_ID = re.compile(
     r"([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})\.jsonl"
 )
-_HEAD_ENVELOPE = re.compile(rb'\A\s*\{(?:"timestamp":"[^"\\]{0,64}",)?"type":"session_meta"')
+_HEAD_ENVELOPE = re.compile(
+    rb'\A\s*\{\s*(?:"timestamp"\s*:\s*"[^"\\]{0,64}"\s*,\s*)?"type"\s*:\s*"session_meta"'
+)
 _CWD_TAG = re.compile(r"<cwd>([^<\n]{1,4096})</cwd>")
 
 # Text Codex puts into user-role messages itself (codex-rs protocol instruction markers,
@@ -539,13 +541,14 @@ class _Reader:
             check_header_limits(session_id, None)
         except InvalidEventError as err:
             raise ForeignImportError(self.path, str(err), self.meta_line) from err
+        file = os.path.abspath(self.path)
         return ForeignSession(
-            provenance=Provenance(TOOL, os.fspath(self.path), session_id),
+            provenance=Provenance(TOOL, file, session_id),
             created_at=self.created_at,
             cwd=cwd,
             title=self.title,
             events=self.events,
-            files=(os.fspath(self.path),),
+            files=(file,),
         )
 
 
