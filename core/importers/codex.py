@@ -18,9 +18,12 @@ Since September 2025 every line is an envelope ``{"timestamp", "type", "payload"
 
 Earlier rollouts (up to September 2025) have no envelope: line 1 is the bare session meta
 ``{"id", "timestamp", "instructions", "git"?}``, then bare response items and
-``{"record_type": "state"}`` lines, without timestamps. Both are read here.
+``{"record_type": "state"}`` lines, without timestamps. The first Codex (TypeScript,
+spring 2025) rewrote one pretty-printed JSON document, ``rollout-<date>-<id>.json``, after
+each turn: ``{"session": {"timestamp", "id", "instructions"}, "items": [response items]}``.
+All three are read here.
 
-Every line becomes exactly one event, in file order (a growing file only adds events, so
+Every line (or item) becomes exactly one event, in file order (a growing file only adds events, so
 re-importing it is incremental): a mapped response item a surface event (the conventions of
 ``core.importers.foreign``), anything else a log-only ``codex/<line type>`` event holding
 the line's record. Text Codex injected as a user (``<environment_context>``, AGENTS.md
@@ -31,6 +34,7 @@ no title, save a ``thread_name_updated`` event in newer versions (the last one w
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 from collections.abc import Iterator, Mapping, Sequence
@@ -48,7 +52,12 @@ from core.importers.foreign import (
     ForeignTool,
     Provenance,
 )
-from core.importers.source import decompressed_chunks, log_lines, open_regular_file
+from core.importers.source import (
+    LogTooLargeError,
+    decompressed_chunks,
+    log_lines,
+    open_regular_file,
+)
 from core.jsoncodec import dumps_js, loads_exact, utf8_len
 from core.jsondepth import nests_deeper
 from core.limits import MAX_JSON_DEPTH, MAX_TITLE_BYTES, check_header_limits
@@ -78,14 +87,15 @@ _ENVELOPE_TYPES = frozenset(
     {"session_meta", "response_item", "event_msg", "turn_context", "compacted", "world_state"}
 )
 _RECORD_TYPE = re.compile(r"[A-Za-z0-9_.\-/]{1,64}")
-_ROLLOUT_NAME = re.compile(r"rollout-.*\.jsonl(?:\.zst)?")
+_ROLLOUT_NAME = re.compile(r"rollout-.*\.jsonl?(?:\.zst)?")
 _NAME_TIME = re.compile(r"rollout-(\d{4})-(\d{2})-(\d{2})T(\d{2})-(\d{2})-(\d{2})")
 _NAME_ID = re.compile(
-    r"([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})\.jsonl"
+    r"([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})\.jsonl?"
 )
 _HEAD_ENVELOPE = re.compile(
     rb'\A\s*\{\s*(?:"timestamp"\s*:\s*"[^"\\]{0,64}"\s*,\s*)?"type"\s*:\s*"session_meta"'
 )
+_DOCUMENT = re.compile(rb'\A\s*\{\s*"session"\s*:\s*\{')
 _CWD_TAG = re.compile(r"<cwd>([^<\n]{1,4096})</cwd>")
 
 # Text Codex puts into user-role messages itself (codex-rs protocol instruction markers,
@@ -122,9 +132,12 @@ def default_root() -> Path | None:
 
 def sniff(path: Path, head: bytes) -> bool:
     """A rollout starts with a ``session_meta`` envelope, or (before September 2025) with a
-    bare session meta ``{"id", "timestamp", …}``; a file named ``rollout-*.jsonl`` may also
-    start with another envelope (a trimmed file). Never true of dsh's, the reference's,
+    bare session meta ``{"id", "timestamp", …}``, or (spring 2025) is a JSON document
+    ``{"session": {…}, …}``; a file named ``rollout-*.jsonl`` may also start with another
+    envelope (a trimmed file). Never true of dsh's, the reference's,
     Claude Code's or ChatGPT's files (their first lines have other types or shapes)."""
+    if _DOCUMENT.match(head):
+        return True  # the first Codex's one JSON document
     end = head.find(b"\n")
     first = head if end < 0 else head[:end]
     if not first.strip():
@@ -146,15 +159,16 @@ def sniff(path: Path, head: bytes) -> bool:
 
 
 def find_files(root: Path) -> list[Path]:
-    """Every ``rollout-*.jsonl`` under ``root``, and any other ``*.jsonl`` whose start
-    ``sniff`` recognises; sorted, symbolic links neither followed nor listed."""
+    """Every ``rollout-*.jsonl`` (and ``rollout-*.json``) under ``root``, and any other
+    ``*.jsonl`` or ``*.json`` whose start ``sniff`` recognises; sorted, symbolic links
+    neither followed nor listed."""
     found: list[Path] = []
     for folder, dirs, files in os.walk(root, followlinks=False):
         dirs.sort()
         base = Path(folder)
         for name in files:
             path = base / name
-            if path.is_symlink() or not (name.endswith(".jsonl") or name.endswith(".jsonl.zst")):
+            if path.is_symlink() or not name.endswith((".jsonl", ".json", ".jsonl.zst")):
                 continue
             if _ROLLOUT_NAME.fullmatch(name) or _sniff_file(path):
                 found.append(path)
@@ -180,8 +194,13 @@ def read_file(path: Path) -> ForeignSession:
     with file:
         reader = _Reader(path)
         try:
-            for line in log_lines(decompressed_chunks(file)):
-                reader.line(line.number, line.text, line.ended)
+            chunks = decompressed_chunks(file)
+            first = next(chunks, b"")
+            if _DOCUMENT.match(first):
+                reader.document(first, chunks)
+            else:
+                for line in log_lines(itertools.chain((first,), chunks)):
+                    reader.line(line.number, line.text, line.ended)
         except LogImportError as err:
             if isinstance(err, ForeignImportError):
                 raise
@@ -304,6 +323,7 @@ class _Reader:
     events: list[NewEvent] = field(default_factory=list)
     pending: list[_Pending] = field(default_factory=list)
     seen_cwd: str | None = None  # from the first <environment_context>
+    items: bool = False  # a JSON document, whose errors name an item, not a line
 
     # ----------------------------------------------------------------------- lines
 
@@ -335,6 +355,52 @@ class _Reader:
             self.record(number, obj)
         except _Bad as err:
             raise self.error(str(err), number) from err
+
+    def document(self, first: bytes, chunks: Iterator[bytes]) -> None:
+        """The first Codex (TypeScript, spring 2025) rewrote one JSON document after each
+        turn, ``rollout-<date>-<id>.json``: ``{"session": {"timestamp", "id",
+        "instructions"}, "items": [response items]}``. Its items have no line of their own:
+        a problem names the item (or the line, for JSON that does not parse)."""
+        raw = bytearray(first)
+        for chunk in chunks:
+            raw += chunk
+            if len(raw) > bounds.MAX_LOG_BYTES:
+                raise LogTooLargeError(
+                    f"the file is larger than {bounds.MAX_LOG_BYTES:,} bytes, the most dsh reads"
+                )
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise self.error("not valid UTF-8", raw.count(b"\n", 0, err.start) + 1) from err
+        del raw
+        if nests_deeper(text, MAX_JSON_DEPTH + 2):  # an item's data may nest MAX_JSON_DEPTH
+            raise self.error(f"the document nests deeper than {MAX_JSON_DEPTH + 2} levels", 0)
+        try:
+            obj = loads_exact(text, frozen=False, unique_keys=True)
+        except (ValueError, RecursionError) as err:
+            raise self.error(f"invalid JSON ({err})", getattr(err, "lineno", 0)) from err
+        del text
+        self.bare, self.items = True, True
+        try:
+            obj = _expect(obj, dict, "the document")
+            session = _expect(obj.get("session"), dict, 'the document\'s "session"')
+            items = _expect(obj.get("items", []), list, 'the document\'s "items"')
+            self.header(0, session, session.get("timestamp"))
+            self.log_only(0, "session_meta", session, None)
+        except _Bad as err:
+            raise self.error(str(err), 0) from err
+        for number, item in enumerate(items, 1):
+            if number > bounds.MAX_IMPORT_EVENTS:
+                raise self.error(
+                    f"the session has more than {bounds.MAX_IMPORT_EVENTS:,} items, "
+                    "the most dsh imports",
+                    number,
+                )
+            try:
+                payload = _expect(item, dict, "an item")
+                self.item(number, payload, payload, None)
+            except _Bad as err:
+                raise self.error(str(err), number) from err
 
     def record(self, number: int, obj: dict[str, Any]) -> None:
         if self.bare is None:
@@ -522,6 +588,9 @@ class _Reader:
         return NewEvent(valid.type, valid.data, valid.surface_op, None, valid.time)
 
     def error(self, message: str, number: int) -> ForeignImportError:
+        if self.items:
+            where = f"item {number}: " if number else "the session: "
+            return ForeignImportError(self.path, where + message, 0, self.session_id)
         return ForeignImportError(self.path, message, number, self.session_id)
 
     def finish(self) -> ForeignSession:
@@ -679,7 +748,8 @@ def _id_from_name(path: Path) -> str:
     found = _NAME_ID.search(path.name)
     if found:
         return found.group(1)
-    return path.name.removesuffix(".zst").removesuffix(".jsonl") or path.name
+    stem = path.name.removesuffix(".zst").removesuffix(".jsonl").removesuffix(".json")
+    return stem or path.name
 
 
 def _time_from_name(path: Path) -> int | None:

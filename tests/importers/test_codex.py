@@ -27,6 +27,7 @@ FIXTURES = Path(__file__).parent / "codex"
 MODERN = FIXTURES / "rollout-2025-11-17T10-00-00-0199aaaa-0000-7000-8000-000000000001.jsonl"
 BARE = FIXTURES / "rollout-2025-08-20T09-00-00-0198bbbb-0000-7000-8000-000000000002.jsonl"
 FORK = FIXTURES / "rollout-2026-01-05T08-30-00-019cfork-0000-7000-8000-000000000003.jsonl"
+DOCUMENT = FIXTURES / "rollout-2025-04-20-0196cccc-0000-4000-8000-000000000004.json"
 ISO = "2025-11-17T10:00:00.000Z"
 T0 = 1_763_373_600_000  # ISO in epoch ms
 
@@ -226,6 +227,50 @@ def test_the_bare_format_of_2025() -> None:
     assert all(e.time == session.created_at for e in session.events)  # no per-line times
 
 
+def test_the_json_document_of_spring_2025() -> None:
+    session = codex.read_file(DOCUMENT)
+    assert session.provenance.original_id == "0196cccc-0000-4000-8000-000000000004"
+    assert (session.created_at, session.cwd, session.title) == (1_745_140_500_000, None, None)
+    assert [e.type for e in session.events] == [
+        "codex/session_meta",
+        "user/message",
+        "assistant/message",
+        "assistant/message",
+        "tool/result",
+        "assistant/message",
+    ]
+    assert session.events[0].data["instructions"] == "Prefer small commits."
+    assert spoken(session) == [
+        ("user", "Rename the helper to parse_args"),
+        ("assistant", "Renamed in cli.py."),
+    ]
+    assert all(e.time == session.created_at for e in session.events)
+
+
+@pytest.mark.parametrize(
+    ("text", "words", "line"),
+    [
+        ('{"session": {"id": "s"}, "items": [1]}', "item 1: an item must be an object", 0),
+        ('{"session": {"id": 1}}', "the session: the session id must be a string", 0),
+        ('{"session": {"id": "s"}, "items": {}}', 'the document\'s "items" must be a list', 0),
+        (
+            '{"session": {"id": "s"}, "items": [{"type": "message", "role": "user"}, '
+            '{"type": "message", "role": 2}]}',
+            "item 2: a message's role must be a string",
+            0,
+        ),
+        ('{"session": {"id": "s"},\n "items": [\n  {"type": "message",\n', "invalid JSON", 4),
+        ('{"session": {"id": "s"}, "items": [' + "[" * 70 + "]" * 70 + "]}", "nests deeper", 0),
+    ],
+)
+def test_a_damaged_json_document(tmp_path: Path, text: str, words: str, line: int) -> None:
+    path = tmp_path / "rollout-2025-04-20-s.json"
+    path.write_text(text)
+    assert codex.sniff(path, text.encode())
+    error = read_error(path)
+    assert words in str(error) and error.line == line
+
+
 def test_a_fork_is_its_own_session_with_the_parents_copied_start() -> None:
     session = codex.read_file(FORK)
     assert session.provenance.original_id == "019cfork-0000-7000-8000-000000000003"
@@ -400,7 +445,7 @@ def head(path: Path) -> bytes:
     return path.read_bytes()[:SNIFF_BYTES]
 
 
-@pytest.mark.parametrize("path", [MODERN, BARE, FORK])
+@pytest.mark.parametrize("path", [MODERN, BARE, FORK, DOCUMENT])
 def test_sniff_knows_a_rollout(path: Path) -> None:
     assert codex.sniff(path, head(path))
 
@@ -459,6 +504,9 @@ def test_find_files_lists_rollouts_sorted_without_following_links(tmp_path: Path
     b.write_bytes(FORK.read_bytes())
     renamed = day / "copied.jsonl"  # not named as Codex names it, but a rollout
     renamed.write_bytes(BARE.read_bytes())
+    document = day / DOCUMENT.name
+    document.write_bytes(DOCUMENT.read_bytes())
+    (day / "config.json").write_text('{"model": "o3"}')
     (day / "notes.jsonl").write_text('{"type":"session","id":"s","created_at":1}\n')
     (day / "rollout-readme.txt").write_text("no")
     outside = tmp_path / "outside"
@@ -466,7 +514,7 @@ def test_find_files_lists_rollouts_sorted_without_following_links(tmp_path: Path
     (outside / "rollout-z.jsonl").write_bytes(MODERN.read_bytes())
     (root / "linked").symlink_to(outside)
     (day / "rollout-link.jsonl").symlink_to(a)
-    assert codex.find_files(root) == sorted([a, b, renamed])
+    assert codex.find_files(root) == sorted([a, b, renamed, document])
 
 
 # --------------------------------------------------------------------------- damage
