@@ -96,6 +96,7 @@ _HEAD_ENVELOPE = re.compile(
     rb'\A\s*\{\s*(?:"timestamp"\s*:\s*"[^"\\]{0,64}"\s*,\s*)?"type"\s*:\s*"session_meta"'
 )
 _DOCUMENT = re.compile(rb'\A\s*\{\s*"session"\s*:\s*\{')
+_IMAGE_TAG = re.compile(r"\A\s*</?image(?: name=[^>\n]{0,256})?>\s*\Z")
 _CWD_TAG = re.compile(r"<cwd>([^<\n]{1,4096})</cwd>")
 
 # Text Codex puts into user-role messages itself (codex-rs protocol instruction markers,
@@ -324,6 +325,7 @@ class _Reader:
     pending: list[_Pending] = field(default_factory=list)
     seen_cwd: str | None = None  # from the first <environment_context>
     items: bool = False  # a JSON document, whose errors name an item, not a line
+    has_meta: bool = False  # the first session meta was read (it alone makes the header)
 
     # ----------------------------------------------------------------------- lines
 
@@ -429,7 +431,7 @@ class _Reader:
             obj.get("payload"), dict, f'the "payload" of a {kind} record'
         )
         if kind == "session_meta":
-            if self.session_id is None:
+            if not self.has_meta:
                 self.header(number, payload, payload.get("timestamp", stamp))
             self.log_only(number, kind, obj, stamp)
         elif kind == "turn_context":
@@ -449,13 +451,18 @@ class _Reader:
             self.log_only(number, kind, obj, stamp)
 
     def header(self, number: int, meta: Mapping[str, Any], stamp: object) -> None:
-        session_id = _expect(meta.get("id", meta.get("session_id")), str, "the session id")
+        raw_id = meta.get("id")
+        if raw_id is None:
+            raw_id = meta.get("session_id")
+        session_id: str = _expect(raw_id, str, "the session id")
         cwd = _optional_str(meta, "cwd", "the session cwd")
         try:
             check_header_limits(session_id, cwd)
         except InvalidEventError as err:
             raise _Bad(str(err)) from err
-        self.session_id, self.cwd, self.meta_line = session_id, cwd, number
+        self.has_meta = True
+        # an empty id is no id: the file's name gives one
+        self.session_id, self.cwd, self.meta_line = session_id or None, cwd or None, number
         provider = meta.get("model_provider")
         if isinstance(provider, str) and provider:
             self.provider = provider
@@ -646,8 +653,9 @@ def _content(value: object, what: str) -> list[dict[str, Any]]:
     if isinstance(value, str):
         return [{"type": "text", "text": value}]
     items = _expect(value, list, what)
+    kinds = [item.get("type") if isinstance(item, dict) else None for item in items]
     blocks: list[dict[str, Any]] = []
-    for item in items:
+    for index, item in enumerate(items):
         item = _expect(item, dict, f"an item of {what}")
         kind = item.get("type")
         text = item.get("text")
@@ -655,6 +663,8 @@ def _content(value: object, what: str) -> list[dict[str, Any]]:
             text = item[kind]  # {"type": "output_text", "output_text": …} in a real file
         if kind in _HIDDEN_BLOCKS:
             continue
+        if isinstance(text, str) and _IMAGE_TAG.match(text) and _beside_image(kinds, index):
+            continue  # the <image name=…> … </image> Codex wraps an image in
         if kind in _IMAGE_BLOCKS:
             blocks.append({"type": "text", "text": IMAGE_PLACEHOLDER})
         elif text is not None:
@@ -671,6 +681,12 @@ def _content(value: object, what: str) -> list[dict[str, Any]]:
             shown = kind if isinstance(kind, str) and _RECORD_TYPE.fullmatch(kind) else "content"
             blocks.append({"type": "text", "text": f"[{shown}]"})
     return blocks
+
+
+def _beside_image(kinds: list[Any], index: int) -> bool:
+    before = kinds[index - 1] if index > 0 else None
+    after = kinds[index + 1] if index + 1 < len(kinds) else None
+    return before in _IMAGE_BLOCKS or after in _IMAGE_BLOCKS
 
 
 def _reasoning(payload: Mapping[str, Any]) -> list[dict[str, Any]]:

@@ -320,6 +320,14 @@ def test_a_file_without_meta_takes_its_id_and_time_from_its_name(tmp_path: Path)
     assert session.cwd is None
 
 
+def test_an_empty_id_or_cwd_is_none(tmp_path: Path) -> None:
+    name = "rollout-2025-10-01T12-00-00-0199cccc-0000-7000-8000-00000000000c.jsonl"
+    path = write(tmp_path, meta(session_id="", cwd=""), meta(session_id="later"), name=name)
+    session = codex.read_file(path)
+    assert session.provenance.original_id == "0199cccc-0000-7000-8000-00000000000c"
+    assert session.cwd is None
+
+
 def test_times_before_the_first_timestamp_take_it(tmp_path: Path) -> None:
     path = write(
         tmp_path,
@@ -393,6 +401,18 @@ def test_odd_but_real_shapes(tmp_path: Path) -> None:
     ]
     assert results == ["", "ok", "a\n[image]"]
     assert events[-1].data["message"]["content"] == [{"type": "reasoning", "text": "raw"}]
+
+
+def test_an_image_is_a_placeholder_without_the_tags_codex_wraps_it_in(tmp_path: Path) -> None:
+    content = [
+        {"type": "input_text", "text": "<image name=[Image #1]>"},
+        {"type": "input_image", "image_url": "data:image/png;base64,AAAA"},
+        {"type": "input_text", "text": "</image>"},
+        {"type": "input_text", "text": "What is on it? <image>"},
+        {"type": "input_text", "text": "<image>"},
+    ]
+    path = write(tmp_path, meta(), item({"type": "message", "role": "user", "content": content}))
+    assert spoken(codex.read_file(path)) == [("user", "[image]\nWhat is on it? <image>\n<image>")]
 
 
 def test_hostile_strings_are_kept_as_they_are(tmp_path: Path) -> None:
