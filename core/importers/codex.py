@@ -39,7 +39,7 @@ import os
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Final
 
@@ -97,6 +97,8 @@ _HEAD_ENVELOPE = re.compile(
 )
 _DOCUMENT = re.compile(rb'\A\s*\{\s*"session"\s*:\s*\{')
 _IMAGE_TAG = re.compile(r"\A\s*</?image(?: name=[^>\n]{0,256})?>\s*\Z")
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MS = timedelta(milliseconds=1)
 _CWD_TAG = re.compile(r"<cwd>([^<\n]{1,4096})</cwd>")
 
 # Text Codex puts into user-role messages itself (codex-rs protocol instruction markers,
@@ -237,10 +239,6 @@ def _is_bare_meta(obj: Mapping[str, Any]) -> bool:
     )
 
 
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 def _time(value: object) -> int | None:
     """Epoch ms of an ISO 8601 timestamp; ``None`` for anything else (a placeholder)."""
     if not isinstance(value, str) or not 10 <= len(value) <= 64:
@@ -251,10 +249,7 @@ def _time(value: object) -> int | None:
         return None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
-    try:
-        ms = int(moment.timestamp() * 1000)
-    except (OverflowError, ValueError, OSError):
-        return None
+    ms = (moment - _EPOCH) // _MS  # exact: no float on the way
     return ms if 0 <= ms <= MAX_EPOCH_MS else None
 
 
