@@ -497,10 +497,10 @@ class _Reader:
     ) -> None:
         role = _expect(payload.get("role"), str, "a message's role")
         blocks = _content(payload.get("content"), "a message's content")
-        if role == "assistant":
+        if role == "assistant" and blocks:
             self.assistant(number, blocks, stamp)
             return
-        if role not in ("user", "developer", "system"):
+        if role not in ("user", "developer", "system"):  # or an empty reply
             self.log_only(number, "response_item", record, stamp)
             return
         texts = [b["text"] for b in blocks if b.get("type") == "text"]
@@ -509,7 +509,7 @@ class _Reader:
             for text in texts:
                 if text.lstrip().startswith("<environment_context>"):
                     found = _CWD_TAG.search(text)
-                    self.seen_cwd = found.group(1).strip() if found else None
+                    self.seen_cwd = (found.group(1).strip() or None) if found else None
                     break
         if not injected:
             self.turn += 1

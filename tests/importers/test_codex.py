@@ -338,6 +338,7 @@ def test_times_before_the_first_timestamp_take_it(tmp_path: Path) -> None:
     session = codex.read_file(path)
     assert session.created_at == 1_767_225_600_000
     assert [e.time for e in session.events] == [session.created_at] * 3
+    assert session.events[-1].type == "codex/response_item"  # an empty reply: log-only
 
 
 def test_odd_but_real_shapes(tmp_path: Path) -> None:
