@@ -22,6 +22,9 @@ from tests.importers.codex_helpers import (
     store_session,
     surface_blocks,
 )
+from tui.cli.output import print_transcript
+from tui.shared.items import classify_surface, with_unknown_events
+from tui.shared.render import render_item
 
 FIXTURES = Path(__file__).parent / "codex"
 MODERN = FIXTURES / "rollout-2025-11-17T10-00-00-0199aaaa-0000-7000-8000-000000000001.jsonl"
@@ -437,7 +440,9 @@ def test_a_long_thread_name_is_cut_to_a_title(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- the store
 
 
-async def test_stored_it_shows_only_the_conversation_to_a_reference(tmp_path: Path) -> None:
+async def test_stored_it_replays_and_shows_only_the_conversation_to_a_reference(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     session = codex.read_file(MODERN)
     async with await SqliteSessionStore.open(tmp_path / "dsh.sqlite3") as store:
         header = await store_session(store, session)
@@ -452,6 +457,16 @@ async def test_stored_it_shows_only_the_conversation_to_a_reference(tmp_path: Pa
         assert [(e.type, e.data) for e in stored[1:]] == [(e.type, e.data) for e in session.events]
         surface = (await SessionQuery(store).read_surface(header.id)).events
         assert len(surface) == sum(1 for e in session.events if e.surface_op is not None)
+        # replayed as `dsh show` shows it: the log-only lines as collapsed unknown items
+        unknown = await store.read_unknown_events(header.id)
+        assert [e.type for e in unknown] == [e.type for e in stored if e.surface_op is None]
+        items = classify_surface(with_unknown_events(surface, unknown))
+        assert [i.kind for i in items].count("unknown") == len(unknown)
+        assert {"user", "assistant", "tool", "context"} <= {i.kind for i in items}
+        for shown in items:
+            render_item(shown, expand_cards=False, wrap=False)
+        print_transcript(header, session.title, surface, expand=True)
+        assert "Timer drift" in capsys.readouterr().out
         conversation = await referenced_conversation(store, header.id)
     assert conversation == spoken(session)
     shown = "\n".join(text for _, text in conversation)
