@@ -30,6 +30,14 @@ the line's record. Text Codex injected as a user (``<environment_context>``, AGE
 instructions, a shell command's output) and developer or system messages are user
 messages with the plugin source ``codex``; an image is a ``[image]`` placeholder. Codex has
 no title, save a ``thread_name_updated`` event in newer versions (the last one wins).
+
+What real files do (``../shared/corpora/foreign_logs/codex``): a fork or sub-agent copies
+its parent's first lines, session meta included; trimmed files hold placeholder
+timestamps (``"[trimmed for fixture]"``: the previous event's time is taken) or start
+without a session meta (the id then comes from the file's name); items come without their
+``type``, texts under their type's name (``{"type": "output_text", "output_text": …}``),
+calls without arguments and outputs as one content item; reasoning is often nothing but
+``encrypted_content`` (kept log-only: nothing to show).
 """
 
 from __future__ import annotations
