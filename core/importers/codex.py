@@ -203,7 +203,7 @@ def read_file(path: Path) -> ForeignSession:
     except OSError as err:
         raise ForeignImportError(path, f"cannot read the file: {err.strerror or err}") from err
     with file:
-        reader = _Reader(path)
+        reader = _Reader(path, name_time=_time_from_name(path))
         try:
             chunks = decompressed_chunks(file)
             first = next(chunks, b"")
@@ -329,6 +329,7 @@ class _Reader:
     seen_cwd: str | None = None  # from the first <environment_context>
     items: bool = False  # a JSON document, whose errors name an item, not a line
     has_meta: bool = False  # the first session meta was read (it alone makes the header)
+    name_time: int | None = None  # the time in the file's name, rollout-YYYY-MM-DDTHH-MM-SS
 
     # ----------------------------------------------------------------------- lines
 
@@ -571,13 +572,18 @@ class _Reader:
         self, number: int, kind: str, data: dict[str, Any], surface: bool, stamp: object
     ) -> None:
         at = _time(stamp)
-        if at is not None and self.created_at is None:
-            self.set_created(at)
         if self.created_at is None:
-            self.pending.append(_Pending(number, kind, data, surface))
-            return
+            # the session's time from what is known by now (a growing file reads the
+            # same): this line's, else the file name's; else it waits for the first
+            first = at if at is not None else self.name_time
+            if first is not None:
+                self.set_created(first)
+            else:
+                self.pending.append(_Pending(number, kind, data, surface))
+                return
         if at is None:
-            at = self.time if self.time is not None else self.created_at
+            at = self.time  # set with created_at: the previous event's, or the session's
+        assert at is not None
         self.time = at
         self.events.append(self.event(number, kind, data, surface, at))
 
@@ -607,8 +613,8 @@ class _Reader:
         if self.bare is None:
             raise ForeignImportError(self.path, "the file is empty: no Codex session in it")
         session_id = self.session_id or _id_from_name(self.path)
-        if self.created_at is None:
-            self.set_created(_time_from_name(self.path) or _mtime(self.path))
+        if self.created_at is None:  # no time anywhere: the file's
+            self.set_created(_mtime(self.path))
         assert self.created_at is not None
         cwd = self.cwd or self.seen_cwd
         if cwd is not None and self.cwd is None:

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from core.importers import bounds, codex
-from core.importers.foreign import ForeignImportError, ForeignSession
+from core.importers.foreign import SNIFF_BYTES, ForeignImportError, ForeignSession
 from stores import SqliteSessionStore
 from tests.importers.codex_helpers import referenced_conversation, spoken, store_session
 
@@ -183,6 +183,31 @@ def test_a_valid_rollout_reads_back_to_its_messages(rollout: Rollout) -> None:
     assert len(session.events) == len(rollout.lines)  # one event per line, none twice
     times = [e.time for e in session.events]
     assert all(isinstance(t, int) and t >= 0 for t in times)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rollouts(), st.data())
+def test_a_grown_rollout_reads_as_before_plus_its_new_lines(
+    rollout: Rollout, data: st.DataObject
+) -> None:
+    """Re-importing is incremental: the events of a file's first lines do not change when
+    Codex appends to it (ids, times, turns and steps included), and it is always a rollout.
+    (Codex names every rollout with its time: only a renamed file whose first lines hold
+    no time at all takes a later line's.)"""
+    cut = data.draw(st.integers(1, len(rollout.lines)))
+    name = "rollout-2025-11-17T10-00-00-0199aaaa-0000-7000-8000-000000000001.jsonl"
+    with tempfile.TemporaryDirectory() as folder:
+        (Path(folder) / "start").mkdir()
+        whole = rollout.write(Path(folder), name)
+        start = Rollout(rollout.lines[:cut], []).write(Path(folder) / "start", name)
+        assert codex.sniff(whole, whole.read_bytes()[:SNIFF_BYTES])
+        grown, before = read_one(whole), read_one(start)
+    assert isinstance(grown, ForeignSession) and isinstance(before, ForeignSession)
+    assert grown.events[:cut] == before.events
+    assert (grown.provenance.original_id, grown.created_at) == (
+        before.provenance.original_id,
+        before.created_at,
+    )
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
