@@ -385,3 +385,88 @@ def test_a_damaged_rollout_gives_one_error_naming_file_and_line(
     assert error.file == str(path)
     assert error.line == at + 1, (damage, str(error))
     assert str(error).startswith(f"line {at + 1}: ")
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | texts,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(texts, inner, max_size=3),
+    max_leaves=12,
+)
+keys = st.sampled_from(
+    [
+        "type",
+        "payload",
+        "role",
+        "content",
+        "text",
+        "summary",
+        "call_id",
+        "name",
+        "arguments",
+        "output",
+        "id",
+        "timestamp",
+        "cwd",
+        "model",
+        "record_type",
+        "input",
+        "action",
+        "success",
+        "thread_name",
+        "session_id",
+        "model_provider",
+        "items",
+        "session",
+    ]
+)
+shapes = st.recursive(
+    json_values,
+    lambda inner: st.dictionaries(keys, inner, max_size=5) | st.lists(inner, max_size=3),
+    max_leaves=20,
+)
+record_types = st.sampled_from(
+    [
+        "session_meta",
+        "response_item",
+        "event_msg",
+        "turn_context",
+        "compacted",
+        "message",
+        "reasoning",
+        "function_call",
+        "function_call_output",
+        "custom_tool_call",
+        "custom_tool_call_output",
+        "local_shell_call",
+        "input_text",
+        "input_image",
+    ]
+)
+
+
+@st.composite
+def odd_records(draw: st.DrawFn) -> Any:
+    """Records shaped almost like Codex's, with anything in their fields."""
+    payload = draw(st.dictionaries(keys, shapes, max_size=6))
+    if draw(st.booleans()):
+        payload["type"] = draw(record_types)
+    if draw(st.booleans()):
+        return payload  # a bare item
+    return {"timestamp": draw(stamps), "type": draw(record_types), "payload": payload}
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rollouts(), st.lists(st.tuples(st.integers(1, 1000), odd_records()), max_size=4))
+def test_any_record_reads_or_is_refused_never_crashes(
+    rollout: Rollout, odd: list[tuple[int, Any]]
+) -> None:
+    """Whatever a line holds, the reader gives a session or one ForeignImportError naming
+    the line, and never another exception."""
+    lines = list(rollout.lines)
+    for at, record in odd:
+        lines.insert(1 + at % len(lines), json.dumps(record))  # after the session meta
+    with tempfile.TemporaryDirectory() as folder:
+        path = Rollout(lines, []).write(Path(folder))
+        result = read_one(path)
+    if isinstance(result, ForeignImportError):
+        assert result.file == str(path) and 1 <= result.line <= len(lines), str(result)
