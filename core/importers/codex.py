@@ -423,7 +423,9 @@ class _Reader:
         if "record_type" in obj and "type" not in obj:
             self.log_only(number, "state", obj, obj.get("timestamp"))
             return
-        kind = _expect(obj.get("type"), str, 'a record\'s "type"')
+        if "type" not in obj:
+            raise _Bad('the record has no "type" (nor "record_type")')
+        kind = _expect(obj["type"], str, 'a record\'s "type"')
         stamp = obj.get("timestamp")
         if self.bare:
             self.item(number, obj, obj, stamp)

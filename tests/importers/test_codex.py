@@ -579,6 +579,7 @@ def test_a_truncated_last_line(tmp_path: Path) -> None:
         ("[1, 2]", "expected a JSON object, got a list"),
         ('"text"', "expected a JSON object, got a string"),
         ('{"timestamp": "x", "type": 7, "payload": {}}', 'a record\'s "type" must be a string'),
+        ('{"timestamp": "x", "payload": {}}', 'the record has no "type"'),
         (line("response_item", {}).replace("{}", "[]"), 'the "payload" of a response_item'),
         (item({"type": "message", "role": 1, "content": []}), "a message's role must be a string"),
         (
