@@ -666,3 +666,12 @@ def test_message_text_of_a_reasoning_message_is_empty() -> None:
     events = codex.read_file(MODERN).events
     reasoning = next(e for e in events if e.type == "assistant/message")
     assert message_text(reasoning.data["message"]) == ""
+
+
+def test_a_compressed_rollout_reads_as_the_plain_one(tmp_path: Path) -> None:
+    import zstandard
+
+    path = tmp_path / (MODERN.name + ".zst")
+    path.write_bytes(zstandard.ZstdCompressor(write_checksum=True).compress(MODERN.read_bytes()))
+    assert codex.find_files(tmp_path) == [path]
+    assert codex.read_file(path).events == codex.read_file(MODERN).events
