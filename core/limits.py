@@ -46,9 +46,10 @@ MAX_TITLE_EVENT_BYTES = 8192
 field): what a listing reads of one title at most."""
 
 MAX_MARK_EVENT_BYTES = 8192
-"""The JSON of a whole ``session/profile`` or ``session/fork`` event's data: every listing
-reads the latest of each for every session (issue 32), so, like a title, one cannot cost
-the others more than a page."""
+"""The JSON of a whole ``session/profile``, ``session/fork`` or ``session/source`` event's
+data (``core.log.SESSION_MARK_TYPES``): every listing may read the latest of each for
+every session (issues 32, 33), so, like a title, one cannot cost the others more than a
+page."""
 
 MAX_JSON_DEPTH = 64
 """How deeply an event's data may nest (issue 31): the data object itself is level 1, each
@@ -98,11 +99,11 @@ def check_title_limits(data: Mapping[str, Any], data_json: str) -> None:
 
 
 def check_mark_limits(data_json: str) -> None:
-    """``InvalidEventError`` when a ``session/profile`` or ``session/fork`` event's data (as
-    its JSON text) is over ``MAX_MARK_EVENT_BYTES``."""
+    """``InvalidEventError`` when a ``session/profile``, ``session/fork`` or
+    ``session/source`` event's data (as its JSON text) is over ``MAX_MARK_EVENT_BYTES``."""
     size = utf8_len(data_json)
     if size > MAX_MARK_EVENT_BYTES:
-        raise _over("a profile or fork event's data (as JSON)", MAX_MARK_EVENT_BYTES, size)
+        raise _over("a profile, fork or source event's data (as JSON)", MAX_MARK_EVENT_BYTES, size)
 
 
 def check_data_depth(data_json: str) -> None:

@@ -78,11 +78,14 @@ forked from and the seq of the last message taken over."""
 SESSION_SOURCE = "session/source"
 """Log-only, seq 0 of an imported foreign session (issue 33): ``{"tool": "claude-code" |
 "codex" | "chatgpt", "file": str, "id": str}`` — the tool it came from, the file it was
-read from and its id there."""
-SESSION_MARK_TYPES: tuple[str, ...] = (SESSION_PROFILE, SESSION_FORK)
+read from and its id there. Found for many sessions at once as a profile or a fork
+origin is (one of ``SESSION_MARK_TYPES``)."""
+SESSION_MARK_TYPES: tuple[str, ...] = (SESSION_PROFILE, SESSION_FORK, SESSION_SOURCE)
 """Log-only types whose latest event per session a store reads for many sessions at once
-(``SessionStore.read_latest_events``). They are not in ``KNOWN_EVENT_TYPES``: the
-transcript shows them among the unknown log-only items it already reads."""
+(``SessionStore.read_latest_events``): a session's profile, its fork origin, where an
+imported session came from. Each event's data is bounded (``core.limits.
+MAX_MARK_EVENT_BYTES``). They are not in ``KNOWN_EVENT_TYPES``: the transcript shows them
+among the unknown log-only items it already reads."""
 
 SURFACE_EVENT_TYPES: frozenset[str] = frozenset(
     {USER_MESSAGE, STEERING_MESSAGE, ASSISTANT_MESSAGE, TOOL_RESULT}

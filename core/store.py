@@ -158,7 +158,8 @@ class SessionStore(Protocol):
         """The latest (highest-seq) event of ``type`` in each given session (every readable
         session when ``None``) that has one, in one query that does not read the sessions'
         other events. ``type`` is one of ``core.log.SESSION_MARK_TYPES`` (else
-        ``ValueError``): a session's profile and its fork origin.
+        ``ValueError``): a session's profile, its fork origin, where an imported session
+        came from.
 
         Each event is exactly as stored (as ``read_events`` gives it). Sessions without
         such an event, unknown ids and sessions the user may not read are absent; a row

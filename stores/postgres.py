@@ -47,6 +47,7 @@ from core.log import (
     KNOWN_EVENT_TYPES,
     SESSION_FORK,
     SESSION_PROFILE,
+    SESSION_SOURCE,
     Event,
     NewEvent,
     Replace,
@@ -435,7 +436,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     # dsh_json reads them so (stores.pgpairs).
     pairs_step(),
     (
-        # Issue 32: a session's profile and fork origin (core.log.SESSION_MARK_TYPES),
+        # Issue 32: a session's profile and fork origin (core.log.SESSION_MARK_TYPES then),
         # read for every session at once (``read_latest_events``), from an index of
         # their rows alone (a session has few). Keyed by type, not by ``kind``: a member
         # writes that column, and a row of these types is found whatever it says. Events
@@ -443,6 +444,16 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         # needs a step of its own (never change this one).
         "CREATE INDEX dsh_events_marks ON dsh_events (session_key, type, seq) "
         f"WHERE type IN ({bytea(SESSION_PROFILE)}, {bytea(SESSION_FORK)})",
+    ),
+    (
+        # Issue 33: where an imported session came from (``session/source``) is read for
+        # every session as its profile is: the index is made again with the three types.
+        # Nothing is packed here, so the source events stored before (an imported log
+        # may hold them) are found as they are. A new mark type needs a step of its own
+        # (never change this one).
+        "DROP INDEX dsh_events_marks",
+        "CREATE INDEX dsh_events_marks ON dsh_events (session_key, type, seq) WHERE type IN "
+        f"({bytea(SESSION_PROFILE)}, {bytea(SESSION_FORK)}, {bytea(SESSION_SOURCE)})",
     ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)

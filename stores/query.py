@@ -192,8 +192,8 @@ class SessionQuery:
         self, type: str, session_ids: Sequence[str] | None = None
     ) -> dict[str, Event]:
         """The latest event of ``type`` (one of ``core.log.SESSION_MARK_TYPES``: a
-        session's profile, its fork origin) of the given sessions (all when ``None``);
-        sessions without one, and unknown ones, are absent (``SessionStore``)."""
+        session's profile, its fork origin, its source) of the given sessions (all when
+        ``None``); sessions without one, and unknown ones, are absent (``SessionStore``)."""
         return await self._store.read_latest_events(type, session_ids)
 
     async def read_last_event_times(self) -> dict[str, int]:

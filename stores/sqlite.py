@@ -23,9 +23,10 @@ readers select ``_data_sql``, which appends it, and put it back). Every event
 keeps its seq, and reads return exactly what was appended (the differential and
 migration tests compare them byte for byte).
 
-A session's profile and fork origin (``core.log.SESSION_MARK_TYPES``, schema v11) are
-never packed: each is a row of its own, kept in the partial index ``events_marks``, so
-``read_latest_events`` reads the newest of every session as ``read_titles`` reads titles.
+A session's profile, fork origin and source (``core.log.SESSION_MARK_TYPES``: schema v11,
+``session/source`` since v12) are never packed: each is a row of its own, kept in the
+partial index ``events_marks``, so ``read_latest_events`` reads the newest of every
+session as ``read_titles`` reads titles.
 
 Beside the log, each append's transaction keeps the current surface of its session up to
 date (``surface_nodes``: its nodes in order, with each one's projection code;
@@ -89,6 +90,7 @@ from core.log import (
     KNOWN_EVENT_TYPES,
     SESSION_FORK,
     SESSION_PROFILE,
+    SESSION_SOURCE,
     SESSION_TITLE,
     Event,
     NewEvent,
@@ -162,7 +164,11 @@ _REBUILD_SEARCH = "SELECT 'dsh: rebuild the search index from its rows'"
 _MERGE_PAIRS = "SELECT 'dsh: write each stored surrogate pair as its character'"
 """A migration statement run as Python (``_rebuild_search_index``), a no-op as SQL."""
 _SPLIT_MARKS = "SELECT 'dsh: store each session mark in a row of its own'"
-"""A migration statement run as Python (``_split_packed_marks``), a no-op as SQL."""
+"""A migration statement run as Python (``_split_packed_marks`` of profiles and forks),
+a no-op as SQL."""
+_SPLIT_SOURCES = "SELECT 'dsh: store each session source in a row of its own'"
+"""A migration statement run as Python (``_split_packed_marks`` of sources), a no-op as
+SQL."""
 
 _LINKED = b"\x01"
 """The first byte of a message row whose text is its search row's (``_stored_message``);
@@ -181,12 +187,28 @@ def _blob(text: str) -> str:
     return f"x'{encode_text(text).hex()}'"
 
 
-_IS_MARK = f"kind = 0 AND (type = {_blob(SESSION_PROFILE)} OR type = {_blob(SESSION_FORK)})"
+def _is_mark(types: Sequence[str]) -> str:
+    """SQL: a single log row of one of ``types``, the WHERE of an ``events_marks`` index."""
+    return f"kind = 0 AND ({' OR '.join(f'type = {_blob(t)}' for t in types)})"
+
+
+_MARKS_OF_STEP: dict[str, frozenset[str]] = {
+    _SPLIT_MARKS: frozenset({SESSION_PROFILE, SESSION_FORK}),
+    _SPLIT_SOURCES: frozenset({SESSION_SOURCE}),
+}
+"""The mark types each splitting migration statement takes out of their packs (a new
+mark type needs a step of its own: never change a released one)."""
+
+_IS_MARK_V11 = _is_mark((SESSION_PROFILE, SESSION_FORK))
+"""The WHERE of ``events_marks`` as migration step 11 wrote it: never change it."""
+
+_IS_MARK = _is_mark((SESSION_PROFILE, SESSION_FORK, SESSION_SOURCE))
 """A single log row of a type of ``MARK_TYPES``: the WHERE of the ``events_marks`` index
-(migration step 11 wrote it: never change it; a new mark type needs a step of its own,
-which takes its stored events out of their packs too). ``latest_events_sql`` asks for one
-type with ``kind = 0 AND type = x'…'``, which SQLite proves implies it (an ``IN`` list
-here would not be: the planner would walk the primary key instead)."""
+since migration step 12 (never change it; a new mark type needs a step of its own, which
+makes the index again and takes its stored events out of their packs too).
+``latest_events_sql`` asks for one type with ``kind = 0 AND type = x'…'``, which SQLite
+proves implies it (an ``IN`` list here would not be: the planner would walk the primary
+key instead)."""
 
 _IS_REPLACE = """kind = 1 AND surface_op <> '"append"'"""
 """A surface event that is not an append: the WHERE of the ``events_replaces`` index
@@ -449,6 +471,17 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         # a database without packs). A dsh of schema v10 would pack them again: this
         # step's number makes it refuse the file.
         _SPLIT_MARKS,
+        f"CREATE INDEX events_marks ON events (session, type, seq) WHERE {_IS_MARK_V11}",
+    ),
+    (
+        # Issue 33: where an imported session came from (``session/source``, seq 0) is
+        # read for every session as its profile is, so it joins the marks: the index is
+        # made again for the three types, and any source event an older dsh packed (an
+        # unknown type then: an imported log may hold them) is taken out of its pack, as
+        # step 11 did for its types. A dsh of schema v11 would pack them again: this
+        # step's number makes it refuse the file.
+        "DROP INDEX events_marks",
+        _SPLIT_SOURCES,
         f"CREATE INDEX events_marks ON events (session, type, seq) WHERE {_IS_MARK}",
     ),
 )
@@ -887,8 +920,9 @@ class SqliteSessionStore:
 
                         await conn._execute(merge_stored_pairs, conn._conn, self)  # type: ignore[no-untyped-call]
                         continue
-                    if statement == _SPLIT_MARKS:
-                        await conn._execute(_split_packed_marks, conn._conn)  # type: ignore[no-untyped-call]
+                    if statement in _MARKS_OF_STEP:
+                        marks = _MARKS_OF_STEP[statement]
+                        await conn._execute(_split_packed_marks, conn._conn, marks)  # type: ignore[no-untyped-call]
                         continue
                     await conn.execute(statement)
                 await conn.execute(f"PRAGMA user_version = {step + 1}")
@@ -3435,23 +3469,24 @@ def _backfill_surfaces(
         report(total, total)
 
 
-def _split_packed_marks(raw: sqlite3.Connection) -> None:
-    """Migration to schema v11: take every event of a type of ``MARK_TYPES`` out of the
-    pack an older dsh stored it in (to it an unknown type, packed like any small log
-    event), so that ``events_marks`` finds it. Each such pack is read whole (its runs
-    that point at a reply unlinked: ``_unpack_events``' text) and its events are written
-    again as an append of them writes them now (``_insert_events``: the runs between
-    the marks packed again, each mark a row of its own). The runs written again are
-    text runs, no longer linked to their reply (a little more space, in the rare file
-    that holds such a pack); every event reads back exactly as before. Most packs are
-    looked at only as far as their header (``_pack_types``); one that does not decode
-    is left as it is (its readers name the damage)."""
+def _split_packed_marks(raw: sqlite3.Connection, marks: frozenset[str]) -> None:
+    """Migrations to schema v11 (profiles, forks) and v12 (sources): take every event of
+    a type of ``marks`` (of ``MARK_TYPES``) out of the pack an older dsh stored it in (to
+    it an unknown type, packed like any small log event), so that ``events_marks`` finds
+    it. Each such pack is read whole (its runs that point at a reply unlinked:
+    ``_unpack_events``' text) and its events are written again as an append of them
+    writes them now (``_insert_events``: the runs between the marks packed again, each
+    mark a row of its own). The runs written again are text runs, no longer linked to
+    their reply (a little more space, in the rare file that holds such a pack); every
+    event reads back exactly as before. Most packs are looked at only as far as their
+    header (``_pack_types``); one that does not decode is left as it is (its readers
+    name the damage)."""
     found: list[tuple[int, int, int, bytes]] = []
     for key, first, n, blob in raw.execute(
         f"SELECT session, seq, n, data FROM events WHERE kind = {KIND_PACK}"
     ):
         try:
-            if MARK_TYPES.isdisjoint(_pack_types(blob)):
+            if marks.isdisjoint(_pack_types(blob)):
                 continue
         except (ValueError, TypeError, LookupError, zlib.error):
             continue

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from stores.pgteam import _JSON as _TEAM_JSON
 from stores.pgteam import MEMBER_FUNCTIONS
-from stores.postgres import SCHEMA_VERSION, session_row_security
+from stores.postgres import MIGRATIONS, SCHEMA_VERSION, session_row_security
 
 _RLS_TABLES = (
     "dsh_sessions",
@@ -111,6 +111,8 @@ UNDO: dict[int, str] = {
     7: _TEAM_JSON.replace("CREATE FUNCTION", "CREATE OR REPLACE FUNCTION", 1),
     # Step 8 (issue 32): the index of session marks (profiles, forks).
     8: "DROP INDEX dsh_events_marks",
+    # Step 9 (issue 33): that index with sources too; step 8 made it without them.
+    9: ";".join(("DROP INDEX dsh_events_marks", *MIGRATIONS[8])),
 }
 
 

@@ -1,6 +1,7 @@
-"""``read_latest_events`` on every store kind (issue 32): the latest ``session/profile`` or
-``session/fork`` event of many sessions in one query, exactly as stored, whatever was
-appended around it (packed chunk runs on SQLite), for the sessions the user may read."""
+"""``read_latest_events`` on every store kind (issue 32): the latest ``session/profile``,
+``session/fork`` or ``session/source`` (issue 33) event of many sessions in one query,
+exactly as stored, whatever was appended around it (packed chunk runs on SQLite), for the
+sessions the user may read."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from core.log import (
     SESSION_FORK,
     SESSION_MARK_TYPES,
     SESSION_PROFILE,
+    SESSION_SOURCE,
     NewEvent,
     SessionHeader,
     assistant_message,
@@ -35,7 +37,7 @@ from stores.sqlite import KIND_PACK, latest_events_sql
 from tests.pgcluster import ALICE, BOB, Cluster
 from tui.shared.replay import open_replay
 
-MARKS = [SESSION_PROFILE, SESSION_FORK]
+MARKS = [SESSION_PROFILE, SESSION_FORK, SESSION_SOURCE]
 
 
 def profile(name: str, model: str = "m1") -> NewEvent:
@@ -44,6 +46,12 @@ def profile(name: str, model: str = "m1") -> NewEvent:
 
 def fork(parent: str, seq: int) -> NewEvent:
     return NewEvent(SESSION_FORK, {"parent": {"id": parent, "seq": seq}})
+
+
+def source(original_id: str, tool: str = "claude-code") -> NewEvent:
+    """Where an imported session came from (``core.importers.foreign.source_event``)."""
+    data = {"tool": tool, "file": f"/home/u/.claude/projects/p/{original_id}.jsonl"}
+    return NewEvent(SESSION_SOURCE, {**data, "id": original_id})
 
 
 def chunks(turn: int, count: int, start: int = 0) -> list[NewEvent]:
@@ -104,37 +112,93 @@ async def test_a_fork_is_seq_0_and_found_apart_from_the_profile(store: SessionSt
     assert made[0].seq == 0 and made[0].data == {"parent": {"id": "parent", "seq": 3}}
     assert (await store.read_latest_events(SESSION_PROFILE)) == {"child": made[-1]}
     assert await store.read_latest_events(SESSION_FORK, ["parent"]) == {}
+    assert await store.read_latest_events(SESSION_SOURCE) == {}
 
 
-async def test_the_sessions_asked_for_and_only_those_that_have_one(store: SessionStore) -> None:
+async def test_a_source_is_seq_0_and_found_apart_from_the_others(store: SessionStore) -> None:
+    """Issue 33: an imported session starts with where it came from; the other marks and
+    a session without one are found as before."""
+    await store.create_session("native")
+    await store.append_batch("native", [profile("p"), user("mine"), *chunks(1, 3)])
+    header = SessionHeader("0b6e\u2028 \ud800", 1_700_000_000_000, "/w")
+    log = [source("0b6e-\x1b[31m"), user("hi"), *chunks(1, 30), reply(1, 30), profile("q")]
+    await store.import_session(header, [*log, NewEvent("claude-code/progress", {"n": 1})])
+    events = await store.read_events(header.id)
+    found = await store.read_latest_events(SESSION_SOURCE)
+    assert found == {header.id: events[0]} and events[0].seq == 0
+    assert found[header.id].data == {
+        "tool": "claude-code",
+        "file": "/home/u/.claude/projects/p/0b6e-\x1b[31m.jsonl",
+        "id": "0b6e-\x1b[31m",
+    }
+    assert await store.read_latest_events(SESSION_SOURCE, ["native", header.id, "x"]) == found
+    assert await store.read_latest_events(SESSION_SOURCE, ["native"]) == {}
+    profiles = await store.read_latest_events(SESSION_PROFILE)
+    assert set(profiles) == {"native", header.id} and profiles[header.id] == events[33]
+    assert await store.read_latest_events(SESSION_FORK) == {}
+    # Log-only and of a type the transcript does not know: shown among the unknown items.
+    unknown = await store.read_unknown_events(header.id)
+    assert [e.seq for e in unknown if e.type == SESSION_SOURCE] == [0]
+    assert await SessionQuery(store).read_latest_events(SESSION_SOURCE, [header.id]) == found
+
+
+@pytest.mark.parametrize("mark", MARKS)
+async def test_each_mark_is_bounded_like_a_title(store: SessionStore, mark: str) -> None:
+    """Every listing may read the latest of each for every session: one is at most
+    ``MAX_MARK_EVENT_BYTES`` of JSON, appended or imported (a hostile source file's path
+    or id cannot make it larger)."""
+    from core.errors import InvalidEventError
+
+    await store.create_session("s")
+    big = {"tool": "codex", "file": "/" + "\x01" * 1_400, "id": "x"}  # escaped: 6 bytes each
+    assert utf8_len(dumps_js(big)) > MAX_MARK_EVENT_BYTES
+    with pytest.raises(InvalidEventError, match="at most 8,192 UTF-8 bytes"):
+        await store.append("s", mark, big)
+    with pytest.raises(InvalidEventError, match="at most 8,192 UTF-8 bytes"):
+        await store.append_batch("s", [user("hi"), NewEvent(mark, big)])
+    with pytest.raises(InvalidEventError, match="at most 8,192 UTF-8 bytes"):
+        await store.import_session(SessionHeader("i", 1), [NewEvent(mark, big), user("hi")])
+    assert await store.read_events("s") == []
+    assert [h.id for h in await store.list_headers()] == ["s"]
+    fits = await store.append("s", mark, {"file": "f" * 8_000})
+    assert await store.read_latest_events(mark) == {"s": fits}
+
+
+@pytest.mark.parametrize("mark", MARKS)
+async def test_the_sessions_asked_for_and_only_those_that_have_one(
+    store: SessionStore, mark: str
+) -> None:
     events = {}
     for sid in ("a", "b", "c", "\udcff\x00", ""):
         await store.create_session(sid)
     for sid in ("a", "c", "\udcff\x00", ""):
-        events[sid] = await store.append(sid, SESSION_PROFILE, {"profile": sid})
-    await store.append_batch("b", [user("no profile here"), *chunks(1, 3)])
-    assert await store.read_latest_events(SESSION_PROFILE) == events
-    assert await store.read_latest_events(SESSION_FORK) == {}
-    asked = await store.read_latest_events(SESSION_PROFILE, ["c", "b", "nope", "c", ""])
+        events[sid] = await store.append(sid, mark, {"profile": sid})
+    await store.append_batch("b", [user("no mark here"), *chunks(1, 3)])
+    assert await store.read_latest_events(mark) == events
+    for other in MARKS:
+        if other != mark:
+            assert await store.read_latest_events(other) == {}
+    asked = await store.read_latest_events(mark, ["c", "b", "nope", "c", ""])
     assert asked == {"c": events["c"], "": events[""]}
-    assert await store.read_latest_events(SESSION_PROFILE, []) == {}
-    assert await store.read_latest_events(SESSION_PROFILE, ("\udcff\x00",)) == {
+    assert await store.read_latest_events(mark, []) == {}
+    assert await store.read_latest_events(mark, ("\udcff\x00",)) == {
         "\udcff\x00": events["\udcff\x00"]
     }
     # More ids than one statement binds (SQLite asks in chunks).
     many = [f"x{i}" for i in range(1_200)] + ["a"]
-    assert await store.read_latest_events(SESSION_PROFILE, many) == {"a": events["a"]}
+    assert await store.read_latest_events(mark, many) == {"a": events["a"]}
     await store.delete_session("a")
-    assert "a" not in await store.read_latest_events(SESSION_PROFILE)
-    assert await store.read_latest_events(SESSION_PROFILE, ["a"]) == {}
+    assert "a" not in await store.read_latest_events(mark)
+    assert await store.read_latest_events(mark, ["a"]) == {}
 
 
 @pytest.mark.parametrize(
-    "wrong", ["session/title", "assistant/chunk", "user/message", "", "SESSION/PROFILE", None, 3]
+    "wrong",
+    ["session/title", "assistant/chunk", "user/message", "", "SESSION/SOURCE", "session/", None, 3],
 )
 async def test_another_type_is_a_value_error(store: SessionStore, wrong: Any) -> None:
     await store.create_session("s")
-    with pytest.raises(ValueError, match="session/profile, session/fork"):
+    with pytest.raises(ValueError, match="session/profile, session/fork, session/source"):
         await store.read_latest_events(wrong)
     with pytest.raises(ValueError):
         await store.read_latest_events(wrong, ["s"])
@@ -158,10 +222,15 @@ async def test_kept_among_many_chunks_and_a_long_streamed_reply(store: SessionSt
     await store.append_batch("s", [reply(1, 905)])
     for i in range(50):
         await store.append_batch("s", chunks(2, 1, i))
+    paced = await store.append("s", SESSION_SOURCE, source("re-read").data)
+    for i in range(50, 60):
+        await store.append_batch("s", chunks(2, 1, i))
     found = await store.read_latest_events(SESSION_PROFILE)
     assert found == {"s": mid[600]}
     assert found["s"] == await latest_in_log(store, "s", SESSION_PROFILE)
     assert (await store.read_latest_events(SESSION_FORK))["s"].seq == 0
+    assert await store.read_latest_events(SESSION_SOURCE) == {"s": paced}
+    assert paced == await latest_in_log(store, "s", SESSION_SOURCE)
     big = await store.append(
         "s", SESSION_PROFILE, {"profile": "big", "notes": "y" * 5_000, "lone": "\ud800"}
     )
@@ -173,12 +242,14 @@ async def test_kept_among_many_chunks_and_a_long_streamed_reply(store: SessionSt
 async def test_imported_logs_keep_theirs(store: SessionStore) -> None:
     header = SessionHeader("imported", 1_700_000_000_000, "/w")
     log = [fork("origin", 12), *chunks(1, 30), profile("a"), *chunks(1, 30, 30), reply(1, 60)]
-    log += [profile("b"), *chunks(2, 10)]
+    log += [profile("b"), *chunks(2, 10), source("later", "codex"), *chunks(2, 10, 10)]
     await store.import_session(header, log)
     events = await store.read_events("imported")
     assert await store.read_latest_events(SESSION_FORK) == {"imported": events[0]}
     assert await store.read_latest_events(SESSION_PROFILE) == {"imported": events[63]}
     assert events[63].data["profile"] == "b"
+    assert await store.read_latest_events(SESSION_SOURCE) == {"imported": events[74]}
+    assert events[74].data["tool"] == "codex"
 
 
 async def test_kept_when_the_sqlite_store_is_closed_and_opened_again(tmp_path: Path) -> None:
@@ -194,6 +265,7 @@ async def test_kept_when_the_sqlite_store_is_closed_and_opened_again(tmp_path: P
         for i in range(20, 30):
             await store.append_batch("s", chunks(1, 1, i))
         await store.append_batch("s", [reply(1, 30), *chunks(2, 5), profile("x"), *chunks(2, 5)])
+        await store.append_batch("s", [*chunks(2, 3, 5), source("s"), *chunks(2, 3, 8)])
         before = {t: await store.read_latest_events(t) for t in MARKS}
         events = await store.read_events("s")
     async with await SqliteSessionStore.open(path) as store:
@@ -207,7 +279,12 @@ async def test_kept_when_the_sqlite_store_is_closed_and_opened_again(tmp_path: P
     with sqlite3.connect(path) as conn:
         rows = conn.execute("SELECT seq, n, kind, type FROM events ORDER BY seq").fetchall()
         marks = [row for row in rows if row[3].decode() in MARKS]
-        assert [(seq, n, kind) for seq, n, kind, _ in marks] == [(0, 1, 0), (21, 1, 0), (38, 1, 0)]
+        assert [(seq, n, kind) for seq, n, kind, _ in marks] == [
+            (0, 1, 0),
+            (21, 1, 0),
+            (38, 1, 0),
+            (47, 1, 0),
+        ]
         assert any(kind == KIND_PACK for _, _, kind, _ in rows)
         for type_ in MARKS:
             plan = conn.execute("EXPLAIN QUERY PLAN " + latest_events_sql(type_)).fetchall()
@@ -231,6 +308,7 @@ values = st.recursive(
 mark_data = st.one_of(
     st.builds(lambda p, v, m: {"profile": p, "provider": v, "model": m}, texts, texts, texts),
     st.builds(lambda i, s: {"parent": {"id": i, "seq": s}}, texts, st.integers(0, 2**40)),
+    st.builds(lambda t, f, i: {"tool": t, "file": f, "id": i}, texts, texts, texts),
     st.dictionaries(texts, values, max_size=4),
     # Long enough to be stored compressed (SQLite: 128 characters), or alone (2,048).
     st.builds(lambda t, n: {"profile": t * n}, texts.filter(bool), st.integers(10, 400)),
@@ -273,16 +351,20 @@ async def test_replays_find_them_as_the_stores_do(
     header = await memory.create_session("replayed", created_at=1)
     await memory.append_batch(
         "replayed",
-        [fork("origin", 4), *chunks(1, 50), profile("a"), reply(1, 50), user("x")],
+        [source("first"), fork("origin", 4), *chunks(1, 50), profile("a"), reply(1, 50)],
     )
     # The newest profile, then an event whose data looks like one (the lazy store
     # parses that line too, and reads on).
     await memory.append_batch(
-        "replayed", [profile("b", "m9"), *chunks(2, 20), NewEvent("x/note", {"type": "x"})]
+        "replayed",
+        [user("x"), profile("b", "m9"), source("second"), *chunks(2, 20)],
     )
+    await memory.append_batch("replayed", [NewEvent("x/note", {"type": "x"})])
     await memory.append("replayed", "x/note", {"type": SESSION_PROFILE})
+    await memory.append("replayed", "x/note", {"type": SESSION_SOURCE})
     want = {t: await memory.read_latest_events(t) for t in MARKS}
     assert want[SESSION_PROFILE]["replayed"].data["model"] == "m9"
+    assert want[SESSION_SOURCE]["replayed"].data["id"] == "second"
     log = tmp_path / "log.jsonl"
     lines = export_jsonl(header, await memory.read_events("replayed"))
     log.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
@@ -346,10 +428,12 @@ async def test_a_member_reads_only_the_sessions_they_may_read(
     mine: dict[str, Any] = {}
     for store, sid in ((alice, "private"), (alice, "shared"), (bob, "bobs")):
         await store.create_session(sid)
-        made = await store.append_batch(sid, [fork("origin", 1), profile(f"{sid} profile")])
+        made = await store.append_batch(
+            sid, [source(sid), fork("origin", 1), *chunks(1, 3), profile(f"{sid} profile")]
+        )
         mine[sid] = made
     assert await alice.share("shared", BOB)
-    for type_, index in ((SESSION_FORK, 0), (SESSION_PROFILE, 1)):
+    for type_, index in ((SESSION_SOURCE, 0), (SESSION_FORK, 1), (SESSION_PROFILE, 5)):
         assert await alice.read_latest_events(type_) == {
             sid: mine[sid][index] for sid in ("private", "shared")
         }
@@ -360,8 +444,9 @@ async def test_a_member_reads_only_the_sessions_they_may_read(
         assert asked == {sid: mine[sid][index] for sid in ("shared", "bobs")}
         assert await bob.read_latest_events(type_, ["private"]) == {}
     assert await alice.unshare("shared", BOB)
-    assert set(await bob.read_latest_events(SESSION_PROFILE)) == {"bobs"}
-    assert await bob.read_latest_events(SESSION_PROFILE, ["shared"]) == {}
+    for type_ in MARKS:
+        assert set(await bob.read_latest_events(type_)) == {"bobs"}
+        assert await bob.read_latest_events(type_, ["shared", "private"]) == {}
 
 
 async def test_postgres_reads_them_through_their_index_under_row_security(
@@ -378,8 +463,9 @@ async def test_postgres_reads_them_through_their_index_under_row_security(
         assert isinstance(store, PostgresSessionStore)
         for n in range(20):
             await store.create_session(f"s{n}")
-            await store.append_batch(f"s{n}", [profile("p"), *chunks(1, 200)])
-        assert len(await store.read_latest_events(SESSION_PROFILE)) == 20
+            await store.append_batch(f"s{n}", [source(f"s{n}"), profile("p"), *chunks(1, 200)])
+        for type_ in (SESSION_PROFILE, SESSION_SOURCE):
+            assert len(await store.read_latest_events(type_)) == 20
     pg_cluster.psql(f"ANALYZE {schema}.dsh_events")
     async with plain_sql(url) as conn:
         for type_ in MARKS:
@@ -393,31 +479,35 @@ async def test_the_type_list_is_what_the_indexes_cover() -> None:
     """A new mark type needs a schema step (its index, its packed events taken out)."""
     from stores import postgres, sqlite
 
-    assert SESSION_MARK_TYPES == (SESSION_PROFILE, SESSION_FORK)
-    assert sqlite.SCHEMA_VERSION == 11 and postgres.SCHEMA_VERSION == 9
+    assert SESSION_MARK_TYPES == (SESSION_PROFILE, SESSION_FORK, SESSION_SOURCE)
+    assert sqlite.SCHEMA_VERSION == 12 and postgres.SCHEMA_VERSION == 10
     for type_ in SESSION_MARK_TYPES:
-        assert type_.encode().hex() in sqlite.MIGRATIONS[10][1]
-        assert type_.encode().hex() in postgres.MIGRATIONS[8][0]
+        assert type_.encode().hex() in sqlite.MIGRATIONS[11][-1]
+        assert type_.encode().hex() in postgres.MIGRATIONS[9][-1]
+    # Each type's packed events were taken out by the step that indexed it.
+    assert set(SESSION_MARK_TYPES) == set().union(*sqlite._MARKS_OF_STEP.values())
+    assert sqlite._MARKS_OF_STEP[sqlite.MIGRATIONS[11][1]] == {SESSION_SOURCE}
 
 
 # ---------------------------------------------------------------- rows that cannot be read
 
 
-async def test_a_damaged_sqlite_row_leaves_its_session_out(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mark", MARKS)
+async def test_a_damaged_sqlite_row_leaves_its_session_out(tmp_path: Path, mark: str) -> None:
     path = tmp_path / "dsh.sqlite3"
     async with await SqliteSessionStore.open(path) as store:
         for sid in ("bad", "fine"):
             await store.create_session(sid)
-            await store.append_batch(sid, [profile(sid), *chunks(1, 3)])
+            await store.append_batch(sid, [NewEvent(mark, {"m": sid}), *chunks(1, 3)])
     with sqlite3.connect(path) as conn:
         conn.execute(
             "UPDATE events SET data = x'789c0000' WHERE type = ? AND session = "
             "(SELECT key FROM sessions WHERE id = CAST('bad' AS BLOB))",
-            (SESSION_PROFILE.encode(),),
+            (mark.encode(),),
         )
     async with await SqliteSessionStore.open(path) as store:
-        assert set(await store.read_latest_events(SESSION_PROFILE)) == {"fine"}
-        assert await store.read_latest_events(SESSION_PROFILE, ["bad"]) == {}
+        assert set(await store.read_latest_events(mark)) == {"fine"}
+        assert await store.read_latest_events(mark, ["bad"]) == {}
 
 
 async def test_another_members_hand_written_row_costs_the_listing_nothing(

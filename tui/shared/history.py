@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from core.log import SESSION_MARK_TYPES, Event, Replace, is_compact_checkpoint_source
+from core.log import SESSION_FORK, SESSION_PROFILE, Event, Replace, is_compact_checkpoint_source
 
 __all__ = ["COMPACTED", "REPLACED", "in_history", "taken_off", "whole_history"]
 
@@ -15,12 +15,17 @@ COMPACTED = "compacted"
 REPLACED = "replaced"
 """Taken off the surface by another replace."""
 
+_HISTORY_MARKS = frozenset({SESSION_PROFILE, SESSION_FORK})
+"""The log-only marks a reader of the whole conversation sees (``tui.shared.logevents``
+draws each). Not every type of ``core.log.SESSION_MARK_TYPES``: an imported session's
+``session/source`` has no line of its own there yet."""
+
 
 def in_history(event: Event) -> bool:
     """Whether a reader of the whole conversation sees ``event``: every surface event, and
     the log-only marks of what answered and where the session comes from (a profile
     switch, a fork's origin); not chunks, titles or compaction bookkeeping."""
-    return event.surface_op is not None or event.type in SESSION_MARK_TYPES
+    return event.surface_op is not None or event.type in _HISTORY_MARKS
 
 
 def whole_history(events: Iterable[Event]) -> tuple[list[Event], dict[int, str]]:

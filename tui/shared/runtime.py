@@ -184,8 +184,8 @@ def profile_event_data(profile: Profile) -> dict[str, str]:
 async def read_latest_events(
     store: SessionStore, type: str, session_ids: Sequence[str] | None = None
 ) -> dict[str, Event]:
-    """``store.read_latest_events``: the latest event of ``type`` (a session's profile or
-    fork origin) of each given session."""
+    """``store.read_latest_events``: the latest event of ``type`` (a session's profile,
+    fork origin or source) of each given session."""
     return await store.read_latest_events(type, session_ids)
 
 
