@@ -14,7 +14,14 @@ import pytest
 from mcp.shared.exceptions import MCPError
 from mcp_types import TextResourceContents
 
-from core.log import SESSION_TITLE, USER_MESSAGE, user_message
+from core.log import (
+    SESSION_SOURCE,
+    SESSION_TITLE,
+    USER_MESSAGE,
+    NewEvent,
+    SessionHeader,
+    user_message,
+)
 from core.references import (
     SessionReferenceInput,
     encode_session_reference_uri,
@@ -143,6 +150,34 @@ async def test_list_sessions_filters_orders_and_describes(tmp_path: Path, db: Pa
         assert first.structured_content is not None
         assert first.structured_content["total"] == 3
         assert [r["id"] for r in first.structured_content["sessions"]] == [rows[0]["id"]]
+
+
+async def test_list_sessions_names_the_tool_an_imported_session_came_from(
+    tmp_path: Path, db: Path
+) -> None:
+    ids = await seed(db)
+    imported = {"claude-code": "0b6e-claude", "codex": "rollout-1", "chatgpt": "conv-9"}
+    async with await open_store(db) as store:
+        for tool, original in imported.items():
+            where = {"tool": tool, "file": f"/home/u/{tool}/{original}.jsonl", "id": original}
+            await store.import_session(
+                SessionHeader(original, 1_700_000_000_000, "/proj"),
+                [
+                    NewEvent(SESSION_SOURCE, where, time=1_700_000_000_000),
+                    NewEvent(USER_MESSAGE, user_message(f"hello from {tool}"), "append"),
+                ],
+            )
+    async with open_mcp(tmp_path, db) as mcp:
+        rows = json_text(await mcp.ok("list_sessions", {"limit": 1000}))
+        tools = {r["id"]: r["source_tool"] for r in rows}
+        assert tools == {
+            **{original: tool for tool, original in imported.items()},
+            **{sid: None for sid in ids.values()},
+        }
+        from_codex = json_text(await mcp.ok("list_sessions", {"query": "rollout"}))
+        assert [(r["id"], r["source_tool"]) for r in from_codex] == [("rollout-1", "codex")]
+        snapshot = await mcp.ok("read_session", {"session_id": "0b6e-claude"})
+        assert "hello from claude-code" in text_of(snapshot)
 
 
 async def test_read_session_is_the_snapshot_prepare_injects(tmp_path: Path, db: Path) -> None:

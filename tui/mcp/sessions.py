@@ -15,7 +15,7 @@ from typing import Any
 
 from core.display import single_line
 from core.errors import SessionNotFoundError
-from core.log import SESSION_MARK_TYPES, SESSION_SOURCE, SessionHeader
+from core.log import SESSION_SOURCE, SessionHeader
 from core.references import (
     SessionReferenceConfig,
     SessionReferenceError,
@@ -107,8 +107,8 @@ class SessionListing:
 
 async def _source_tools(rt: Runtime, ids: Sequence[str]) -> dict[str, str]:
     """The tool each imported session came from (its ``session/source`` event)."""
-    if SESSION_SOURCE not in SESSION_MARK_TYPES or not ids:
-        return {}  # a store that does not read them yet
+    if not ids:
+        return {}
     events = await read_latest_events(rt.store, SESSION_SOURCE, ids)
     return {
         sid: tool
