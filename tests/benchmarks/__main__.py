@@ -19,6 +19,7 @@ from tests.benchmarks import (
     bench_big_session,
     bench_candidates,
     bench_latest_events,
+    bench_mcp_read,
     bench_open,
     bench_prepare,
     bench_prepare_scale,
@@ -49,6 +50,7 @@ WORKLOADS: dict[str, Callable[[Settings], Any]] = {
     "team_search": bench_team_search.run_workload,
     "big_session": bench_big_session.run_workload,
     "latest_events": bench_latest_events.run_workload,
+    "mcp_read": bench_mcp_read.run_workload,
 }
 
 
