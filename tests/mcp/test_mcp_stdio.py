@@ -355,6 +355,12 @@ def test_stdout_carries_the_protocol_only(tmp_path: Path, db: Path) -> None:
             "method": "tools/call",
             "params": {"name": "read_session", "arguments": {"session_id": "nope"}},
         },
+        {  # an escaped lone surrogate (JavaScript writes one so) is answered, not dropped
+            "jsonrpc": "2.0",
+            "id": 4,
+            "method": "tools/call",
+            "params": {"name": "read_session", "arguments": {"session_id": "\ud800x"}},
+        },
     ]
     env = {k: v for k, v in os.environ.items() if not k.startswith("DSH_")}
     env["XDG_CONFIG_HOME"] = str(tmp_path / "config")
@@ -393,6 +399,9 @@ def test_stdout_carries_the_protocol_only(tmp_path: Path, db: Path) -> None:
     called = replies[3]["result"]
     assert isinstance(called, dict) and called["isError"] is True
     assert called["content"][0]["text"] == "no session matches 'nope' (by id, title or id prefix)"
+    lone = replies[4]["result"]
+    assert isinstance(lone, dict) and lone["isError"] is True
+    assert lone["content"][0]["text"] == "no session matches '\ufffdx' (by id, title or id prefix)"
     assert "Traceback" not in stderr
 
 

@@ -6,7 +6,8 @@ serves the protocol from a private copy of file descriptor 1 and points fd 1 at 
 while it runs, and the store is opened only then (inside the server's lifespan), so
 nothing dsh, a library or a C extension prints can corrupt a frame. Logs go to stderr or
 ``--log FILE``. A store that cannot be opened ends the process with one ``dsh: error:``
-line on stderr and status 1 (the CLI's), before any answer.
+line on stderr and status 1 (the CLI's), before any answer. Standard input reaches the
+SDK through ``tui.mcp.inbound`` (an escaped lone surrogate read as U+FFFD).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import anyio
 
 from core.config import DshConfig
 from core.providers.offline import OfflineProvider
+from tui.mcp.inbound import surrogate_safe_stdin
 from tui.mcp.server import build_server
 from tui.shared.runtime import Runtime, open_runtime
 from tui.shared.serverlog import configure_server_logging
@@ -42,7 +44,8 @@ def run_mcp(config: DshConfig, *, version: str, log_file: str | None = None) -> 
     """The ``dsh mcp`` command: 0 once the client closed the connection."""
     configure_server_logging(log_file)
     try:
-        anyio.run(lambda: serve(config, version=version))
+        with surrogate_safe_stdin():
+            anyio.run(lambda: serve(config, version=version))
     except KeyboardInterrupt:
         return 130
     except BaseExceptionGroup as group:  # the transport's task group wraps what failed
