@@ -224,7 +224,8 @@ async def read_session(rt: Runtime, name: str, max_bytes: int | None = None) -> 
     else its id), through the same ``SessionReferenceService.prepare``."""
     budget = snapshot_budget(rt, max_bytes)
     header = await find_session(rt, name)
-    title = await rt.query.read_title(header.id)
+    # (``read_titles``, not ``read_title``: that one reads the header again when untitled)
+    title = (await rt.query.read_titles([header.id])).get(header.id)
     label = title.title if title is not None and title.title else header.id
     # ``prepare`` writes into a target session that is never the source; a reader has
     # none, so it is a header no session can equal (longer than the source's id).
