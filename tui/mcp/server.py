@@ -12,6 +12,7 @@ text can break a JSON-RPC frame.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -42,6 +43,8 @@ from tui.mcp import sessions
 from tui.shared.runtime import Runtime
 
 __all__ = ["SERVER_NAME", "build_server", "wire_safe"]
+
+_log = logging.getLogger(__name__)
 
 SERVER_NAME = "dsh"
 
@@ -77,8 +80,10 @@ def _text(text: str) -> TextContent:
     return TextContent(type="text", text=wire_safe(text))
 
 
-def _failure(line: str) -> CallToolResult:
-    return CallToolResult(content=[_text(single_line(line))], is_error=True)
+def _failure(line: str, tool: str) -> CallToolResult:
+    line = single_line(line)
+    _log.info("%s: %s", tool, line)  # the --log file's record of what the client was told
+    return CallToolResult(content=[_text(line)], is_error=True)
 
 
 _ANSWERED = (CliError, DshError, SessionReferenceError, SessionNameError)
@@ -119,7 +124,7 @@ class _DshMcpServer(MCPServer[Runtime]):
             return await super().call_tool(name, arguments, context)
         except ToolError as err:
             if isinstance(err.__cause__, ValidationError):
-                return _failure(_argument_line(err.__cause__))
+                return _failure(_argument_line(err.__cause__), name)
             raise
 
 
@@ -155,7 +160,7 @@ class _Tools:
         try:
             answer = await sessions.search_sessions(self.rt, query, limit)
         except _ANSWERED as err:
-            return _failure(sessions.error_line(err))
+            return _failure(sessions.error_line(err), "search_sessions")
         content: list[ContentBlock] = [_text(terminal_json(answer.rows))]
         structured: dict[str, Any] = {"hits": answer.rows}
         if answer.note:
@@ -182,7 +187,7 @@ class _Tools:
         try:
             listing = await sessions.list_sessions(self.rt, query, cwd, limit)
         except _ANSWERED as err:
-            return _failure(sessions.error_line(err))
+            return _failure(sessions.error_line(err), "list_sessions")
         structured = {"sessions": listing.rows, "total": listing.total}
         return CallToolResult(
             content=[_text(terminal_json(listing.rows))], structured_content=wire_safe(structured)
@@ -210,7 +215,7 @@ class _Tools:
         try:
             snapshot = await sessions.read_session(self.rt, session_id, max_bytes)
         except _ANSWERED as err:
-            return _failure(sessions.error_line(err))
+            return _failure(sessions.error_line(err), "read_session")
         structured = {
             "session_id": snapshot.session_id,
             "label": snapshot.label,
