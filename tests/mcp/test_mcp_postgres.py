@@ -10,7 +10,7 @@ import pytest
 from mcp.shared.exceptions import MCPError
 
 from core.references import encode_session_reference_uri
-from tests.mcp.harness import json_text, open_mcp, text_of
+from tests.mcp.harness import cli_error, dsh_cli, json_text, open_mcp, text_of
 from tests.pgcluster import ALICE, BOB
 from tests.sharing.team import Team, team
 
@@ -33,6 +33,7 @@ async def test_mcp_as_bob_reads_what_row_security_lets_him(tmp_path: Path, team:
         private, missing = await not_found(team.private), await not_found("never-was")
         assert private == missing.replace("never-was", team.private)
         assert private == f"no session matches '{team.private}' (by id, title or id prefix)"
+        assert private == cli_error(dsh_cli(tmp_path, team.bob_url, "show", team.private))
         assert "no session matches" in await not_found("alice-pr")  # a prefix of it
         assert "no session matches" in await not_found("Alice secret plans")  # its title
         with pytest.raises(MCPError) as info:
