@@ -20,6 +20,7 @@ from tests.benchmarks import (
     bench_candidates,
     bench_latest_events,
     bench_meter,
+    bench_mcp_read,
     bench_open,
     bench_prepare,
     bench_prepare_scale,
@@ -51,6 +52,7 @@ WORKLOADS: dict[str, Callable[[Settings], Any]] = {
     "big_session": bench_big_session.run_workload,
     "latest_events": bench_latest_events.run_workload,
     "meter": bench_meter.run_workload,
+    "mcp_read": bench_mcp_read.run_workload,
 }
 
 

@@ -51,7 +51,7 @@ def room_modules(room: str) -> list[str]:
     ]
 
 
-@pytest.mark.parametrize("room", ["cli", "acp", "shared"])
+@pytest.mark.parametrize("room", ["cli", "acp", "mcp", "shared"])
 def test_importing_a_room_other_than_the_app_loads_no_textual(room: str) -> None:
     modules = room_modules(room)
     assert len(modules) > 2

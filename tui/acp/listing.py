@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -23,6 +22,7 @@ from core.query import SessionTitle
 from core.references import SessionDiscovery, SessionReferenceCandidate
 from core.references.labels import mention_label, safe_mention
 from tui.acp.text import client_label, client_text, code_span
+from tui.shared.filtering import same_dir
 from tui.shared.times import iso_time
 
 __all__ = [
@@ -74,10 +74,6 @@ def decode_cursor(cursor: str) -> tuple[int, str]:
     raise InvalidCursorError(f"invalid cursor {cursor!r}")
 
 
-def _same_dir(a: str, b: str) -> bool:
-    return a == b or os.path.normpath(a) == os.path.normpath(b)
-
-
 def _after(activity: int, session_id: str, key: tuple[int, str]) -> bool:
     """Whether a session comes after ``key`` in list order (most recent first, then id)."""
     key_activity, key_id = key
@@ -105,7 +101,7 @@ def list_page(
     page: list[SessionHeader] = []
     more = False
     for header in ordered:
-        if cwd is not None and (header.cwd is None or not _same_dir(header.cwd, cwd)):
+        if cwd is not None and (header.cwd is None or not same_dir(header.cwd, cwd)):
             continue
         if key is not None and not _after(activity(header), header.id, key):
             continue

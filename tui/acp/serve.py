@@ -15,27 +15,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
-import logging
 import os
 import stat
 import sys
 import threading
 from collections.abc import Iterator
-from pathlib import Path
-from typing import BinaryIO, TextIO, cast
+from typing import BinaryIO, cast
 
 from acp import Agent
 from acp.agent.connection import AgentSideConnection
 
 from core.config import DshConfig
-from core.display import single_line
-from core.errors import DshError
-from core.secrets import RedactingFilter
 from tui.acp.agent import DshAcpAgent
 from tui.acp.transport import LineTransport
-from tui.shared.files import private_open
 from tui.shared.runtime import OFFLINE_DELAY_ENV, offline_delay_from_env, open_runtime
+from tui.shared.serverlog import configure_server_logging as _configure_logging
 from tui.shared.signals import handle_stop_signals, stop_status
 
 __all__ = ["OFFLINE_DELAY_ENV", "offline_delay_from_env", "run_acp", "serve"]
@@ -43,28 +37,6 @@ __all__ = ["OFFLINE_DELAY_ENV", "offline_delay_from_env", "run_acp", "serve"]
 DRAIN_SECONDS = 10.0
 """After a stop signal, how long the replies in flight get to store what they received."""
 STREAM_LIMIT = 50 * 1024 * 1024  # one JSON-RPC line may carry a long prompt
-
-
-def _log_stream(log_file: str) -> TextIO:
-    """The ``--log`` file opened for appending: private (0600), never through a symlink
-    (issue 31); a ``DshError`` in one line when it cannot be."""
-    try:
-        fd = private_open(Path(log_file), os.O_WRONLY | os.O_CREAT | os.O_APPEND)
-    except OSError as err:
-        why = "it is a symbolic link" if err.errno == errno.ELOOP else err.strerror or str(err)
-        raise DshError(f"cannot open the log file {single_line(log_file)}: {why}") from err
-    return os.fdopen(fd, "a", encoding="utf-8")
-
-
-def _configure_logging(log_file: str | None) -> None:
-    handler: logging.Handler = logging.StreamHandler(
-        _log_stream(log_file) if log_file else sys.stderr
-    )
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    handler.addFilter(RedactingFilter())  # every record, whichever logger wrote it
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(logging.INFO if log_file else logging.WARNING)
 
 
 @contextlib.contextmanager

@@ -33,7 +33,6 @@ from core.errors import DshError, SessionNotFoundError, StoreError
 from core.references import SessionReferenceError
 from core.references.labels import safe_mention
 from core.resolve import SessionNameError
-from core.search import unindexed_notice
 from core.surrogates import merge_surrogate_pairs
 from stores.replay import ReplayDatabase, ReplayStore
 from tui.cli import control, profiles, usage
@@ -51,6 +50,7 @@ from tui.cli.replying import answering_chat, stream_reply
 from tui.shared.errors import describe_error
 from tui.shared.progress import terminal_progress
 from tui.shared.runtime import Runtime, offline_delay_from_env, open_runtime
+from tui.shared.searching import find_messages
 
 __all__ = ["main"]
 
@@ -286,6 +286,15 @@ def _parser() -> argparse.ArgumentParser:
         "Logs go to stderr, or to --log FILE.",
     )
     p.add_argument("--log", metavar="FILE", help="append the agent's log to FILE")
+
+    p = sub.add_parser(
+        "mcp",
+        help="serve your sessions to AI agents over MCP on stdin/stdout (read-only)",
+        description="Run dsh as a Model Context Protocol server: JSON-RPC on stdin/stdout "
+        "until end of input. Tools: search_sessions, list_sessions, read_session (read-only, "
+        "as the user dsh connects as). Logs go to stderr, or to --log FILE.",
+    )
+    p.add_argument("--log", metavar="FILE", help="append the server's log to FILE")
 
     p = sub.add_parser(
         "migrate",
@@ -654,26 +663,12 @@ async def cmd_candidates(rt: Runtime, args: argparse.Namespace) -> int:
 async def cmd_search(rt: Runtime, args: argparse.Namespace) -> int:
     if args.limit < 1:
         raise CliError(f"--limit must be a positive number, not {args.limit}")
-    hits = await rt.query.search_messages(args.query, limit=args.limit)
-    unindexed = getattr(rt.store, "unindexed_sessions", None)
-    if unindexed is not None and (note := unindexed_notice(await unindexed())):
-        print(f"dsh: note: {note}", file=sys.stderr)
-    titles = await rt.query.read_titles(sorted({h.session_id for h in hits}))
-    title_of = {sid: t.title for sid, t in titles.items()}
+    found = await find_messages(rt, args.query, args.limit)
+    if found.note:
+        print(f"dsh: note: {found.note}", file=sys.stderr)
+    hits, title_of = found.hits, found.titles
     if args.json:
-        print(
-            terminal_json(
-                [
-                    {
-                        "session_id": h.session_id,
-                        "title": title_of.get(h.session_id),
-                        "seq": h.seq,
-                        "snippet": h.snippet,
-                    }
-                    for h in hits
-                ]
-            )
-        )
+        print(terminal_json(found.json_rows()))
         return 0
     if not hits:
         print(
@@ -930,6 +925,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from tui.acp import run_acp
 
             return run_acp(config, log_file=args.log)
+        if command == "mcp":  # speaks JSON-RPC on stdout, as acp
+            from tui.mcp import run_mcp
+
+            return run_mcp(config, version=VERSION, log_file=args.log)
         return asyncio.run(_run(config, args))
     except ConfigError as err:
         return _fail(describe_error(err))

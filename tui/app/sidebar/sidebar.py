@@ -27,6 +27,7 @@ from core.references import SessionDiscovery
 from core.search import SearchHit
 from tui.app.sidebar.sessionlist import SessionList
 from tui.shared.activity import active_at, order_by_last_activity
+from tui.shared.filtering import session_matches
 from tui.shared.lineage import ForkParent
 from tui.shared.snippets import snippet_text
 
@@ -68,11 +69,7 @@ class SessionEntry:
         return active_at(self.header, self.last_active)
 
     def matches(self, query: str) -> bool:
-        needle = query.casefold()
-        return any(
-            needle in value.casefold()
-            for value in (self.header.id, self.title or "", self.header.cwd or "")
-        )
+        return session_matches(query, self.header.id, self.title, self.header.cwd)
 
 
 def by_last_activity(entries: Sequence[SessionEntry]) -> list[SessionEntry]:
