@@ -149,32 +149,48 @@ def find_files(root: Path) -> list[Path]:
 
 
 def sniff(path: Path, head: bytes) -> bool:
-    """Whether ``head`` starts like a Claude Code transcript: its first record is a
-    ``user`` or ``assistant`` message or one of the line types only Claude Code writes
-    with its keys (``parentUuid``, ``sessionId``, ``leafUuid``, ``isSidechain``)."""
+    """Whether ``head`` starts like a Claude Code transcript: its first message record is a
+    ``user`` or ``assistant`` record with a ``message`` object, or a record with Claude
+    Code's keys (``parentUuid``, ``sessionId``, ``leafUuid``, ``isSidechain``); the line
+    types only Claude Code writes (``summary``, ``file-history-snapshot``, …) before it
+    count too."""
     del path
     text = head[:SNIFF_BYTES].decode("utf-8", errors="replace")
     lines = text.split("\n")
+    seen = False  # a line type only Claude Code writes
     for index, line in enumerate(lines):
         line = line.strip()
         if not line:
             continue
         complete = index < len(lines) - 1 or len(head) < SNIFF_BYTES
         if not complete:  # cut by the sniff window: only its start can be looked at
-            return line.startswith("{") and _looks_like_claude_text(line)
+            return seen or (line.startswith("{") and _looks_like_claude_text(line))
         try:
             obj = loads_exact(line, frozen=False)
         except (ValueError, RecursionError):
             return False
-        if not isinstance(obj, dict):
+        if not isinstance(obj, dict) or _other_tool(obj):
             return False
         kind = obj.get("type")
+        if kind in _CLAUDE_ONLY_TYPES:
+            seen = True
+            continue
         if kind in _MESSAGE_TYPES:
-            return isinstance(obj.get("message"), dict) and not _other_tool(obj)
-        if isinstance(kind, str) and any(key.strip('"') in obj for key in _SNIFF_KEYS):
-            return not _other_tool(obj)
-        return False
-    return False
+            return isinstance(obj.get("message"), dict)
+        return isinstance(kind, str) and any(key.strip('"') in obj for key in _SNIFF_KEYS)
+    return seen
+
+
+_CLAUDE_ONLY_TYPES = frozenset(
+    {
+        "summary",
+        "file-history-snapshot",
+        "queue-operation",
+        "custom-title",
+        "permission-mode",
+        "last-prompt",
+    }
+)
 
 
 def _looks_like_claude_text(line: str) -> bool:
