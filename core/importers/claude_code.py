@@ -41,7 +41,8 @@ root. This module follows the conventions of ``core.importers.foreign``:
   one belongs to its file's first session (the file's name when none has one). Files
   are grouped by a cheap first pass over their bytes, then each session is read whole,
   one at a time. A record whose ``uuid`` was already read (a resumed transcript copies
-  its history) is skipped. ``timestamp`` (ISO 8601) becomes epoch ms (a placeholder that
+  its history) is skipped, and so is a record without a ``uuid`` other than a message
+  whose text was already read (the ``summary`` lines every resumed file starts with). ``timestamp`` (ISO 8601) becomes epoch ms (a placeholder that
   is no time: the previous record's time); ``cwd`` and the
   model are kept as they are; the title is the last ``custom-title``, else the last
   ``summary`` whose ``leafUuid`` is a record of the session, else the last ``summary``
@@ -59,6 +60,7 @@ import uuid as uuidlib
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from hashlib import blake2b
 from pathlib import Path
 from typing import Any
 
@@ -350,13 +352,15 @@ def _read_session(sid: str, group: list[_File]) -> ForeignSession | None:
                     key = obj.get("uuid")
                     if key is not None and not isinstance(key, str):
                         raise LogImportError("uuid must be a string", line.number)
-                    if key is None:
+                    _check_record(obj, line.number)
+                    if key is None and obj["type"] in _MESSAGE_TYPES:
                         made_up += 1
                         key = _new_uuid(f"{sid}/{entry.path.name}/{made_up}")
-                    elif key in seen:
+                    elif key is None:  # the same text is the same record
+                        key = "\x00" + blake2b(line.text.encode(), digest_size=16).hexdigest()
+                    if key in seen:
                         continue  # the same record again (a resumed transcript's copy)
                     seen.add(key)
-                    _check_record(obj, line.number)
                     time = _timestamp(obj, line.number)
                     records.append(
                         _Record(obj, entry.path, line.number, time, entry.is_subagent, key)
