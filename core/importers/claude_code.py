@@ -74,7 +74,7 @@ from core.importers.foreign import (
 )
 from core.importers.source import log_lines, open_regular_file
 from core.jsoncodec import dumps_js, loads_exact, utf8_len
-from core.limits import check_header_limits
+from core.limits import MAX_JSON_DEPTH, check_header_limits
 from core.log import (
     ASSISTANT_MESSAGE,
     TOOL_RESULT,
@@ -119,6 +119,9 @@ _INJECTED_PREFIXES = (
     "[Request interrupted by user",
     "This session is being continued from a previous conversation",
 )
+_SHALLOW = MAX_JSON_DEPTH - 16
+"""A line with fewer brackets nests less deep, and so does every event made of it (an
+event wraps a record's parts in at most one level more than the record had)."""
 _TYPE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}")
 _SESSION_ID_KEY = re.compile(r'"sessionId"\s*:\s*"((?:[^"\\]|\\.)*)"')
 _SNIFF_KEYS = ('"parentUuid"', '"sessionId"', '"leafUuid"', '"isSidechain"')
@@ -216,9 +219,12 @@ class _File:
     sessions: dict[str, None] = field(default_factory=dict)  # ordered
     error: ForeignImportError | None = None
 
-    @property
-    def is_subagent(self) -> bool:
-        return self.path.name.startswith("agent-") or self.path.parent.name == "subagents"
+    is_subagent: bool = False
+
+    def __post_init__(self) -> None:
+        self.is_subagent = (
+            self.path.name.startswith("agent-") or self.path.parent.name == "subagents"
+        )
 
     @property
     def owner(self) -> str:
@@ -268,6 +274,8 @@ def _chunks(file: Any) -> Iterator[bytes]:
 
 
 def _json_string(escaped: str) -> str | None:
+    if "\\" not in escaped:
+        return escaped
     try:
         value = loads_exact('"' + escaped + '"', frozen=False)
     except ValueError:
@@ -323,6 +331,7 @@ class _Record:
     time: int | None
     log_only: bool  # a subagent's transcript
     key: str  # its uuid, or one made up for a record without
+    shallow: bool  # too few brackets to nest near MAX_JSON_DEPTH: its events need no check
 
 
 def _read_session(sid: str, group: list[_File]) -> ForeignSession | None:
@@ -363,7 +372,15 @@ def _read_session(sid: str, group: list[_File]) -> ForeignSession | None:
                     seen.add(key)
                     time = _timestamp(obj, line.number)
                     records.append(
-                        _Record(obj, entry.path, line.number, time, entry.is_subagent, key)
+                        _Record(
+                            obj,
+                            entry.path,
+                            line.number,
+                            time,
+                            entry.is_subagent,
+                            key,
+                            line.text.count("{") + line.text.count("[") < _SHALLOW,
+                        )
                     )
         except LogImportError as err:
             raise ForeignImportError(entry.path, _bare(err), err.line, sid) from err
@@ -554,7 +571,7 @@ def _build(sid: str, group: list[_File], records: list[_Record], leaf: _Record) 
         raise ForeignImportError(group[0].path, str(err), 0, sid) from err
     events: list[NewEvent] = []
     turns = _Turns()
-    replies: dict[str, tuple[int, dict[str, Any], int]] = {}  # message.id -> event
+    replies: dict[str, tuple[int, dict[str, Any], int, bool]] = {}  # message.id -> event
     time = created_at
     for record in records:
         if record.time is not None:
@@ -565,12 +582,12 @@ def _build(sid: str, group: list[_File], records: list[_Record], leaf: _Record) 
         )
         try:
             if not on_surface:
-                events.append(_log_only(obj, time))
+                events.append(_log_only(record, time))
             elif obj["type"] == "user":
                 before, turn = len(events), turns.turn
                 events.extend(_user_events(record, time, turns))
                 if len(events) == before:
-                    events.append(_log_only(obj, time))
+                    events.append(_log_only(record, time))
                 if turns.turn != turn:
                     replies.clear()  # a reply never spans a person's message
             else:
@@ -578,17 +595,19 @@ def _build(sid: str, group: list[_File], records: list[_Record], leaf: _Record) 
                 message_id = message.get("id")
                 merged = replies.get(message_id) if isinstance(message_id, str) else None
                 if merged is not None:
-                    index, data, first_time = merged
+                    index, data, first_time, shallow = merged
+                    shallow = shallow and record.shallow
                     data["message"]["content"].extend(_assistant_blocks(message["content"]))
                     if isinstance(message.get("usage"), dict):
                         data["usage"] = message["usage"]
-                    events[index] = _checked(ASSISTANT_MESSAGE, data, first_time)
+                    events[index] = _checked(ASSISTANT_MESSAGE, data, first_time, shallow)
+                    replies[message_id] = (index, data, first_time, shallow)
                     continue
                 turns.reply()
                 data = _assistant_data(record, turns)
                 if isinstance(message_id, str):
-                    replies[message_id] = (len(events), data, time)
-                events.append(_checked(ASSISTANT_MESSAGE, data, time))
+                    replies[message_id] = (len(events), data, time, record.shallow)
+                events.append(_checked(ASSISTANT_MESSAGE, data, time, record.shallow))
         except InvalidEventError as err:
             raise ForeignImportError(record.file, str(err), record.line, sid) from err
     return ForeignSession(
@@ -613,19 +632,21 @@ def _mtime(path: Path) -> int:
         return 0
 
 
-def _checked(kind: str, data: Mapping[str, Any], time: int) -> NewEvent:
-    """The event, its data checked as the store will check it (its depth above all)."""
+def _checked(kind: str, data: Mapping[str, Any], time: int, shallow: bool = False) -> NewEvent:
+    """The event, its data checked as the store will check it (its depth above all) unless
+    it is ``shallow`` (made of a line of few brackets)."""
     surface: SurfaceOp | None = (
         "append" if kind in (USER_MESSAGE, ASSISTANT_MESSAGE, TOOL_RESULT) else None
     )
-    check_new_event(kind, data, surface, None, time)
+    if not shallow:
+        check_new_event(kind, data, surface, None, time)
     return NewEvent(kind, data, surface_op=surface, time=time)
 
 
-def _log_only(obj: dict[str, Any], time: int) -> NewEvent:
-    kind = obj.get("type")
+def _log_only(record: _Record, time: int) -> NewEvent:
+    kind = record.obj.get("type")
     name = kind if isinstance(kind, str) and _TYPE_NAME.fullmatch(kind) else "unknown"
-    return _checked(f"{TOOL}/{name}", obj, time)
+    return _checked(f"{TOOL}/{name}", record.obj, time, record.shallow)
 
 
 def _user_events(record: _Record, time: int, turns: _Turns) -> list[NewEvent]:
@@ -642,7 +663,7 @@ def _user_events(record: _Record, time: int, turns: _Turns) -> list[NewEvent]:
             if kind == "tool_result":
                 results += 1
                 message_id = record.key if results == 1 else f"{record.key}#{results}"
-                events.append(_tool_result(block, message_id, time, turns))
+                events.append(_tool_result(block, message_id, time, turns, record.shallow))
             elif kind == "text":
                 blocks.append({"type": "text", "text": block["text"]})
             elif kind == "image":
@@ -664,7 +685,7 @@ def _user_events(record: _Record, time: int, turns: _Turns) -> list[NewEvent]:
             "content": blocks,
             "source": dict(PLUGIN_SOURCE) if injected else {"kind": "user"},
         }
-        events.append(_checked(USER_MESSAGE, message, time))
+        events.append(_checked(USER_MESSAGE, message, time, record.shallow))
     return events
 
 
@@ -672,7 +693,9 @@ def _type_label(kind: str) -> str:
     return kind if _TYPE_NAME.fullmatch(kind) else "unknown block"
 
 
-def _tool_result(block: dict[str, Any], message_id: str, time: int, turns: _Turns) -> NewEvent:
+def _tool_result(
+    block: dict[str, Any], message_id: str, time: int, turns: _Turns, shallow: bool
+) -> NewEvent:
     raw = block.get("content")
     parts: list[dict[str, Any]] = []
     if isinstance(raw, str):
@@ -702,7 +725,7 @@ def _tool_result(block: dict[str, Any], message_id: str, time: int, turns: _Turn
             "source": {"kind": "tool", "callId": call_id},
         },
     }
-    return _checked(TOOL_RESULT, data, time)
+    return _checked(TOOL_RESULT, data, time, shallow)
 
 
 def _assistant_data(record: _Record, turns: _Turns) -> dict[str, Any]:

@@ -7,6 +7,7 @@ the model's words only, never a tool, reasoning or injected text. Skipped withou
 from __future__ import annotations
 
 from collections import Counter
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -41,6 +42,7 @@ REJECTED = {
 }
 
 
+@cache
 def _sessions() -> tuple[list[ForeignSession], list[ForeignImportError]]:
     return read_all(FILES)
 
