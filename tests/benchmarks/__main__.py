@@ -18,6 +18,7 @@ from tests.benchmarks import (
     bench_append,
     bench_big_session,
     bench_candidates,
+    bench_import_claude,
     bench_latest_events,
     bench_open,
     bench_prepare,
@@ -49,6 +50,7 @@ WORKLOADS: dict[str, Callable[[Settings], Any]] = {
     "team_search": bench_team_search.run_workload,
     "big_session": bench_big_session.run_workload,
     "latest_events": bench_latest_events.run_workload,
+    "import_claude": bench_import_claude.run_workload,
 }
 
 
