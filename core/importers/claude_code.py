@@ -122,6 +122,7 @@ _INJECTED_PREFIXES = (
 _SHALLOW = MAX_JSON_DEPTH - 16
 """A line with fewer brackets nests less deep, and so does every event made of it (an
 event wraps a record's parts in at most one level more than the record had)."""
+_BIG_EXPONENT = re.compile(r"[0-9][eE][+-]?[0-9]{3}")
 _TYPE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}")
 _SESSION_ID_KEY = re.compile(r'"sessionId"\s*:\s*"((?:[^"\\]|\\.)*)"')
 _SNIFF_KEYS = ('"parentUuid"', '"sessionId"', '"leafUuid"', '"isSidechain"')
@@ -379,7 +380,7 @@ def _read_session(sid: str, group: list[_File]) -> ForeignSession | None:
                             time,
                             entry.is_subagent,
                             key,
-                            line.text.count("{") + line.text.count("[") < _SHALLOW,
+                            _is_shallow(line.text),
                         )
                     )
         except LogImportError as err:
@@ -390,6 +391,18 @@ def _read_session(sid: str, group: list[_File]) -> ForeignSession | None:
     if not main:
         return None
     return _build(sid, group, records, main[-1])
+
+
+def _is_shallow(text: str) -> bool:
+    """Whether every event made of this line is sure to pass the store's checks: it nests
+    too little to reach ``MAX_JSON_DEPTH`` and has no number that is not JSON (``NaN``,
+    ``Infinity``, ``1e999``, which Python's parser takes)."""
+    return (
+        text.count("{") + text.count("[") < _SHALLOW
+        and "NaN" not in text
+        and "Infinity" not in text
+        and _BIG_EXPONENT.search(text) is None
+    )
 
 
 def _parse(text: str, number: int, torn: bool) -> dict[str, Any]:
@@ -765,8 +778,8 @@ def _assistant_blocks(content: str | list[dict[str, Any]]) -> list[dict[str, Any
         elif kind in ("tool_use", "server_tool_use"):
             try:
                 arguments = dumps_js(block.get("input", {}))
-            except TypeError:
-                arguments = "{}"
+            except TypeError as err:
+                raise InvalidEventError(f"a tool_use input is not JSON: {err}") from err
             blocks.append(
                 {
                     "type": "tool-call",
