@@ -390,7 +390,8 @@ def _read_session(sid: str, group: list[_File]) -> ForeignSession | None:
     main = [r for r in records if _is_main_message(r)]
     if not main:
         return None
-    return _build(sid, group, records, main[-1])
+    used = {r.file for r in records}  # not a file that only quoted the session's id
+    return _build(sid, [f for f in group if f.path in used], records, main[-1])
 
 
 def _is_shallow(text: str) -> bool:

@@ -470,3 +470,15 @@ def test_a_fifo_is_an_error_not_a_hang(tmp_path: Path) -> None:
     os.mkfifo(fifo)
     file, line, original_id, text = _one_error([fifo])
     assert (file, line, original_id) == (str(fifo), 0, "f") and "regular file" in text
+
+
+def test_a_file_that_only_quotes_a_session_id_is_not_one_of_its_files(tmp_path: Path) -> None:
+    quoting = {"type": "x-note", "about": {"sessionId": "s1"}}  # no sessionId of its own
+    other = _write(tmp_path / "s2.jsonl", [_user("q", None, "mine", sid="s2"), quoting])
+    own = _write(tmp_path / "s1.jsonl", [_user("a", None, "hi")])
+    sessions, errors = read_all([other, own])
+    assert errors == []
+    assert [(s.provenance.original_id, s.files) for s in sessions] == [
+        ("s2", (str(other),)),
+        ("s1", (str(own),)),
+    ]
