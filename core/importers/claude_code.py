@@ -11,16 +11,15 @@ root. This module follows the conventions of ``core.importers.foreign``:
 * the surface is the main chain's ``user`` and ``assistant`` messages. A person's text
   is a ``user/message``; text Claude Code wrote in the person's place (a slash command's
   markup and output, caveats, hook output, ``[Request interrupted by user]``, the
-  compaction summary) is a
-  ``user/message`` of source ``{"kind": "plugin", "plugin": "claude-code"}``, shown but
-  never referenced. One reply written as several lines (one per content block, the same
-  ``message.id``) is one ``assistant/message`` at its first line's place; ``thinking`` is
-  a ``reasoning`` block, ``tool_use`` a ``tool-call`` block (its ``input`` as a JSON
-  string), each ``tool_result`` a ``tool/result``. An API error Claude Code stored as an
-  assistant message (model ``<synthetic>``) is kept as it is: an ``assistant/message``.
-  An image is the text ``[image]`` (its base64 data is dropped as soon as the line is
-  read, wherever it is); an assistant block of another type is kept, renamed
-  ``claude-code/<type>`` so that dsh ignores it, when its JSON is at most
+  compaction summary) is a ``user/message`` of source ``{"kind": "plugin", "plugin":
+  "claude-code"}``, shown but never referenced. One reply written as several lines (one
+  per content block, the same ``message.id``) is one ``assistant/message`` at its first
+  line's place; ``thinking`` is a ``reasoning`` block, ``tool_use`` a ``tool-call`` block
+  (its ``input`` as a JSON string), each ``tool_result`` a ``tool/result``. An API error
+  Claude Code stored as an assistant message (model ``<synthetic>``) is kept as it is: an
+  ``assistant/message``. An image is the text ``[image]`` (its base64 data is dropped as
+  soon as the line is read, wherever it is); an assistant block of another type is kept,
+  renamed ``claude-code/<type>`` so that dsh ignores it, when its JSON is at most
   ``MAX_KEPT_BLOCK_BYTES`` (else only its size is kept);
 * everything else is a log-only ``claude-code/<type>`` event holding the record as it is
   (images aside): lines of other types (``progress``, ``system``, ``summary``,
@@ -41,12 +40,14 @@ root. This module follows the conventions of ``core.importers.foreign``:
   one belongs to its file's first session (the file's name when none has one). Files
   are grouped by a cheap first pass over their bytes, then each session is read whole,
   one at a time. A record whose ``uuid`` was already read (a resumed transcript copies
-  its history) is skipped, and so is a record without a ``uuid`` other than a message
-  whose text was already read (the ``summary`` lines every resumed file starts with). ``timestamp`` (ISO 8601) becomes epoch ms (a placeholder that
-  is no time: the previous record's time); ``cwd`` and the
-  model are kept as they are; the title is the last ``custom-title``, else the last
-  ``summary`` whose ``leafUuid`` is a record of the session, else the last ``summary``
-  of its files.
+  its history) is skipped, and so is a record without a ``uuid`` (other than a message)
+  whose text was already read (the ``summary`` lines every resumed file starts with). A
+  session continued under a new ``sessionId`` (older versions) stays a session of its
+  own: its first record's parent is then in another session, and its chain starts there;
+* ``timestamp`` (ISO 8601) becomes epoch ms (a placeholder that is no time: the previous
+  record's time); ``cwd`` and the model are kept as they are; the title is the last
+  ``custom-title``, else the last ``summary`` whose ``leafUuid`` is a record of the
+  session, else the last ``summary`` of its files.
 
 A line that is not a JSON object, or whose fields have the wrong types, spoils its
 session: a ``ForeignImportError`` naming the file and line comes in its place.
