@@ -482,3 +482,37 @@ def test_a_file_that_only_quotes_a_session_id_is_not_one_of_its_files(tmp_path: 
         ("s2", (str(other),)),
         ("s1", (str(own),)),
     ]
+
+
+def _peak_of_reading(root: Path) -> tuple[int, int]:
+    """Sessions read from ``root`` (each dropped when the next comes) and the peak of
+    Python allocations meanwhile."""
+    import tracemalloc
+
+    files = claude_code.find_files(root)
+    tracemalloc.start()
+    try:
+        count = sum(1 for _ in claude_code.read_sessions(files))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    return count, peak
+
+
+def test_memory_is_bounded_by_one_session_not_the_folder(tmp_path: Path) -> None:
+    import random
+
+    from tests.benchmarks.bench_import_claude import write_session
+
+    peaks = []
+    for sessions in (3, 12):
+        root = tmp_path / str(sessions) / "projects" / "p"
+        root.mkdir(parents=True)
+        rng = random.Random(1)
+        for n in range(sessions):
+            sid = f"{n:08x}-0000-4000-8000-000000000000"
+            write_session(root / f"{sid}.jsonl", sid, 300_000, rng)
+        count, peak = _peak_of_reading(tmp_path / str(sessions))
+        assert count == sessions
+        peaks.append(peak)
+    assert peaks[1] < peaks[0] * 1.5, peaks
