@@ -55,6 +55,8 @@ session: a ``ForeignImportError`` naming the file and line comes in its place.
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import re
 import uuid as uuidlib
@@ -123,7 +125,6 @@ _INJECTED_PREFIXES = (
 _SHALLOW = MAX_JSON_DEPTH - 16
 """A line with fewer brackets nests less deep, and so does every event made of it (an
 event wraps a record's parts in at most one level more than the record had)."""
-_BIG_EXPONENT = re.compile(r"[0-9][eE][+-]?[0-9]{3}")
 _TYPE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}")
 _SESSION_ID_KEY = re.compile(r'"sessionId"\s*:\s*"((?:[^"\\]|\\.)*)"')
 _SNIFF_KEYS = ('"parentUuid"', '"sessionId"', '"leafUuid"', '"isSidechain"')
@@ -396,20 +397,44 @@ def _read_session(sid: str, group: list[_File]) -> ForeignSession | None:
 
 
 def _is_shallow(text: str) -> bool:
-    """Whether every event made of this line is sure to pass the store's checks: it nests
-    too little to reach ``MAX_JSON_DEPTH`` and has no number that is not JSON (``NaN``,
-    ``Infinity``, ``1e999``, which Python's parser takes)."""
-    return (
-        text.count("{") + text.count("[") < _SHALLOW
-        and "NaN" not in text
-        and "Infinity" not in text
-        and _BIG_EXPONENT.search(text) is None
-    )
+    """Whether every event made of this line is sure to pass the store's depth check."""
+    return text.count("{") + text.count("[") < _SHALLOW
+
+
+def _unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                shown = repr(key)
+                raise ValueError(f"duplicate key {shown if len(shown) <= 60 else shown[:59] + '…'}")
+            seen.add(key)
+    return obj
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text[:24]}{'…' if len(text) > 24 else ''} is too large a number")
+    return value
+
+
+_DECODER = json.JSONDecoder(
+    object_pairs_hook=_unique_object, parse_float=_finite, parse_constant=_no_constant
+)
+"""Strict JSON (what ``core.log`` stores): no repeated key, no ``NaN`` or ``Infinity``, no
+number too large for a float. A line of the UTF-8 file holds no lone surrogate, so this is
+``loads_exact``'s reading too."""
 
 
 def _parse(text: str, number: int, torn: bool) -> dict[str, Any]:
     try:
-        obj = loads_exact(text, frozen=False, unique_keys=True)
+        obj = _DECODER.decode(text)
     except (ValueError, RecursionError) as err:
         check_record_depth(text, number)
         if torn:

@@ -408,14 +408,15 @@ def test_a_bad_line_names_file_and_line_and_spoils_its_session(tmp_path: Path) -
                  .replace("[1]", "[" * 80 + "1" + "]" * 80), "deeper"),
         "deeper": ('{"type":"x","d":' + "[" * 100_000 + "]" * 100_000 + "}", "deeper"),
         "dupkey": ('{"type":"user","type":"assistant"}', "invalid JSON"),
-        "nan": ('{"type":"progress","sessionId":"s1","data":NaN}', "not JSON"),
-        "huge-number": ('{"type":"progress","sessionId":"s1","data":1e999}', "not JSON"),
+        "nan": ('{"type":"progress","sessionId":"s1","data":NaN}', "NaN is not a JSON number"),
+        "huge-number": ('{"type":"progress","sessionId":"s1","data":1e999}', "too large"),
+        "huge-mantissa": ('{"type":"progress","sessionId":"s1","data":' + "9" * 400 + ".5}", "too large"),
         "infinite-input": (
             json.dumps(_assistant("c", "b", "x")).replace(
                 '{"type": "text", "text": "x"}',
-                '{"type": "tool_use", "id": "t", "name": "n", "input": {"x": Infinity}}',
+                '{"type": "tool_use", "id": "t", "name": "n", "input": {"x": -Infinity}}',
             ),
-            "not JSON",
+            "-Infinity is not a JSON number",
         ),
     }  # fmt: skip
     for name, (line, words) in cases.items():
