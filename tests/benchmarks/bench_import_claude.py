@@ -3,7 +3,8 @@ child process that reads a generated ``projects/`` folder with ``core.importers.
 and stores every session in a new SQLite store (``import_session``, a ``session/source``
 event first, as the importer does).
 
-    python -m tests.benchmarks.bench_import_claude [--mb 1000] [--largest-mb 20] [--keep DIR]
+    python -m tests.benchmarks.bench_import_claude [--mb 1000] [--largest-mb 20]
+        [--keep DIR [--reuse]]
 
 The folder holds sessions of about 2 MB (one of ``--largest-mb``) in a few project
 folders, each as Claude Code writes them: a prompt, replies of a thinking, a text and a
@@ -222,9 +223,22 @@ def baseline_rss(work: Path) -> int:
     return peak
 
 
-def measure(megabytes: float, largest_mb: float, work: Path) -> dict[str, Any]:
+def existing_folder(work: Path) -> dict[str, int]:
+    """What ``write_folder`` said of the folder already in ``work`` (``--reuse``)."""
+    sizes = {p: p.stat().st_size for p in (work / "projects").rglob("*.jsonl")}
+    sessions = [size for p, size in sizes.items() if not p.name.startswith("agent-")]
+    total, largest = sum(sizes.values()), max(sessions)
+    return {"bytes": total, "messages": -1, "sessions": len(sessions), "largest": largest}
+
+
+def measure(
+    megabytes: float, largest_mb: float, work: Path, *, reuse: bool = False
+) -> dict[str, Any]:
     started = time.perf_counter()
-    made = write_folder(work, megabytes, largest_mb)
+    if reuse and (work / "projects").is_dir():
+        made = existing_folder(work)
+    else:
+        made = write_folder(work, megabytes, largest_mb)
     made["write_seconds"] = round(time.perf_counter() - started, 1)
     db = work / "bench.sqlite3"
     db.unlink(missing_ok=True)
@@ -274,11 +288,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mb", type=float, default=100, help="folder size in MB")
     parser.add_argument("--largest-mb", type=float, default=10, help="the largest session")
     parser.add_argument("--keep", type=Path, help="work in this directory (kept)")
+    parser.add_argument("--reuse", action="store_true", help="import the --keep folder as it is")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as scratch:
         work = args.keep or Path(scratch)
         work.mkdir(parents=True, exist_ok=True)
-        result = measure(args.mb, args.largest_mb, work)
+        result = measure(args.mb, args.largest_mb, work, reuse=args.reuse)
     print(json.dumps(result, indent=1))
     for row in rows(result):
         print(f"{row.workload}: {row.ours:,.0f} {row.unit}  ({row.size}; {row.note})")
