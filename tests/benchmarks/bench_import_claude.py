@@ -13,6 +13,12 @@ a subagent transcript beside some. Peak memory is the child's peak RSS (``ru_max
 it should follow the largest session, not the folder. In the benchmark suite
 (``python -m tests.benchmarks --only import_claude``) the folder is 100 MB (20 MB with
 ``--quick``).
+
+Measured on 2026-12-03 (2 cores shared with other jobs, load 4-6), ``--mb 1000
+--largest-mb 20``: 1,005 MB, 487 sessions, 501,951 messages (712,237 events) imported in
+408 s, 1,230 messages/s (2.5 MB/s); peak RSS 158 MB against 37 MB for the same child on an
+empty folder. The reader alone (``read_sessions``, nothing stored) took 97 s (52 s of CPU),
+5,170 messages/s, peak RSS 126 MB: storing is three quarters of the time.
 """
 
 from __future__ import annotations
