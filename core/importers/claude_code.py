@@ -231,8 +231,14 @@ class _File:
 
     @property
     def owner(self) -> str:
-        """The session the file's records without a sessionId belong to."""
-        return self.home if self.home is not None else self.path.stem
+        """The session the file's records without a sessionId belong to: its first
+        session, else one of its own (two such files of one name are two sessions)."""
+        return self.home if self.home is not None else f"\x00{self.path}"
+
+
+def _session_id(key: str) -> str:
+    """The id of the session grouped under ``key``: a file's name for a file without."""
+    return Path(key[1:]).stem if key.startswith("\x00") else key
 
 
 def _scan(path: Path) -> _File:
@@ -309,15 +315,16 @@ def read_sessions(paths: Sequence[Path]) -> Iterator[ForeignSession | ForeignImp
             order.setdefault(sid, []).append(scanned)
             if scanned.error is not None and sid not in spoiled:
                 spoiled[sid] = scanned.error
-    for sid, group in order.items():
-        if sid in spoiled:
-            error = spoiled[sid]
+    for key, group in order.items():
+        sid = _session_id(key)
+        if key in spoiled:
+            error = spoiled[key]
             yield ForeignImportError(error.file, _bare(error), error.line, sid)
             continue
         # the session's own file first, subagents' transcripts last
         group.sort(key=lambda f: (f.is_subagent, f.path.stem != sid))
         try:
-            session = _read_session(sid, group)
+            session = _read_session(key, group)
         except ForeignImportError as err:
             err.original_id = sid
             yield err
@@ -337,7 +344,8 @@ class _Record:
     shallow: bool  # too few brackets to nest near MAX_JSON_DEPTH: its events need no check
 
 
-def _read_session(sid: str, group: list[_File]) -> ForeignSession | None:
+def _read_session(key: str, group: list[_File]) -> ForeignSession | None:
+    sid = _session_id(key)
     records: list[_Record] = []
     seen: set[str] = set()
     for entry in group:
@@ -359,20 +367,22 @@ def _read_session(sid: str, group: list[_File]) -> ForeignSession | None:
                             "read (an escaped key)",
                             line.number,
                         )
-                    if own != sid:
+                    if own != key:
                         continue
-                    key = obj.get("uuid")
-                    if key is not None and not isinstance(key, str):
+                    record_key = obj.get("uuid")
+                    if record_key is not None and not isinstance(record_key, str):
                         raise LogImportError("uuid must be a string", line.number)
                     _check_record(obj, line.number)
-                    if key is None and obj["type"] in _MESSAGE_TYPES:
+                    if record_key is None and obj["type"] in _MESSAGE_TYPES:
                         made_up += 1
-                        key = _new_uuid(f"{sid}/{entry.path.name}/{made_up}")
-                    elif key is None:  # the same text is the same record
-                        key = "\x00" + blake2b(line.text.encode(), digest_size=16).hexdigest()
-                    if key in seen:
+                        record_key = _new_uuid(f"{sid}/{entry.path.name}/{made_up}")
+                    elif record_key is None:  # the same text is the same record
+                        record_key = (
+                            "\x00" + blake2b(line.text.encode(), digest_size=16).hexdigest()
+                        )
+                    if record_key in seen:
                         continue  # the same record again (a resumed transcript's copy)
-                    seen.add(key)
+                    seen.add(record_key)
                     time = _timestamp(obj, line.number)
                     records.append(
                         _Record(
@@ -381,7 +391,7 @@ def _read_session(sid: str, group: list[_File]) -> ForeignSession | None:
                             line.number,
                             time,
                             entry.is_subagent,
-                            key,
+                            record_key,
                             _is_shallow(line.text),
                         )
                     )

@@ -517,3 +517,18 @@ def test_memory_is_bounded_by_one_session_not_the_folder(tmp_path: Path) -> None
         assert count == sessions
         peaks.append(peak)
     assert peaks[1] < peaks[0] * 1.5, peaks
+
+
+def test_two_files_of_one_name_without_session_ids_are_two_sessions(tmp_path: Path) -> None:
+    paths = []
+    for folder, text in (("a", "first"), ("b", "second")):
+        record = {"type": "user", "message": {"content": text}}
+        paths.append(_write(tmp_path / folder / "session.jsonl", [record]))
+    sessions, errors = read_all(paths)
+    assert errors == []
+    assert [
+        (s.provenance.original_id, s.provenance.file, person_and_model_texts(s)) for s in sessions
+    ] == [
+        ("session", str(paths[0]), [("user", "first")]),
+        ("session", str(paths[1]), [("user", "second")]),
+    ]
