@@ -18,6 +18,7 @@ from tests.benchmarks import (
     bench_append,
     bench_big_session,
     bench_candidates,
+    bench_import_claude,
     bench_latest_events,
     bench_mcp_read,
     bench_meter,
@@ -53,6 +54,7 @@ WORKLOADS: dict[str, Callable[[Settings], Any]] = {
     "latest_events": bench_latest_events.run_workload,
     "meter": bench_meter.run_workload,
     "mcp_read": bench_mcp_read.run_workload,
+    "import_claude": bench_import_claude.run_workload,
 }
 
 
