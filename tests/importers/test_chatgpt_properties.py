@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from core.importers import chatgpt
 from core.importers.foreign import ForeignImportError, ForeignSession
+from core.limits import MAX_JSON_DEPTH
 
 _SETTINGS = settings(
     max_examples=60,
@@ -29,7 +30,7 @@ _SETTINGS = settings(
 # Text as hostile as JSON can carry (no surrogate halves: a pair of them written apart
 # is read back as its character, SPEC §4.1), weighted towards what a scanner could trip on.
 _CHARS = st.sampled_from('"\\[]{},:\n\r\t \x00\x1b\u2028/') | st.characters(
-    blacklist_categories=("Cs",)
+    exclude_categories=["Cs"]
 )
 _TEXT = st.text(_CHARS, max_size=24)
 _ROLES = ("user", "assistant", "assistant", "user", "null", "hidden", "system", "unknown")
@@ -209,7 +210,7 @@ def test_a_damaged_conversation_is_one_error_inside_it_and_the_others_read(
     indent = data.draw(st.sampled_from([None, 1]))
     pieces = [json.dumps(c, indent=indent) for c in conversations]
     if damage == "deep":  # nested as deep as no parser recursing once a level could read
-        levels = data.draw(st.integers(chatgpt.MAX_JSON_DEPTH, 100_000))
+        levels = data.draw(st.integers(MAX_JSON_DEPTH, 100_000))
         pieces[bad] = pieces[bad].replace('"DEEP"', "[" * levels + "]" * levels)
     if damage == "syntax":  # a key without its colon (no string holds '"key":' unescaped)
         key = data.draw(st.sampled_from(["mapping", "current_node"]))
@@ -268,7 +269,9 @@ def test_a_lone_surrogate_and_control_characters_are_kept_as_written(tmp_path: P
 @pytest.mark.parametrize("indent", [None, 2])
 def test_many_conversations_are_read_one_at_a_time(tmp_path: Path, indent: int | None) -> None:
     """The reader hands each conversation over before it reads the next."""
-    conversations = [{"id": f"c{i}", "mapping": {}, "current_node": None} for i in range(50)]
+    conversations: list[dict[str, Any]] = [
+        {"id": f"c{i}", "mapping": {}, "current_node": None} for i in range(50)
+    ]
     path = tmp_path / "conversations.json"
     path.write_text(json.dumps(conversations, indent=indent))
     reads = 0
