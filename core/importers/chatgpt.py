@@ -50,7 +50,7 @@ import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, BinaryIO, NoReturn
+from typing import IO, Any, BinaryIO
 
 from core.errors import InvalidEventError
 from core.importers import bounds
@@ -76,7 +76,6 @@ from core.timestamps import MAX_EPOCH_MS
 __all__ = [
     "CONVERSATION_EVENT",
     "MAX_CONVERSATION_BYTES",
-    "MAX_STRING_BYTES",
     "MAX_ZIP_MEMBER_BYTES",
     "MAX_ZIP_RATIO",
     "NODE_EVENT",
@@ -95,11 +94,10 @@ NODE_EVENT = "chatgpt/node"
 CONVERSATION_EVENT = "chatgpt/conversation"
 """A log-only event holding the conversation's fields but its ``mapping``."""
 
-MAX_CONVERSATION_BYTES = 2 * bounds.MAX_LOG_LINE_BYTES
-"""One conversation's JSON (128 MiB): it is held whole while read. Real conversations
-are at most a few MB (text, with images stored beside them in the export)."""
-MAX_STRING_BYTES = bounds.MAX_LOG_LINE_BYTES
-"""One JSON string of a conversation (64 MiB): no event holding more can be imported."""
+MAX_CONVERSATION_BYTES = bounds.MAX_LOG_LINE_BYTES
+"""One conversation's JSON (64 MiB, what one event of a dsh log may be): it is held whole
+while read. Real conversations are at most a few MB (text; images are files beside it in
+the export), and no string longer than this could be imported in one event anyway."""
 MAX_ZIP_MEMBER_BYTES = bounds.MAX_LOG_BYTES
 """The most ``conversations.json`` may decompress to from a ``.zip`` (4 GiB)."""
 MAX_ZIP_RATIO = 100
@@ -114,7 +112,10 @@ _BOM = b"\xef\xbb\xbf"
 _WS = b" \t\r\n"
 _ZIP_MAGIC = b"PK\x03\x04"
 _EMPTY_ZIP_MAGIC = b"PK\x05\x06"
-_STRUCTURE = re.compile(rb'["\[\]{}]')
+# Past the bytes between brackets and every whole string, in C and without backtracking,
+# to the next bracket (group 1), or to a quote opening a string the buffer ends in, or to
+# the end of the buffer (group 1 is None).
+_NEXT = re.compile(rb'(?:[^"\[\]{}]++|"[^"\\]*+(?:\\.[^"\\]*+)*+")*+([\[\]{}"])?', re.DOTALL)
 _SCALAR_END = re.compile(rb"[,\]\s]")
 _PROVIDER = "openai"
 _ZIP_ERRORS = (
@@ -390,8 +391,7 @@ class _StructureError(Exception):
 def split_array(chunks: Iterator[bytes]) -> Iterator[Element]:
     """The elements of the JSON array the ``chunks`` hold, one at a time, each at most
     ``MAX_CONVERSATION_BYTES`` (a longer one, or one nesting deeper than
-    ``MAX_JSON_DEPTH`` levels or holding a string longer than ``MAX_STRING_BYTES``, is
-    skipped and given as a problem). Where the array's own structure is broken (not an
+    ``MAX_JSON_DEPTH`` levels, is skipped and given as a problem). Where the array's own structure is broken (not an
     array, cut short, two elements without a comma) it raises ``_StructureError`` with
     the line, after the elements before."""
     reader = _Buffer(chunks)
@@ -439,117 +439,121 @@ def split_array(chunks: Iterator[bytes]) -> Iterator[Element]:
         raise _StructureError("data after the array of conversations", reader.line(at))
 
 
+class _Scan:
+    """One element being scanned from ``reader.buf[0]``: once it is given up (too long,
+    too deep) its bytes are forgotten as they are scanned, so memory stays bounded."""
+
+    def __init__(self, reader: _Buffer) -> None:
+        self.reader = reader
+        self.problem: str | None = None
+        self.problem_line = 0
+
+    def give_up(self, message: str, where: int | None) -> None:
+        """Stop keeping the element; ``where``: the index the problem is at (``None``: the
+        element as a whole, named by its first line)."""
+        if self.problem is None:
+            self.problem = message
+            self.problem_line = 0 if where is None else self.reader.line(where)
+
+    def check_size(self) -> None:
+        if len(self.reader.buf) > MAX_CONVERSATION_BYTES:
+            self.give_up(
+                f"the conversation is longer than {MAX_CONVERSATION_BYTES:,} bytes, the most "
+                "dsh reads",
+                None,
+            )
+
+    def spill(self, keep: int) -> int:
+        """Forget the element's bytes before ``keep`` once it was given up; the new index
+        of ``keep``."""
+        if self.problem is None or keep == 0:
+            return keep
+        self.reader.drop(keep)
+        return 0
+
+    def element(self, line: int) -> Element:
+        reader = self.reader
+        end = self.string_end(1) if reader.buf[0] == ord('"') else self.container_end()
+        if end < 0:
+            raise _StructureError(
+                f"the file ends inside the conversation that starts on line {line} (it was "
+                "cut short)",
+                reader.line(len(reader.buf)),
+            )
+        if self.problem is None and end > MAX_CONVERSATION_BYTES:
+            self.check_size()
+        data = b"" if self.problem is not None else bytes(reader.buf[:end])
+        reader.drop(end)
+        return Element(line, data, self.problem, self.problem_line)
+
+    def container_end(self) -> int:
+        """The index just past the object or array at ``buf[0]``, or -1 at the end of the
+        input. Strings and the bytes between brackets are skipped by ``_NEXT`` in C; only
+        brackets (and a string the buffer ends in) come back here."""
+        reader = self.reader
+        depth = 0
+        at = 0
+        while True:
+            buf = reader.buf
+            match = _NEXT.match(buf, at)
+            assert match is not None  # it matches the empty string
+            byte = match.group(1)
+            at = match.end()
+            if byte is None:  # the end of what was read
+                at = self.spill(at)
+                if self.problem is None:
+                    self.check_size()
+                    at = self.spill(at)
+                if not reader.more():
+                    return -1
+            elif byte == b'"':  # a string the buffer ends in
+                at = self.string_end(at)
+                if at < 0:
+                    return -1
+            elif byte == b"[" or byte == b"{":
+                depth += 1
+                if depth > MAX_JSON_DEPTH and self.problem is None:
+                    self.give_up(
+                        f"the conversation nests deeper than {MAX_JSON_DEPTH} levels", at - 1
+                    )
+            else:
+                depth -= 1
+                if depth == 0:
+                    return at
+
+    def string_end(self, at: int) -> int:
+        """The index just past the string whose text starts at ``at``, or -1 at the end of
+        the input. Its closing quote is the first one after an even run of backslashes."""
+        reader = self.reader
+        while True:
+            buf = reader.buf
+            quote = buf.find(b'"', at)
+            if quote < 0:
+                # keep a trailing run of backslashes: it decides what the next quote means
+                keep = len(buf)
+                while keep > 0 and buf[keep - 1] == 0x5C:
+                    keep -= 1
+                end = len(buf)
+                if self.problem is None:
+                    self.check_size()
+                at = end - (keep - self.spill(keep))
+                if not reader.more():
+                    return -1
+                continue
+            run = quote
+            while run > 0 and buf[run - 1] == 0x5C:
+                run -= 1
+            if (quote - run) % 2 == 0:
+                return quote + 1
+            at = quote + 1
+
+
 def _scan_element(reader: _Buffer) -> Element:
     """The element starting at ``reader.buf[0]``, consumed from the buffer."""
     line = reader.line(0)
-    first = reader.buf[0]
-    if first not in b'{["':
+    if reader.buf[0] not in b'{["':
         return _scan_scalar(reader, line)
-    depth = 0
-    at = 0
-    problem: str | None = None
-    problem_line = 0
-    dropped = 0  # bytes of the element dropped since it was given up
-
-    def give_up(message: str, where: int) -> None:
-        nonlocal problem, problem_line
-        if problem is None:
-            problem, problem_line = message, reader.line(where)
-
-    def spill(keep: int) -> int:
-        """Forget the element's bytes before ``keep`` once it was given up (bounded
-        memory); the new index of ``keep``."""
-        nonlocal dropped
-        if problem is None or keep == 0:
-            return keep
-        reader.drop(keep)
-        dropped += keep
-        return 0
-
-    while True:
-        buf = reader.buf
-        match = _STRUCTURE.search(buf, at)
-        if match is None:
-            at = spill(len(buf))
-            if problem is None and len(buf) > MAX_CONVERSATION_BYTES:
-                give_up(
-                    f"the conversation is longer than {MAX_CONVERSATION_BYTES:,} bytes, "
-                    "the most dsh reads",
-                    0,
-                )
-                at = spill(at)
-            if not reader.more():
-                return _truncated(reader, line)
-            continue
-        at = match.start()
-        byte = buf[at]
-        if byte == ord('"'):
-            end = _string_end(reader, at + 1, give_up, spill)
-            if end < 0:
-                return _truncated(reader, line)
-            at = end
-            if depth == 0:  # a string element
-                break
-            continue
-        if byte in b"[{":
-            depth += 1
-            if depth > MAX_JSON_DEPTH:
-                give_up(f"the conversation nests deeper than {MAX_JSON_DEPTH} levels", at)
-        else:
-            depth -= 1
-        at += 1
-        if depth <= 0:
-            break
-    if problem is None and at + dropped > MAX_CONVERSATION_BYTES:
-        give_up(
-            f"the conversation is longer than {MAX_CONVERSATION_BYTES:,} bytes, the most dsh reads",
-            0,
-        )
-    data = b"" if problem is not None else bytes(reader.buf[:at])
-    reader.drop(at)
-    return Element(line, data, problem, problem_line)
-
-
-def _string_end(reader: _Buffer, at: int, give_up: Any, spill: Any) -> int:
-    """The index just past the string whose text starts at ``at``, or -1 at the end of
-    the input. A closing quote is one preceded by an even run of backslashes."""
-    start = at
-    long_before = 0  # of the string, in bytes dropped by ``spill``
-    while True:
-        buf = reader.buf
-        quote = buf.find(b'"', at)
-        if quote < 0:
-            length = long_before + len(buf) - start
-            if length > MAX_STRING_BYTES:
-                give_up(
-                    f"a string of the conversation is longer than {MAX_STRING_BYTES:,} "
-                    "bytes, the most dsh reads",
-                    start,
-                )
-            # keep a trailing run of backslashes: it decides what the next quote means
-            keep = len(buf)
-            while keep > start and buf[keep - 1] == 0x5C:
-                keep -= 1
-            end = len(buf)
-            moved = keep - spill(keep)
-            long_before += moved
-            start -= moved
-            at = end - moved
-            if not reader.more():
-                return -1
-            continue
-        run = quote
-        while run > 0 and buf[run - 1] == 0x5C:
-            run -= 1
-        if (quote - run) % 2 == 0:
-            if long_before + quote - start > MAX_STRING_BYTES:
-                give_up(
-                    f"a string of the conversation is longer than {MAX_STRING_BYTES:,} "
-                    "bytes, the most dsh reads",
-                    max(start, 0),
-                )
-            return quote + 1
-        at = quote + 1
+    return _Scan(reader).element(line)
 
 
 def _scan_scalar(reader: _Buffer, line: int) -> Element:
@@ -566,13 +570,6 @@ def _scan_scalar(reader: _Buffer, line: int) -> Element:
     data = bytes(reader.buf[:end])
     reader.drop(end)
     return Element(line, data)
-
-
-def _truncated(reader: _Buffer, line: int) -> NoReturn:
-    raise _StructureError(
-        f"the file ends inside the conversation that starts on line {line} (it was cut short)",
-        reader.line(len(reader.buf)),
-    )
 
 
 # --------------------------------------------------------------------------- conversations
@@ -875,9 +872,13 @@ class _Builder:
         if not isinstance(message_id, str) or not message_id:
             message_id = node.key
         if role == "user" or role == "system":
-            if kind not in ("text", "multimodal_text") and kind is not None:
+            if kind == "code":
+                code = content.get("text")
+                text = code if isinstance(code, str) else ""
+            elif kind in ("text", "multimodal_text", None):
+                text = _parts_text(content)
+            else:
                 return False
-            text = _parts_text(content)
             if not text:
                 return False
             if role == "user":

@@ -333,35 +333,32 @@ def _pieces(data: bytes, size: int) -> Iterator[bytes]:
         yield data[start : start + size]
 
 
-def test_a_conversation_or_string_past_its_bound_is_refused_and_skipped(
+def test_a_conversation_past_its_bound_is_refused_and_skipped(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(chatgpt, "MAX_CONVERSATION_BYTES", 4000)
-    monkeypatch.setattr(chatgpt, "MAX_STRING_BYTES", 1000)
     monkeypatch.setattr(chatgpt, "_READ", 256)
     path = tmp_path / "conversations.json"
-    path.write_text(
-        json.dumps(
-            [
-                _conversation("long", *(["x" * 500] * 10)),
-                _conversation("ok1", "fine"),
-                _conversation("huge", "y" * 5000),
-                _conversation("ok2", "fine"),
-            ],
-            indent=1,
-        )
+    text = json.dumps(
+        [
+            _conversation("long", *(["x" * 500] * 10)),  # many strings
+            _conversation("ok1", "fine"),
+            _conversation("huge", "y" * 5000),  # one string, longer than a read
+            _conversation("ok2", "fine"),
+        ],
+        indent=1,
     )
+    path.write_text(text)
+    starts = [n for n, line in enumerate(text.splitlines(), start=1) if line == " {"]
     long, ok1, huge, ok2 = _read(path)
-    assert "the conversation is longer than 4,000 bytes, the most dsh reads" in str(long)
-    assert str(huge).endswith(
-        "a string of the conversation is longer than 1,000 bytes, the most dsh reads"
-    )
-    assert isinstance(huge, ForeignImportError) and huge.line > 2
+    message = "the conversation is longer than 4,000 bytes, the most dsh reads"
+    assert str(long) == f"line {starts[0]}: {message}"
+    assert str(huge) == f"line {starts[2]}: {message}"
     assert [s.provenance.original_id for s in (ok1, ok2)] == ["ok1", "ok2"]  # type: ignore[union-attr]
 
 
 def test_a_100_mb_tool_output_is_refused_in_bounded_memory(tmp_path: Path) -> None:
-    """A string past MAX_STRING_BYTES (64 MiB) ends that conversation, read without ever
+    """A string past MAX_CONVERSATION_BYTES (64 MiB) ends that conversation, read without ever
     holding the whole of it; the next conversation still imports."""
     path = tmp_path / "conversations.json"
     huge = _conversation("huge", "run it", "")
@@ -380,7 +377,7 @@ def test_a_100_mb_tool_output_is_refused_in_bounded_memory(tmp_path: Path) -> No
     finally:
         tracemalloc.stop()
     assert str(error) == (
-        "line 1: a string of the conversation is longer than 67,108,864 bytes, the most dsh reads"
+        "line 1: the conversation is longer than 67,108,864 bytes, the most dsh reads"
     )
     assert isinstance(ok, ForeignSession)
     assert peak < 90 * 1024**2  # at most the bound and a read, never the 100 MB

@@ -206,7 +206,7 @@ def test_a_damaged_conversation_is_one_error_inside_it_and_the_others_read(
     elif damage == "deep":
         target["moderation_results"] = "DEEP"
     elif damage == "huge-string":
-        target["title"] = "x" * data.draw(st.integers(1001, 5000))
+        target["title"] = "x" * data.draw(st.integers(30_001, 60_000))
     indent = data.draw(st.sampled_from([None, 1]))
     pieces = [json.dumps(c, indent=indent) for c in conversations]
     if damage == "deep":  # nested as deep as no parser recursing once a level could read
@@ -221,7 +221,7 @@ def test_a_damaged_conversation_is_one_error_inside_it_and_the_others_read(
         text = text[: data.draw(st.integers(start + 1, start + len(pieces[bad]) - 1))]
     path = tmp_path / "conversations.json"
     path.write_text(text, encoding="utf-8")
-    with mock.patch.object(chatgpt, "MAX_STRING_BYTES", 1000):
+    with mock.patch.object(chatgpt, "MAX_CONVERSATION_BYTES", 30_000):
         results = list(chatgpt.read_sessions([path]))
     assert len(results) == len(conversations)
     for i, result in enumerate(results):
