@@ -115,7 +115,9 @@ _EMPTY_ZIP_MAGIC = b"PK\x05\x06"
 # Past the bytes between brackets and every whole string, in C and without backtracking,
 # to the next bracket (group 1), or to a quote opening a string the buffer ends in, or to
 # the end of the buffer (group 1 is None).
-_NEXT = re.compile(rb'(?:[^"\[\]{}]++|"[^"\\]*+(?:\\.[^"\\]*+)*+")*+([\[\]{}"])?', re.DOTALL)
+_NEXT = re.compile(
+    rb'[^"\[\]{}]*+(?:"[^"\\]*+(?:\\.[^"\\]*+)*+"[^"\[\]{}]*+)*+([\[\]{}"])?', re.DOTALL
+)
 _SCALAR_END = re.compile(rb"[,\]\s]")
 _PROVIDER = "openai"
 _ZIP_ERRORS = (

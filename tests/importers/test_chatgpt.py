@@ -530,3 +530,115 @@ def test_find_files_takes_exports_and_follows_no_symlink(tmp_path: Path) -> None
         tmp_path / "b" / "conversations.json",
         tmp_path / "b" / "export.zip",
     ]
+
+
+# --------------------------------------------------------------------------- details
+
+
+def _chain(cid: str, *messages: dict[str, Any]) -> dict[str, Any]:
+    """A conversation of one branch of these messages (``id`` each), the last current."""
+    mapping: dict[str, Any] = {}
+    parent = None
+    for message in messages:
+        key = message["id"]
+        mapping[key] = {"id": key, "parent": parent, "children": [], "message": message}
+        if parent is not None:
+            mapping[parent]["children"].append(key)
+        parent = key
+    return {"id": cid, "mapping": mapping, "current_node": parent}
+
+
+def _msg(key: str, role: str, content: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    author = {"role": role, "name": extra.pop("name", None)}
+    return {"id": key, "author": author, "content": content, **extra}
+
+
+def test_tool_turns_pair_with_their_calls_and_a_lone_output_stays_in_the_log(
+    tmp_path: Path,
+) -> None:
+    code = {"content_type": "code", "language": "python", "text": "1/0"}
+    failed = {"aggregate_result": {"status": "failed", "in_kernel_exception": {"name": "Z"}}}
+    conversation = _chain(
+        "tools",
+        _msg("u", "user", {"content_type": "text", "parts": ["go"]}),
+        _msg("orphan", "tool", {"content_type": "execution_output", "text": "?"}, name="python"),
+        _msg("c1", "assistant", code, recipient="python"),
+        _msg("c2", "assistant", {"content_type": "text", "parts": ["cats"]}, recipient="browser"),
+        _msg(
+            "r2",
+            "tool",
+            {"content_type": "tether_browsing_display", "result": "found"},
+            name="browser",
+        ),
+        _msg(
+            "r1",
+            "tool",
+            {"content_type": "execution_output", "text": "ZeroDivisionError"},
+            name="other",
+            metadata=failed,
+        ),
+        _msg("x", "tool", {"content_type": "weird"}, name="python"),
+        _msg("e", "assistant", {"content_type": "thoughts", "thoughts": []}),
+    )
+    conversation["default_model_slug"] = "gpt-4-code-interpreter"
+    path = _write_export(tmp_path / "conversations.json", [conversation])
+    (session,) = _sessions(path)
+    surface = [_shown(e) for e in session.events if e.surface_op is not None]
+    assert surface == [
+        ("user/message", "text: go"),
+        ("assistant/message", 'call python c1: {"code":"1/0"}'),
+        ("assistant/message", 'call browser c2: {"input":"cats"}'),
+        ("tool/result", "result c2: found"),
+        ("tool/result", "result c1: ZeroDivisionError"),  # no call to "other": the latest
+    ]
+    results = [e for e in session.events if e.type == "tool/result"]
+    assert [e.data["message"]["content"][0]["isError"] for e in results] == [False, True]
+    assert [(e.data["turn"], e.data["step"]) for e in results] == [(0, 1), (0, 0)]
+    models = {
+        e.data["message"]["source"]["model"]
+        for e in session.events
+        if e.type == "assistant/message"
+    }
+    assert models == {"gpt-4-code-interpreter"}
+    logged = [e.data["id"] for e in session.events if e.type == "chatgpt/node"]
+    assert logged == ["orphan", "x", "e"]
+
+
+def test_a_long_title_is_shortened_and_an_empty_one_is_none(tmp_path: Path) -> None:
+    long = _conversation("long", "hi")
+    long["title"] = "é" * 2000
+    empty = _conversation("empty", "hi")
+    empty["title"] = ""
+    path = _write_export(tmp_path / "conversations.json", [long, empty])
+    first, second = _sessions(path)
+    assert first.title is not None and first.title.endswith("…")
+    assert len(first.title.encode()) <= 1024 and first.title.startswith("é" * 500)
+    assert second.title is None
+
+
+def test_a_conversation_of_twenty_thousand_turns_is_read_without_recursion(
+    tmp_path: Path,
+) -> None:
+    texts = [f"m{i}" for i in range(20_000)]
+    path = _write_export(tmp_path / "conversations.json", [_conversation("long", *texts)])
+    (session,) = _sessions(path)
+    surface = [e for e in session.events if e.surface_op is not None]
+    assert [_message(e)["content"][0]["text"] for e in surface] == texts
+    assert surface[-1].data["turn"] == 9_999
+
+
+def test_without_current_node_the_leaf_written_last_is_the_branch(tmp_path: Path) -> None:
+    conversation = _conversation("c", "q", "first answer")
+    first = conversation["mapping"]["c-1"]
+    second = json.loads(json.dumps(first))
+    second["id"] = second["message"]["id"] = "c-1b"
+    second["message"]["content"]["parts"] = ["second answer"]
+    second["message"]["create_time"] += 60
+    conversation["mapping"]["c-1b"] = second
+    conversation["mapping"]["c-0"]["children"].append("c-1b")
+    del conversation["current_node"]
+    path = _write_export(tmp_path / "conversations.json", [conversation])
+    (session,) = _sessions(path)
+    surface = [_shown(e) for e in session.events if e.surface_op is not None]
+    assert surface == [("user/message", "text: q"), ("assistant/message", "text: second answer")]
+    assert [e.data["id"] for e in session.events if e.type == "chatgpt/node"] == ["c-1"]
