@@ -209,7 +209,9 @@ def _read_file(path: Path) -> Iterator[ForeignSession | ForeignImportError]:
             except ForeignImportError as err:
                 yield ForeignImportError(name, str(err), err.line, err.original_id)
             except _ZIP_ERRORS as err:
-                yield ForeignImportError(name, f"not a readable zip archive: {err}")
+                yield ForeignImportError(
+                    name, f"not a readable zip archive: {err or type(err).__name__}"
+                )
             return
         yield from _read_export(name, _file_chunks(file, head))
 
@@ -317,7 +319,7 @@ def _zip_chunks(stream: IO[bytes], member: zipfile.ZipInfo) -> Iterator[bytes]:
         try:
             chunk = stream.read(_READ)
         except _ZIP_ERRORS as err:
-            raise _SourceError(f"the zip archive is damaged: {err}") from err
+            raise _SourceError(f"the zip archive is damaged: {err or type(err).__name__}") from err
         if not chunk:
             return
         total += len(chunk)

@@ -18,7 +18,13 @@ from typing import Any
 import pytest
 
 from core.importers import chatgpt
-from core.importers.foreign import SNIFF_BYTES, ForeignImportError, ForeignSession
+from core.importers.foreign import (
+    FOREIGN_TOOLS,
+    SNIFF_BYTES,
+    ForeignFormat,
+    ForeignImportError,
+    ForeignSession,
+)
 from core.log import NewEvent
 from tests.importers.chatgpt_store import store_and_reference
 
@@ -642,3 +648,18 @@ def test_without_current_node_the_leaf_written_last_is_the_branch(tmp_path: Path
     surface = [_shown(e) for e in session.events if e.surface_op is not None]
     assert surface == [("user/message", "text: q"), ("assistant/message", "text: second answer")]
     assert [e.data["id"] for e in session.events if e.type == "chatgpt/node"] == ["c-1"]
+
+
+def test_a_zip_listing_too_many_entries_is_refused_before_it_is_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(chatgpt, "_MAX_ZIP_ENTRIES", 2)
+    path = _zip(tmp_path / "many.zip", {"a": b"", "b": b"", "conversations.json": b"[]"})
+    (error,) = _read(path)
+    assert str(error).startswith("the zip archive lists 3 entries in ")
+    assert not chatgpt.sniff(path, path.read_bytes()[:SNIFF_BYTES])
+
+
+def test_the_module_is_a_foreign_format() -> None:
+    fmt: ForeignFormat = chatgpt  # checked by mypy: the protocol's names and signatures
+    assert fmt.TOOL in FOREIGN_TOOLS

@@ -6,6 +6,7 @@ is one error naming a line inside it, and every other conversation still reads."
 
 from __future__ import annotations
 
+import io
 import json
 import zipfile
 from dataclasses import dataclass
@@ -293,3 +294,43 @@ def test_many_conversations_are_read_one_at_a_time(tmp_path: Path, indent: int |
         assert isinstance(first, ForeignSession) and first.provenance.original_id == "c0"
         assert reads * 16 < path.stat().st_size / 10
         assert len(list(sessions)) == 49
+
+
+_EXPORT = (Path(__file__).parent / "chatgpt" / "export.json").read_bytes()
+
+
+def _zipped(data: bytes) -> bytes:
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("conversations.json", data)
+    return out.getvalue()
+
+
+_ZIPPED = _zipped(_EXPORT)
+
+
+@_SETTINGS
+@given(
+    base=st.sampled_from([_EXPORT, _ZIPPED]),
+    edits=st.lists(st.tuples(st.integers(0, 10**6), st.binary(max_size=3)), max_size=4),
+    cut=st.one_of(st.none(), st.integers(0, 10**6)),
+)
+def test_any_damage_to_a_file_is_errors_never_a_crash(
+    tmp_path: Path, base: bytes, edits: list[tuple[int, bytes]], cut: int | None
+) -> None:
+    """Bytes overwritten or the file cut anywhere, plain or zipped: the reader yields
+    sessions and ``ForeignImportError``\\ s, and raises nothing."""
+    data = bytearray(base)
+    for at, new in edits:
+        at %= len(data)
+        data[at : at + len(new)] = new
+    if cut is not None:
+        del data[cut % (len(data) + 1) :]
+    path = tmp_path / ("export.zip" if base is _ZIPPED else "conversations.json")
+    path.write_bytes(bytes(data))
+    results = list(chatgpt.read_sessions([path]))
+    assert all(isinstance(r, (ForeignSession, ForeignImportError)) for r in results)
+    assert len([r for r in results if isinstance(r, ForeignSession)]) <= 2
+    for result in results:
+        if isinstance(result, ForeignImportError):
+            assert result.file == str(path) and result.line >= 0
