@@ -26,9 +26,14 @@ A conversation (``{"id"|"conversation_id", "title", "create_time", "current_node
 * every other node (another branch, the empty root, a hidden system message
   (``is_visually_hidden_from_conversation``), an empty system message, a content type dsh
   has no place for, a tool output answering no call) is a log-only ``chatgpt/node`` event
-  holding the node as it is; the conversation's own fields (all but ``mapping``) are one
-  log-only ``chatgpt/conversation`` event first. Log order: depth first from the root, a
-  node's other branches before the child on the current branch;
+  holding the node as it is but its ``children`` (the other nodes' ``parent`` says them);
+  the conversation's own fields but those that change as it goes on (``_VOLATILE``:
+  ``mapping``, ``title``, ``update_time``, ``current_node``…) are one log-only
+  ``chatgpt/conversation`` event first. Log order: depth first from the root, a node's
+  other branches before the child on the current branch. So a conversation that went on
+  since the last import reads to the events it read to then, and its new ones after
+  (what ``dsh import`` needs to add only those); one whose earlier branch changed does
+  not, and is reported;
 * ``author.role`` ``user`` → a person's message; a visible non-empty ``system`` message →
   an injected one (``{"kind": "plugin", "plugin": "chatgpt"}``); ``assistant`` → a model's
   reply (``metadata.model_slug`` its model), or a ``tool-call`` block when it is addressed
@@ -120,6 +125,22 @@ _NEXT = re.compile(
 )
 _SCALAR_END = re.compile(rb"[,\]\s]")
 _PROVIDER = "openai"
+# The conversation's fields that change as it goes on, left out of its log-only event so
+# that a conversation that went on reads to the same first events (its title is the
+# session's title; its nodes are the other events).
+_VOLATILE = frozenset(
+    {
+        "mapping",
+        "title",
+        "update_time",
+        "current_node",
+        "is_archived",
+        "is_starred",
+        "moderation_results",
+        "safe_urls",
+        "blocked_urls",
+    }
+)
 _ZIP_ERRORS = (
     zipfile.BadZipFile,
     zlib.error,
@@ -806,12 +827,13 @@ def _session(file: str, conversation: Any) -> ForeignSession:
         raise _Bad(f"title must be a string, not {_kind(title)}")
     default_model = conversation.get("default_model_slug")
     builder = _Builder(created_at, default_model if isinstance(default_model, str) else None)
-    builder.log(CONVERSATION_EVENT, {k: v for k, v in conversation.items() if k != "mapping"})
+    builder.log(CONVERSATION_EVENT, {k: v for k, v in conversation.items() if k not in _VOLATILE})
     on_branch = set(branch)
     for key in _log_order(nodes, branch):
         node = nodes[key]
         if key not in on_branch or not builder.surface(node):
-            builder.log(NODE_EVENT, node.record, node.time)
+            record = {k: v for k, v in node.record.items() if k != "children"}
+            builder.log(NODE_EVENT, record, node.time)
     if len(builder.events) > bounds.MAX_IMPORT_EVENTS:
         raise _Bad(f"the conversation holds more than {bounds.MAX_IMPORT_EVENTS:,} events")
     return ForeignSession(

@@ -663,3 +663,41 @@ def test_a_zip_listing_too_many_entries_is_refused_before_it_is_read(
 def test_the_module_is_a_foreign_format() -> None:
     fmt: ForeignFormat = chatgpt  # checked by mypy: the protocol's names and signatures
     assert fmt.TOOL in FOREIGN_TOOLS
+
+
+def test_a_conversation_that_went_on_reads_to_its_old_events_then_its_new_ones(
+    tmp_path: Path,
+) -> None:
+    """What an incremental re-import needs: the old log is a prefix of the new one."""
+    (old_conversation, _system) = json.loads(EXPORT.read_text())
+    new = json.loads(json.dumps(old_conversation))
+    mapping = new["mapping"]
+    mapping["q"]["children"].append("q2")  # a node off the surface gains a child too
+    mapping["a5"]["children"] = ["u3"]
+    for key, parent, role, text in (
+        ("u3", "a5", "user", "And tan?"),
+        ("a6", "u3", "assistant", "Sure."),
+    ):
+        mapping[key] = {
+            "id": key,
+            "parent": parent,
+            "children": [],
+            "message": {
+                "id": key,
+                "author": {"role": role},
+                "create_time": 1_735_689_700.0,
+                "content": {"content_type": "text", "parts": [text]},
+            },
+        }
+    mapping["u3"]["children"] = ["a6"]
+    new.update(current_node="a6", update_time=1_735_689_701.0, title="Renamed")
+    new["safe_urls"] = ["https://example.com"]
+    new["moderation_results"] = [{"flagged": False}]
+    (before,) = _sessions(_write_export(tmp_path / "old.json", [old_conversation]))
+    (after,) = _sessions(_write_export(tmp_path / "new.json", [new]))
+    assert after.events[: len(before.events)] == before.events
+    assert [_shown(e) for e in after.events[len(before.events) :]] == [
+        ("user/message", "text: And tan?"),
+        ("assistant/message", "text: Sure."),
+    ]
+    assert after.title == "Renamed"
