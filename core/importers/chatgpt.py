@@ -163,7 +163,7 @@ def sniff(path: Path, head: bytes) -> bool:
         try:
             with _open_zip(path) as (_archive, _member):
                 return True
-        except (ForeignImportError, OSError):
+        except (ForeignImportError, *_ZIP_ERRORS):
             return False
     text = head.removeprefix(_BOM).lstrip(_WS)
     if not text.startswith(b"["):
@@ -273,8 +273,10 @@ def _open_zip(source: Path | BinaryIO) -> _ZipGuard:
         _check_directory(file, name)
         try:
             archive = zipfile.ZipFile(file)
-        except (zipfile.BadZipFile, ValueError, EOFError) as err:
-            raise ForeignImportError(name, f"not a readable zip archive: {err}") from err
+        except _ZIP_ERRORS as err:
+            raise ForeignImportError(
+                name, f"not a readable zip archive: {err or type(err).__name__}"
+            ) from err
         try:
             member = _member(archive, name)
         except BaseException:
