@@ -17,7 +17,11 @@ import pytest
 
 from core.importers import chatgpt
 from core.importers.foreign import ForeignImportError, ForeignSession
+from core.log import SessionHeader
 from tests.importers.chatgpt_store import store_and_reference
+from tui.cli.output import print_transcript
+from tui.shared.items import classify_surface
+from tui.shared.render import render_item
 
 CORPUS = Path(__file__).resolve().parents[2] / ".." / "shared" / "corpora" / "foreign_logs"
 FOLDER = CORPUS / "chatgpt"
@@ -62,7 +66,7 @@ def test_the_corpus_is_found_and_sniffed() -> None:
 
 @pytest.mark.parametrize("path", FILES, ids=[p.name.split("~")[0] for p in FILES])
 async def test_a_real_export_imports_its_current_branch_and_references_only_talk(
-    path: Path, tmp_path: Path
+    path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     results = list(chatgpt.read_sessions([path]))
     assert not [r for r in results if isinstance(r, ForeignImportError)]
@@ -89,6 +93,12 @@ async def test_a_real_export_imports_its_current_branch_and_references_only_talk
                     unsaid.append(block["arguments"])
                 elif block["type"] == "tool-result":
                     unsaid.extend(b["text"] for b in block["content"])
+        # replays as `dsh show` prints it, every item drawn
+        header = SessionHeader(session.provenance.original_id, session.created_at)
+        print_transcript(header, session.title, surface, expand=True)
+        assert session.provenance.original_id in capsys.readouterr().out
+        for item in classify_surface(surface):
+            render_item(item, expand_cards=True, wrap=False)
         texts = [item["text"] for item in conversation]
         assert texts == [t for t in said if t]
         assert not set(texts) & set(unsaid)
