@@ -38,7 +38,8 @@ A conversation (``{"id"|"conversation_id", "title", "create_time", "current_node
   an injected one (``{"kind": "plugin", "plugin": "chatgpt"}``); ``assistant`` → a model's
   reply (``metadata.model_slug`` its model), or a ``tool-call`` block when it is addressed
   to a tool (``recipient`` other than ``all``, e.g. ``python`` for code interpreter);
-  ``tool`` → the ``tool/result`` of the latest unanswered call to that tool;
+  ``tool`` → the ``tool/result`` of the latest unanswered call to that tool (to the latest
+  call, when it gives no name);
 * content: ``text`` and ``multimodal_text`` parts joined by line breaks (an image or other
   non-text part as a placeholder such as ``[image]``), ``code`` and ``execution_output``
   their text, ``thoughts`` and ``reasoning_recap`` as ``reasoning`` blocks;
@@ -997,9 +998,10 @@ class _Builder:
         author: Any,
     ) -> bool:
         name = author.get("name") if isinstance(author, dict) else None
-        call = next((c for c in reversed(self.pending) if c.name == name), None)
-        if call is None and self.pending:
-            call = self.pending[-1]
+        if isinstance(name, str):
+            call = next((c for c in reversed(self.pending) if c.name == name), None)
+        else:  # a tool that does not say its name answers the latest call
+            call = self.pending[-1] if self.pending else None
         if call is None:
             return False
         if kind in ("execution_output", "code"):

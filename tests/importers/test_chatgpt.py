@@ -576,11 +576,12 @@ def test_tool_turns_pair_with_their_calls_and_a_lone_output_stays_in_the_log(
             {"content_type": "tether_browsing_display", "result": "found"},
             name="browser",
         ),
+        _msg("y", "tool", {"content_type": "execution_output", "text": "?"}, name="dalle"),
         _msg(
             "r1",
             "tool",
             {"content_type": "execution_output", "text": "ZeroDivisionError"},
-            name="other",
+            name=None,
             metadata=failed,
         ),
         _msg("x", "tool", {"content_type": "weird"}, name="python"),
@@ -595,7 +596,7 @@ def test_tool_turns_pair_with_their_calls_and_a_lone_output_stays_in_the_log(
         ("assistant/message", 'call python c1: {"code":"1/0"}'),
         ("assistant/message", 'call browser c2: {"input":"cats"}'),
         ("tool/result", "result c2: found"),
-        ("tool/result", "result c1: ZeroDivisionError"),  # no call to "other": the latest
+        ("tool/result", "result c1: ZeroDivisionError"),  # no name: the latest call
     ]
     results = [e for e in session.events if e.type == "tool/result"]
     assert [e.data["message"]["content"][0]["isError"] for e in results] == [False, True]
@@ -607,7 +608,7 @@ def test_tool_turns_pair_with_their_calls_and_a_lone_output_stays_in_the_log(
     }
     assert models == {"gpt-4-code-interpreter"}
     logged = [e.data["id"] for e in session.events if e.type == "chatgpt/node"]
-    assert logged == ["orphan", "x", "e"]
+    assert logged == ["orphan", "y", "x", "e"]  # y: no call to that tool is open
 
 
 def test_a_long_title_is_shortened_and_an_empty_one_is_none(tmp_path: Path) -> None:
