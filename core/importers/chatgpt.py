@@ -125,6 +125,7 @@ _NEXT = re.compile(
     rb'[^"\[\]{}]*+(?:"[^"\\]*+(?:\\.[^"\\]*+)*+"[^"\[\]{}]*+)*+([\[\]{}"])?', re.DOTALL
 )
 _SCALAR_END = re.compile(rb"[,\]\s]")
+_NOT_WS = re.compile(rb"[^ \t\r\n]")
 _PROVIDER = "openai"
 # The conversation's fields that change as it goes on, left out of its log-only event so
 # that a conversation that went on reads to the same first events (its title is the
@@ -401,13 +402,16 @@ class _Buffer:
 
     def skip_ws(self, at: int) -> int:
         """The index of the first non-whitespace byte from ``at`` (``len(buf)`` at the
-        end of the input)."""
+        end of the input). Whitespace read past is dropped, so a flood of it costs no
+        memory (indexes before ``at`` are then no longer valid)."""
         while True:
-            buf = self.buf
-            while at < len(buf) and buf[at] in _WS:
-                at += 1
-            if at < len(buf) or not self.more():
-                return at
+            found = _NOT_WS.search(self.buf, at)
+            if found is not None:
+                return found.start()
+            self.drop(len(self.buf))
+            at = 0
+            if not self.more():
+                return 0
 
 
 class _StructureError(Exception):
@@ -419,9 +423,9 @@ class _StructureError(Exception):
 def split_array(chunks: Iterator[bytes]) -> Iterator[Element]:
     """The elements of the JSON array the ``chunks`` hold, one at a time, each at most
     ``MAX_CONVERSATION_BYTES`` (a longer one, or one nesting deeper than
-    ``MAX_JSON_DEPTH`` levels, is skipped and given as a problem). Where the array's own structure is broken (not an
-    array, cut short, two elements without a comma) it raises ``_StructureError`` with
-    the line, after the elements before."""
+    ``MAX_JSON_DEPTH`` levels, is skipped and given as a problem). Where the array's own
+    structure is broken (not an array, cut short, two elements without a comma) it
+    raises ``_StructureError`` with the line, after the elements before."""
     reader = _Buffer(chunks)
     at = reader.skip_ws(0)
     if reader.buf.startswith(_BOM):

@@ -623,15 +623,15 @@ def test_a_long_title_is_shortened_and_an_empty_one_is_none(tmp_path: Path) -> N
     assert second.title is None
 
 
-def test_a_conversation_of_twenty_thousand_turns_is_read_without_recursion(
+def test_a_conversation_of_five_thousand_messages_is_read_without_recursion(
     tmp_path: Path,
 ) -> None:
-    texts = [f"m{i}" for i in range(20_000)]
+    texts = [f"m{i}" for i in range(5_000)]
     path = _write_export(tmp_path / "conversations.json", [_conversation("long", *texts)])
     (session,) = _sessions(path)
     surface = [e for e in session.events if e.surface_op is not None]
     assert [_message(e)["content"][0]["text"] for e in surface] == texts
-    assert surface[-1].data["turn"] == 9_999
+    assert surface[-1].data["turn"] == 2_499
 
 
 def test_without_current_node_the_leaf_written_last_is_the_branch(tmp_path: Path) -> None:
@@ -702,3 +702,29 @@ def test_a_conversation_that_went_on_reads_to_its_old_events_then_its_new_ones(
         ("assistant/message", "text: Sure."),
     ]
     assert after.title == "Renamed"
+
+
+def test_a_flood_of_whitespace_between_conversations_costs_neither_time_nor_memory(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "conversations.json"
+    with path.open("wb") as file:
+        file.write(b"[" + json.dumps(_conversation("a", "one")).encode())
+        for _ in range(64):
+            file.write(b" \n" * (512 * 1024))  # 64 MiB of blank lines
+        file.write(b"," + json.dumps(_conversation("b", "two")).encode() + b"]")
+    tracemalloc.start()
+    try:
+        first, second = _read(path)
+        assert isinstance(first, ForeignSession)
+        _current, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert isinstance(second, ForeignSession) and second.provenance.original_id == "b"
+    assert peak < 16 * 1024**2
+    path.write_bytes(path.read_bytes()[:-1])  # and where it is cut short, the right line
+    *_, error = _read(path)
+    assert (
+        str(error)
+        == f"line {64 * 512 * 1024 + 1}: the file ends after a conversation, without the array's closing ]"
+    )
