@@ -126,6 +126,9 @@ _NEXT = re.compile(
 )
 _SCALAR_END = re.compile(rb"[,\]\s]")
 _NOT_WS = re.compile(rb"[^ \t\r\n]")
+# The rest of a string's text up to its closing quote or the end of the buffer (where a
+# lone backslash is left for the next read).
+_STRING_REST = re.compile(rb'[^"\\]*+(?:\\.[^"\\]*+)*+', re.DOTALL)
 _PROVIDER = "openai"
 # The conversation's fields that change as it goes on, left out of its log-only event so
 # that a conversation that went on reads to the same first events (its title is the
@@ -555,29 +558,21 @@ class _Scan:
 
     def string_end(self, at: int) -> int:
         """The index just past the string whose text starts at ``at``, or -1 at the end of
-        the input. Its closing quote is the first one after an even run of backslashes."""
+        the input. Read forward only, in C: each byte is looked at once (a backslash the
+        buffer ends in waits for the byte it escapes)."""
         reader = self.reader
         while True:
             buf = reader.buf
-            quote = buf.find(b'"', at)
-            if quote < 0:
-                # keep a trailing run of backslashes: it decides what the next quote means
-                keep = len(buf)
-                while keep > 0 and buf[keep - 1] == 0x5C:
-                    keep -= 1
-                end = len(buf)
-                if self.problem is None:
-                    self.check_size()
-                at = end - (keep - self.spill(keep))
-                if not reader.more():
-                    return -1
-                continue
-            run = quote
-            while run > 0 and buf[run - 1] == 0x5C:
-                run -= 1
-            if (quote - run) % 2 == 0:
-                return quote + 1
-            at = quote + 1
+            match = _STRING_REST.match(buf, at)
+            assert match is not None  # it matches the empty string
+            at = match.end()
+            if at < len(buf) and buf[at] == ord('"'):
+                return at + 1
+            if self.problem is None:
+                self.check_size()
+            at = self.spill(at)
+            if not reader.more():
+                return -1
 
 
 def _scan_element(reader: _Buffer) -> Element:

@@ -728,3 +728,15 @@ def test_a_flood_of_whitespace_between_conversations_costs_neither_time_nor_memo
         str(error)
         == f"line {64 * 512 * 1024 + 1}: the file ends after a conversation, without the array's closing ]"
     )
+
+
+def test_a_long_run_of_backslashes_is_read_in_linear_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each byte of a string is looked at once, however the reads cut it: a run of
+    backslashes is never walked back over."""
+    monkeypatch.setattr(chatgpt, "_READ", 4096)
+    text = "\\" * 4_000_000
+    path = _write_export(tmp_path / "conversations.json", [_conversation("c", text, "ok")])
+    (session,) = _sessions(path)
+    assert _message(session.events[1])["content"][0]["text"] == text
