@@ -82,6 +82,7 @@ from core.timestamps import MAX_EPOCH_MS
 __all__ = [
     "CONVERSATION_EVENT",
     "MAX_CONVERSATION_BYTES",
+    "MAX_FAILED_IN_A_ROW",
     "MAX_ZIP_MEMBER_BYTES",
     "MAX_ZIP_RATIO",
     "NODE_EVENT",
@@ -104,6 +105,9 @@ MAX_CONVERSATION_BYTES = bounds.MAX_LOG_LINE_BYTES
 """One conversation's JSON (64 MiB, what one event of a dsh log may be): it is held whole
 while read. Real conversations are at most a few MB (text; images are files beside it in
 the export), and no string longer than this could be imported in one event anyway."""
+MAX_FAILED_IN_A_ROW = 1000
+"""Conversations in a row that cannot be read before the rest of the file is given up:
+a file of millions of damaged ones is not an export, and not a million error lines."""
 MAX_ZIP_MEMBER_BYTES = bounds.MAX_LOG_BYTES
 """The most ``conversations.json`` may decompress to from a ``.zip`` (4 GiB)."""
 MAX_ZIP_RATIO = 100
@@ -610,6 +614,7 @@ def _read_export(
     file: str, chunks: Iterator[bytes]
 ) -> Iterator[ForeignSession | ForeignImportError]:
     elements = split_array(chunks)
+    failed = 0  # conversations in a row that could not be read
     while True:
         try:
             element = next(elements, None)
@@ -621,7 +626,17 @@ def _read_export(
             return
         if element is None:
             return
-        yield _conversation(file, element)
+        result = _conversation(file, element)
+        yield result
+        failed = failed + 1 if isinstance(result, ForeignImportError) else 0
+        if failed >= MAX_FAILED_IN_A_ROW:
+            yield ForeignImportError(
+                file,
+                f"{failed:,} conversations in a row could not be read: the rest of the file "
+                "is not read (it is not a ChatGPT export, or it is badly damaged)",
+                element.line,
+            )
+            return
 
 
 def _conversation(file: str, element: Element) -> ForeignSession | ForeignImportError:

@@ -740,3 +740,20 @@ def test_a_long_run_of_backslashes_is_read_in_linear_time(
     path = _write_export(tmp_path / "conversations.json", [_conversation("c", text, "ok")])
     (session,) = _sessions(path)
     assert _message(session.events[1])["content"][0]["text"] == text
+
+
+def test_a_file_of_nothing_but_damaged_conversations_is_given_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(chatgpt, "MAX_FAILED_IN_A_ROW", 5)
+    path = tmp_path / "conversations.json"
+    ok = json.dumps(_conversation("ok", "fine"))
+    path.write_text("[" + ",".join(["1"] * 4 + [ok] + ["\n2"] * 100) + "]")
+    results = _read(path)
+    assert [type(r).__name__ for r in results] == ["ForeignImportError"] * 4 + [
+        "ForeignSession"
+    ] + ["ForeignImportError"] * 6
+    assert str(results[-1]) == (
+        "line 6: 5 conversations in a row could not be read: the rest of the file is not "
+        "read (it is not a ChatGPT export, or it is badly damaged)"
+    )
