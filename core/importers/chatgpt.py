@@ -118,6 +118,7 @@ _MAX_ZIP_ENTRIES = 1_000_000
 _MAX_ZIP_DIRECTORY = 256 * 1024**2
 _MEMBER = "conversations.json"
 _READ = 1 << 20
+_SHRINK = 8 * _READ
 _BOM = b"\xef\xbb\xbf"
 _WS = b" \t\r\n"
 _ZIP_MAGIC = b"PK\x03\x04"
@@ -370,13 +371,15 @@ class _SourceError(Exception):
 # --------------------------------------------------------------------------- the array
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Element:
-    """One top-level element of the array: its first line and its bytes, or what is
-    wrong with it (``problem``, with the line it is about) when it was not kept."""
+    """One top-level element of the array: its first line and its text, or what is
+    wrong with it (``problem``, with the line it is about) when it was not kept. (Not
+    frozen: its reader takes the text out, so that it is not held while the parsed
+    conversation is.)"""
 
     line: int
-    data: bytes
+    text: str
     problem: str | None = None
     problem_line: int = 0
 
@@ -403,6 +406,17 @@ class _Buffer:
     def drop(self, upto: int) -> None:
         self.lines += self.buf.count(b"\n", 0, upto)
         del self.buf[:upto]
+        if upto > _SHRINK and len(self.buf) < upto:  # give a large element's memory back
+            self.buf = bytearray(self.buf)
+
+    def text(self, end: int) -> tuple[str, int | None]:
+        """``buf[:end]`` decoded (without a copy of its bytes), and the index of the
+        first byte that is not UTF-8 (``None`` when all are)."""
+        with memoryview(self.buf) as view, view[:end] as part:
+            try:
+                return str(part, "utf-8"), None
+            except UnicodeDecodeError as err:
+                return "", err.start
 
     def line(self, at: int) -> int:
         return self.lines + self.buf.count(b"\n", 0, at) + 1
@@ -521,9 +535,13 @@ class _Scan:
             )
         if self.problem is None and end > MAX_CONVERSATION_BYTES:
             self.check_size()
-        data = b"" if self.problem is not None else bytes(reader.buf[:end])
+        text = ""
+        if self.problem is None:
+            text, bad = reader.text(end)
+            if bad is not None:
+                self.give_up("the conversation is not valid UTF-8", bad)
         reader.drop(end)
-        return Element(line, data, self.problem, self.problem_line)
+        return Element(line, text, self.problem, self.problem_line)
 
     def container_end(self) -> int:
         """The index just past the object or array at ``buf[0]``, or -1 at the end of the
@@ -598,9 +616,11 @@ def _scan_scalar(reader: _Buffer, line: int) -> Element:
         if at > 1024 or not reader.more():
             end = at
             break
-    data = bytes(reader.buf[:end])
+    text, bad = reader.text(end)
     reader.drop(end)
-    return Element(line, data)
+    if bad is not None:
+        return Element(line, "", "the conversation is not valid UTF-8", line)
+    return Element(line, text)
 
 
 # --------------------------------------------------------------------------- conversations
@@ -642,11 +662,7 @@ def _read_export(
 def _conversation(file: str, element: Element) -> ForeignSession | ForeignImportError:
     if element.problem is not None:
         return ForeignImportError(file, element.problem, element.problem_line or element.line)
-    try:
-        text = element.data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        line = element.line + element.data.count(b"\n", 0, err.start)
-        return ForeignImportError(file, "the conversation is not valid UTF-8", line)
+    text, element.text = element.text, ""
     try:
         value = loads_exact(text, unique_keys=True)
     except (JSONDecodeError, ValueError, RecursionError) as err:
@@ -654,6 +670,7 @@ def _conversation(file: str, element: Element) -> ForeignSession | ForeignImport
         line = element.line + (text.count("\n", 0, pos) if isinstance(pos, int) else 0)
         message = getattr(err, "msg", str(err))
         return ForeignImportError(file, f"the conversation is not valid JSON: {message}", line)
+    del text
     original_id = _original_id(value)
     try:
         return _session(file, value)

@@ -329,7 +329,7 @@ def test_strings_with_escaped_quotes_and_backslashes_are_delimited_exactly(
     path = _write_export(tmp_path / "conversations.json", conversations)
     for chunk in (1, 2, 3, 7):  # every split of a string or escape across reads
         elements = list(chatgpt.split_array(_pieces(path.read_bytes(), chunk)))
-        assert [json.loads(e.data) for e in elements] == conversations
+        assert [json.loads(e.text) for e in elements] == conversations
     sessions = _sessions(path)
     assert [_message(s.events[1])["content"][0]["text"] for s in sessions] == texts
 
