@@ -42,7 +42,8 @@ A conversation (``{"id"|"conversation_id", "title", "create_time", "current_node
   call, when it gives no name);
 * content: ``text`` and ``multimodal_text`` parts joined by line breaks (an image or other
   non-text part as a placeholder such as ``[image]``), ``code`` and ``execution_output``
-  their text, ``thoughts`` and ``reasoning_recap`` as ``reasoning`` blocks;
+  their text, ``thoughts`` and ``reasoning_recap`` as ``reasoning`` blocks; a tool's
+  ``system_error`` its output as an error;
 * times (float seconds) become epoch milliseconds; a node without one takes the previous
   event's; the title is the conversation's ``title``.
 """
@@ -1035,7 +1036,7 @@ class _Builder:
             call = self.pending[-1] if self.pending else None
         if call is None:
             return False
-        if kind in ("execution_output", "code"):
+        if kind in ("execution_output", "code", "system_error"):
             text = content.get("text")
             if not isinstance(text, str):
                 return False
@@ -1051,9 +1052,12 @@ class _Builder:
         self.pending.remove(call)
         metadata = message.get("metadata")
         aggregate = metadata.get("aggregate_result") if isinstance(metadata, dict) else None
-        failed = isinstance(aggregate, dict) and (
-            aggregate.get("status") not in (None, "success")
-            or aggregate.get("in_kernel_exception") is not None
+        failed = kind == "system_error" or (
+            isinstance(aggregate, dict)
+            and (
+                aggregate.get("status") not in (None, "success")
+                or aggregate.get("in_kernel_exception") is not None
+            )
         )
         block = {
             "type": "tool-result",

@@ -585,6 +585,13 @@ def test_tool_turns_pair_with_their_calls_and_a_lone_output_stays_in_the_log(
             metadata=failed,
         ),
         _msg("x", "tool", {"content_type": "weird"}, name="python"),
+        _msg("c3", "assistant", {"content_type": "code", "text": "x"}, recipient="python"),
+        _msg(
+            "r3",
+            "tool",
+            {"content_type": "system_error", "name": "E", "text": "timed out"},
+            name="python",
+        ),
         _msg("e", "assistant", {"content_type": "thoughts", "thoughts": []}),
     )
     conversation["default_model_slug"] = "gpt-4-code-interpreter"
@@ -597,10 +604,12 @@ def test_tool_turns_pair_with_their_calls_and_a_lone_output_stays_in_the_log(
         ("assistant/message", 'call browser c2: {"input":"cats"}'),
         ("tool/result", "result c2: found"),
         ("tool/result", "result c1: ZeroDivisionError"),  # no name: the latest call
+        ("assistant/message", 'call python c3: {"code":"x"}'),
+        ("tool/result", "result c3: timed out"),
     ]
     results = [e for e in session.events if e.type == "tool/result"]
-    assert [e.data["message"]["content"][0]["isError"] for e in results] == [False, True]
-    assert [(e.data["turn"], e.data["step"]) for e in results] == [(0, 1), (0, 0)]
+    assert [e.data["message"]["content"][0]["isError"] for e in results] == [False, True, True]
+    assert [(e.data["turn"], e.data["step"]) for e in results] == [(0, 1), (0, 0), (0, 2)]
     models = {
         e.data["message"]["source"]["model"]
         for e in session.events
