@@ -363,6 +363,7 @@ def test_a_conversation_past_its_bound_is_refused_and_skipped(
     assert [s.provenance.original_id for s in (ok1, ok2)] == ["ok1", "ok2"]  # type: ignore[union-attr]
 
 
+@pytest.mark.slow
 def test_a_100_mb_tool_output_is_refused_in_bounded_memory(tmp_path: Path) -> None:
     """A string past MAX_CONVERSATION_BYTES (64 MiB) ends that conversation, read without ever
     holding the whole of it; the next conversation still imports."""
@@ -713,6 +714,7 @@ def test_a_conversation_that_went_on_reads_to_its_old_events_then_its_new_ones(
     assert after.title == "Renamed"
 
 
+@pytest.mark.slow
 def test_a_flood_of_whitespace_between_conversations_costs_neither_time_nor_memory(
     tmp_path: Path,
 ) -> None:
