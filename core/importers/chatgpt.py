@@ -124,12 +124,11 @@ _BOM = b"\xef\xbb\xbf"
 _WS = b" \t\r\n"
 _ZIP_MAGIC = b"PK\x03\x04"
 _EMPTY_ZIP_MAGIC = b"PK\x05\x06"
-# Past the bytes between brackets and every whole string, in C and without backtracking,
-# to the next bracket (group 1), or to a quote opening a string the buffer ends in, or to
-# the end of the buffer (group 1 is None).
-_NEXT = re.compile(
-    rb'[^"\[\]{}]*+(?:"[^"\\]*+(?:\\.[^"\\]*+)*+"[^"\[\]{}]*+)*+([\[\]{}"])?', re.DOTALL
-)
+_ESCAPE = re.compile(rb"\\.", re.DOTALL)
+_NOT_BRACKET = bytes(b for b in range(256) if b not in b"[]{}")
+_BRACKET = re.compile(rb"[\[\]{}]")
+_FIRST_WINDOW = 4096
+_LAST_WINDOW = 256 * 1024
 _SCALAR_END = re.compile(rb"[,\]\s]")
 _NOT_WS = re.compile(rb"[^ \t\r\n]")
 # The rest of a string's text up to its closing quote or the end of the buffer (where a
@@ -546,38 +545,49 @@ class _Scan:
 
     def container_end(self) -> int:
         """The index just past the object or array at ``buf[0]``, or -1 at the end of the
-        input. Strings and the bytes between brackets are skipped by ``_NEXT`` in C; only
-        brackets (and a string the buffer ends in) come back here."""
+        input. Read a window at a time with the work per byte done in C: escape pairs
+        blanked (``_ESCAPE``), the window split at its quotes (alternately outside and
+        inside a string), the brackets outside strings kept (``_NOT_BRACKET``); only the
+        brackets are counted in Python, and only the window the element ends in is walked
+        part by part to find its last byte. Windows start small and grow, so that a small
+        element costs about its size."""
         reader = self.reader
         depth = 0
-        at = 0
+        at = 0  # the next byte to read: never inside an escape pair
+        in_string = False
+        size = _FIRST_WINDOW
         while True:
             buf = reader.buf
-            match = _NEXT.match(buf, at)
-            assert match is not None  # it matches the empty string
-            byte = match.group(1)
-            at = match.end()
-            if byte is None:  # the end of what was read
+            window = bytes(buf[at : at + size])
+            blanked = _ESCAPE.sub(b"__", window)
+            if blanked.endswith(b"\\"):  # an escape the window cuts: read with its byte
+                window, blanked = window[:-1], blanked[:-1]
+            if not window:  # the end of what was read
                 at = self.spill(at)
                 if self.problem is None:
                     self.check_size()
                     at = self.spill(at)
                 if not reader.more():
                     return -1
-            elif byte == b'"':  # a string the buffer ends in
-                at = self.string_end(at)
-                if at < 0:
-                    return -1
-            elif byte == b"[" or byte == b"{":
-                depth += 1
-                if depth > MAX_JSON_DEPTH and self.problem is None:
-                    self.give_up(
-                        f"the conversation nests deeper than {MAX_JSON_DEPTH} levels", at - 1
-                    )
-            else:
-                depth -= 1
-                if depth == 0:
-                    return at
+                continue
+            parts = blanked.split(b'"')
+            outside = parts[1::2] if in_string else parts[0::2]
+            brackets = b"".join(outside).translate(None, _NOT_BRACKET)
+            for index, byte in enumerate(brackets):
+                if byte == 0x5B or byte == 0x7B:  # [ {
+                    depth += 1
+                    if depth > MAX_JSON_DEPTH and self.problem is None:
+                        where = at + _bracket_at(parts, in_string, index)
+                        self.give_up(
+                            f"the conversation nests deeper than {MAX_JSON_DEPTH} levels", where
+                        )
+                else:
+                    depth -= 1
+                    if depth == 0:
+                        return at + _bracket_at(parts, in_string, index) + 1
+            in_string ^= len(parts) % 2 == 0  # the window holds an odd number of quotes
+            at += len(window)
+            size = min(size * 2, _LAST_WINDOW)
 
     def string_end(self, at: int) -> int:
         """The index just past the string whose text starts at ``at``, or -1 at the end of
@@ -596,6 +606,22 @@ class _Scan:
             at = self.spill(at)
             if not reader.more():
                 return -1
+
+
+def _bracket_at(parts: list[bytes], in_string: bool, index: int) -> int:
+    """Where in a window (split at its quotes into ``parts``, the first inside a string
+    when ``in_string``) the ``index``-th bracket outside strings is."""
+    offset = 0
+    for number, part in enumerate(parts):
+        if (number % 2 == 1) == in_string:  # outside a string
+            count = len(part.translate(None, _NOT_BRACKET))
+            if index < count:
+                for found, match in enumerate(_BRACKET.finditer(part)):
+                    if found == index:
+                        return offset + match.start()
+            index -= count
+        offset += len(part) + 1  # and its quote
+    raise AssertionError("no such bracket")  # pragma: no cover - brackets were counted
 
 
 def _scan_element(reader: _Buffer) -> Element:

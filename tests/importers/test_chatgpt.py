@@ -322,14 +322,18 @@ def test_deep_nesting_is_refused_for_that_conversation_only(tmp_path: Path) -> N
 
 
 def test_strings_with_escaped_quotes_and_backslashes_are_delimited_exactly(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     texts = ['a "quoted" \\', "\\", '\\"', "]},[{", "\\\\\\", "\U0001f600 \u2028 \x00"]
     conversations = [_conversation(f"c{i}", t, t[::-1]) for i, t in enumerate(texts)]
     path = _write_export(tmp_path / "conversations.json", conversations)
-    for chunk in (1, 2, 3, 7):  # every split of a string or escape across reads
-        elements = list(chatgpt.split_array(_pieces(path.read_bytes(), chunk)))
-        assert [json.loads(e.text) for e in elements] == conversations
+    data = path.read_bytes()
+    for chunk in (1, 2, 3, 7, len(data)):  # every split of a string or escape across reads
+        for window in (1, 2, 3, 5, 4096):  # ... and across the scanner's windows
+            monkeypatch.setattr(chatgpt, "_FIRST_WINDOW", window)
+            monkeypatch.setattr(chatgpt, "_LAST_WINDOW", max(window, 7))
+            elements = list(chatgpt.split_array(_pieces(data, chunk)))
+            assert [json.loads(e.text) for e in elements] == conversations
     sessions = _sessions(path)
     assert [_message(s.events[1])["content"][0]["text"] for s in sessions] == texts
 

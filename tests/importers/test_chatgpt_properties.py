@@ -137,12 +137,18 @@ def _exports(draw: st.DrawFn) -> tuple[list[_Generated], str, list[tuple[int, in
 
 
 @_SETTINGS
-@given(export=_exports(), zipped=st.booleans(), read=st.sampled_from([1, 3, 64, 1 << 20]))
+@given(
+    export=_exports(),
+    zipped=st.booleans(),
+    read=st.sampled_from([1, 3, 64, 1 << 20]),
+    window=st.sampled_from([1, 2, 7, 4096]),
+)
 def test_a_valid_export_reads_back_to_its_current_branches(
     tmp_path: Path,
     export: tuple[list[_Generated], str, list[tuple[int, int]]],
     zipped: bool,
     read: int,
+    window: int,
 ) -> None:
     generated, text, _spans = export
     path = tmp_path / ("export.zip" if zipped else "conversations.json")
@@ -151,7 +157,11 @@ def test_a_valid_export_reads_back_to_its_current_branches(
             archive.writestr("conversations.json", text)
     else:
         path.write_text(text, encoding="utf-8")
-    with mock.patch.object(chatgpt, "_READ", read):
+    with (
+        mock.patch.object(chatgpt, "_READ", read),
+        mock.patch.object(chatgpt, "_FIRST_WINDOW", window),
+        mock.patch.object(chatgpt, "_LAST_WINDOW", max(window, 16)),
+    ):
         results = list(chatgpt.read_sessions([path]))
     assert all(isinstance(r, ForeignSession) for r in results), results
     sessions: list[ForeignSession] = results  # type: ignore[assignment]
