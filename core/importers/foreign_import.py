@@ -1,0 +1,460 @@
+"""Storing sessions of other AI tools (``core.importers.foreign``) in a ``SessionStore``,
+the same for every tool (issue 33).
+
+A new session is stored whole, in one transaction: seq 0 is its ``session/source`` event
+(where it came from), then the reader's events as they are, then a ``session/title`` event
+when the tool gave it a title. Its id is the tool's own when that is free; when another
+session already holds it, a fallback id derived from the tool and the original id (so
+that importing it again finds it again), checked the same way.
+
+Importing again is incremental. The stored session's events, without its
+``session/source`` event and the ``session/title`` events of the importer or of the user,
+are compared with what the reader gives now (``core.importers.detect.same_event``):
+
+* the same events: ``unchanged``, nothing written (but a new title, see below);
+* the stored ones are a strict prefix: the new events are appended in one batch, with
+  their own times: ``updated``;
+* anything else (the source was edited, or the session went on in dsh): ``conflict``,
+  reported and never merged: nothing is written.
+
+A title the tool changed is written again (one more ``session/title`` event) unless the
+user has renamed the session in dsh since. Memory is bounded by one session: sessions come
+from the reader one at a time and each is stored (or compared) before the next is read.
+
+The readers are found through ``FORMAT_MODULES`` (tool → module), imported when first
+asked for; every module there must exist (a missing one is a broken install, never
+skipped quietly).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import importlib
+import unicodedata
+import uuid
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
+from itertools import islice
+from pathlib import Path
+from typing import Any, Literal, cast
+
+from core.batches import EventBatches
+from core.errors import (
+    InvalidEventError,
+    SessionExistsError,
+    SessionNotFoundError,
+    SessionReadOnlyError,
+)
+from core.importers.detect import same_event
+from core.importers.foreign import (
+    FOREIGN_TOOLS,
+    SNIFF_BYTES,
+    ForeignFormat,
+    ForeignImportError,
+    ForeignSession,
+    ForeignTool,
+    source_event,
+)
+from core.importers.reference import looks_like_reference
+from core.importers.source import ZSTD_MAGIC, open_regular_file
+from core.jsoncodec import loads_exact, utf8_len
+from core.limits import MAX_SESSION_ID_BYTES, MAX_TITLE_BYTES
+from core.log import SESSION_SOURCE, SESSION_TITLE, Event, NewEvent, SessionHeader
+from core.logfile import LogImportError
+from core.store import SessionStore
+
+__all__ = [
+    "FORMAT_MODULES",
+    "TOOL_NAMES",
+    "ForeignOutcome",
+    "ForeignStatus",
+    "NativeKind",
+    "candidate_ids",
+    "fallback_id",
+    "import_foreign",
+    "imported_title",
+    "load_format",
+    "native_kind",
+    "read_head",
+    "sniff_foreign",
+    "store_foreign_session",
+    "title_event",
+]
+
+FORMAT_MODULES: dict[ForeignTool, str] = {
+    "claude-code": "core.importers.claude_code",
+    "codex": "core.importers.codex",
+    "chatgpt": "core.importers.chatgpt",
+}
+"""Where each tool's reader (a ``ForeignFormat`` module) lives."""
+
+TOOL_NAMES: Mapping[str, str] = {
+    "claude-code": "Claude Code",
+    "codex": "Codex",
+    "chatgpt": "ChatGPT",
+}
+"""How each tool is named to a person."""
+
+assert set(FORMAT_MODULES) == set(FOREIGN_TOOLS)
+
+
+def load_format(tool: str) -> ForeignFormat:
+    """The reader of ``tool`` (a key of ``FORMAT_MODULES``; ``KeyError`` otherwise). A
+    module that cannot be imported raises: dsh is installed without one of its parts."""
+    module = importlib.import_module(FORMAT_MODULES[cast(ForeignTool, tool)])
+    return cast(ForeignFormat, module)
+
+
+ForeignStatus = Literal["imported", "updated", "unchanged", "conflict", "failed"]
+
+
+@dataclass(frozen=True, slots=True)
+class ForeignOutcome:
+    """What became of one session (or of a file or session that could not be read)."""
+
+    status: ForeignStatus
+    tool: str
+    file: str
+    original_id: str | None = None
+    session_id: str | None = None
+    new_events: int = 0
+    title_changed: bool = False
+    line: int = 0  # for ``failed``: the 1-based line (0: not about one line)
+    reason: str = ""  # for ``failed``: what is wrong, without the file and line
+    files: tuple[str, ...] = ()  # every file the session was read from
+
+
+# -- ids ----------------------------------------------------------------------------------
+
+_FALLBACK_NAMESPACE = uuid.UUID("5f0c1b9e-4a2d-5e3f-9b7c-33d5a1e0c0de")
+
+
+def fallback_id(tool: str, original_id: str) -> str:
+    """The id an imported session takes when its own is held by another session: a
+    name-based UUID (version 5) of the tool and the original id, so the same every time."""
+    name = f"{tool}\0{original_id}".encode("utf-8", "surrogatepass")
+    digest = hashlib.sha1(_FALLBACK_NAMESPACE.bytes + name, usedforsecurity=False).digest()
+    return str(uuid.UUID(bytes=digest[:16], version=5))
+
+
+def _usable_id(original_id: str) -> bool:
+    """Whether a tool's own id can be a dsh session id as it is: short, printable, no
+    spaces, no lone surrogates (else the fallback id is used)."""
+    if not original_id or utf8_len(original_id) > MAX_SESSION_ID_BYTES:
+        return False
+    try:
+        original_id.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return all(
+        not ch.isspace() and unicodedata.category(ch)[0] not in ("C", "Z") for ch in original_id
+    )
+
+
+def candidate_ids(tool: str, original_id: str) -> list[str]:
+    """The ids an imported session may have, in the order they are tried."""
+    fallback = fallback_id(tool, original_id)
+    return [original_id, fallback] if _usable_id(original_id) else [fallback]
+
+
+# -- titles -------------------------------------------------------------------------------
+
+
+def imported_title(title: str | None) -> str | None:
+    """A tool's title as dsh stores it: whitespace runs as one space, at most
+    ``MAX_TITLE_BYTES`` (cut at a character); ``None`` when nothing is left."""
+    if title is None:
+        return None
+    cleaned = " ".join(title.split())
+    if utf8_len(cleaned) > MAX_TITLE_BYTES:
+        raw = cleaned.encode("utf-8", "surrogatepass")[:MAX_TITLE_BYTES]
+        cleaned = raw.decode("utf-8", "ignore").rstrip()
+    return cleaned or None
+
+
+def title_event(tool: str, title: str, time: int) -> NewEvent:
+    """The ``session/title`` event the importer writes (source kind ``provider``)."""
+    source = {"kind": "provider", "provider": tool, "imported": True}
+    return NewEvent(SESSION_TITLE, {"title": title, "source": source}, time=time)
+
+
+def _is_importer_title(event: Event, tool: str) -> bool:
+    if event.type != SESSION_TITLE:
+        return False
+    source = event.data.get("source")
+    return (
+        isinstance(source, Mapping)
+        and source.get("kind") == "provider"
+        and source.get("provider") == tool
+        and source.get("imported") is True
+    )
+
+
+def _is_user_title(event: Event) -> bool:
+    source = event.data.get("source") if event.type == SESSION_TITLE else None
+    return isinstance(source, Mapping) and source.get("kind") == "user"
+
+
+# -- storing ------------------------------------------------------------------------------
+
+_BATCH = 1000
+
+
+def _timed(events: Sequence[NewEvent], start: int) -> list[NewEvent]:
+    """The events with every missing ``time`` set to the previous event's (``start`` at
+    first), so that what is stored is what a later import compares with."""
+    out: list[NewEvent] = []
+    last = start
+    for event in events:
+        if event.time is None:
+            event = NewEvent(
+                event.type, event.data, event.surface_op, event.source_event_seqs, last
+            )
+        else:
+            last = event.time
+        out.append(event)
+    return out
+
+
+def _batches(events: Sequence[NewEvent]) -> EventBatches:
+    it = iter(events)
+    return EventBatches(iter(lambda: list(islice(it, _BATCH)), []))
+
+
+def _failed(session: ForeignSession, session_id: str | None, reason: str) -> ForeignOutcome:
+    return ForeignOutcome(
+        "failed",
+        session.provenance.tool,
+        session.provenance.file,
+        session.provenance.original_id,
+        session_id,
+        reason=reason,
+        files=session.files,
+    )
+
+
+async def store_foreign_session(store: SessionStore, session: ForeignSession) -> ForeignOutcome:
+    """Store one session read from another tool, or bring its stored copy up to date
+    (module docstring). Every write is one transaction: nothing of a session is half
+    stored. A store rule the session breaks is a ``failed`` outcome."""
+    prov = session.provenance
+    events = _timed(session.events, session.created_at)
+    title = imported_title(session.title)
+    for session_id in candidate_ids(prov.tool, prov.original_id):
+        try:
+            outcome = await _store_as(store, session, session_id, events, title)
+        except InvalidEventError as err:
+            return _failed(session, session_id, str(err))
+        if outcome is not None:
+            return outcome
+    return _failed(
+        session,
+        None,
+        "its id and its fallback id are both held by other sessions; not imported",
+    )
+
+
+async def _store_as(
+    store: SessionStore,
+    session: ForeignSession,
+    session_id: str,
+    events: list[NewEvent],
+    title: str | None,
+) -> ForeignOutcome | None:
+    """Import ``session`` as ``session_id``, or update it there; ``None`` when the id is
+    held by a session that is not this one (or that the user may not write)."""
+    prov = session.provenance
+    for _ in range(2):  # a second look when another writer created it meanwhile
+        try:
+            header = await store.read_header(session_id)
+        except SessionNotFoundError:
+            last = events[-1].time if events else session.created_at
+            assert last is not None
+            log = [source_event(prov, session.created_at), *events]
+            if title is not None:
+                log.append(title_event(prov.tool, title, last))
+            try:
+                await store.import_session(
+                    SessionHeader(session_id, session.created_at, session.cwd), _batches(log)
+                )
+            except SessionExistsError:
+                continue
+            return ForeignOutcome(
+                "imported",
+                prov.tool,
+                prov.file,
+                prov.original_id,
+                session_id,
+                new_events=len(events),
+                files=session.files,
+            )
+        if header.owner is not None and header.owner != store.current_user():
+            return None  # another user's (shared with this one): not ours to update
+        if not await _is_this_source(store, session_id, session):
+            return None
+        try:
+            return await _update(store, session, session_id, events, title)
+        except SessionReadOnlyError:
+            return None
+    return None  # created meanwhile by a session this user cannot see
+
+
+async def _is_this_source(store: SessionStore, session_id: str, session: ForeignSession) -> bool:
+    try:
+        (first,) = await store.read_events_at(session_id, [0])
+    except (InvalidEventError, SessionNotFoundError):
+        return False  # no events at all, or deleted meanwhile
+    data = first.data
+    return (
+        first.type == SESSION_SOURCE
+        and data.get("tool") == session.provenance.tool
+        and data.get("id") == session.provenance.original_id
+    )
+
+
+async def _update(
+    store: SessionStore,
+    session: ForeignSession,
+    session_id: str,
+    events: list[NewEvent],
+    title: str | None,
+) -> ForeignOutcome:
+    prov = session.provenance
+    stored = await store.read_events(session_id)
+    kept: list[Event] = []
+    latest_title: Event | None = None
+    imported: Event | None = None
+    for event in stored[1:]:
+        if _is_importer_title(event, prov.tool):
+            latest_title = imported = event
+        elif _is_user_title(event):
+            latest_title = event
+        else:
+            kept.append(event)
+    base = ForeignOutcome(
+        "unchanged", prov.tool, prov.file, prov.original_id, session_id, files=session.files
+    )
+    if len(kept) > len(events) or not all(
+        same_event(old, new) for old, new in zip(kept, events, strict=False)
+    ):
+        return _with(base, status="conflict")
+    growth = events[len(kept) :]
+    new: list[NewEvent] = list(growth)
+    title_changed = (
+        title is not None
+        and (latest_title is None or latest_title is imported)
+        and (imported is None or imported.data.get("title") != title)
+    )
+    if title_changed:
+        assert title is not None
+        last = new[-1].time if new else stored[-1].time
+        assert last is not None
+        new.append(title_event(prov.tool, title, last))
+    if not new:
+        return base
+    await store.append_batch(session_id, new)
+    return _with(base, status="updated", new_events=len(growth), title_changed=title_changed)
+
+
+def _with(outcome: ForeignOutcome, **changes: Any) -> ForeignOutcome:
+    return replace(outcome, **changes)
+
+
+# -- reading and storing one after the other ----------------------------------------------
+
+
+def _error_outcome(tool: str, err: LogImportError) -> ForeignOutcome:
+    file = getattr(err, "file", "")
+    message = str(err)
+    prefix = f"line {err.line}: "
+    if err.line and message.startswith(prefix):
+        message = message[len(prefix) :]
+    return ForeignOutcome(
+        "failed",
+        tool,
+        file,
+        getattr(err, "original_id", None),
+        line=err.line,
+        reason=message,
+        files=(file,) if file else (),
+    )
+
+
+async def import_foreign(
+    store: SessionStore,
+    fmt: ForeignFormat,
+    paths: Sequence[Path],
+) -> AsyncIterator[ForeignOutcome]:
+    """Read the sessions of ``paths`` with ``fmt`` one at a time (off the event loop) and
+    store each before the next is read; yields one outcome per session or failure."""
+    sessions = fmt.read_sessions(paths)
+    while True:
+        try:
+            item = await asyncio.to_thread(_next, sessions)
+        except LogImportError as err:  # a reader that raised instead of yielding
+            yield _error_outcome(fmt.TOOL, err)
+            return
+        except OSError as err:
+            where = getattr(err, "filename", None) or ""
+            yield ForeignOutcome(
+                "failed", fmt.TOOL, str(where), reason=f"cannot read it: {err.strerror or err}"
+            )
+            return
+        if item is None:
+            return
+        if isinstance(item, LogImportError):
+            yield _error_outcome(fmt.TOOL, item)
+            continue
+        yield await store_foreign_session(store, item)
+        del item  # the next session is read with this one released
+
+
+def _next(
+    sessions: Iterator[ForeignSession | ForeignImportError],
+) -> ForeignSession | ForeignImportError | None:
+    return next(sessions, None)
+
+
+# -- which format a file is ---------------------------------------------------------------
+
+NativeKind = Literal["dsh", "reference"]
+
+
+def native_kind(head: bytes) -> NativeKind | None:
+    """Whether a file starting with ``head`` is one of dsh's own kinds of log: a dsh
+    export (first line ``{"type": "session", "created_at"…}``) or a reference log (raw
+    with ``createdAt``, or Zstandard frames); ``None`` for anything else, or when the
+    first line does not end within ``head``."""
+    if head.startswith(ZSTD_MAGIC):
+        return "reference"
+    rest = head
+    while rest:
+        line, newline, rest = rest.partition(b"\n")
+        if not line.strip():
+            continue
+        if not newline and len(head) >= SNIFF_BYTES:
+            return None  # the first line goes on past what was read
+        try:
+            first = loads_exact(line.decode("utf-8"), frozen=False)
+        except (ValueError, UnicodeDecodeError):
+            return None
+        if not isinstance(first, dict) or first.get("type") != "session":
+            return None
+        return "reference" if looks_like_reference(first) else "dsh"
+    return None
+
+
+def read_head(path: Path) -> bytes:
+    """The first ``SNIFF_BYTES`` of a regular file (``NotRegularFileError`` for a FIFO,
+    a device…; ``OSError`` when it cannot be read)."""
+    with open_regular_file(path) as file:
+        return file.read(SNIFF_BYTES)
+
+
+def sniff_foreign(path: Path, head: bytes, tools: Sequence[str]) -> str | None:
+    """The first of ``tools`` whose reader recognises the file, else ``None``."""
+    for tool in tools:
+        if load_format(tool).sniff(path, head):
+            return tool
+    return None
