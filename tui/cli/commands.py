@@ -18,7 +18,7 @@ import shutil
 import sys
 from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from core.config import (
     ConfigError,
@@ -51,6 +51,12 @@ from tui.cli.replying import answering_chat, stream_reply
 from tui.shared.errors import describe_error
 from tui.shared.progress import terminal_progress
 from tui.shared.runtime import Runtime, offline_delay_from_env, open_runtime
+
+if TYPE_CHECKING:
+    from tui.cli.importing import ImportReport
+
+IMPORT_SOURCES = ("claude-code", "codex", "chatgpt", "reference", "dsh")
+"""What ``dsh import --from`` names (``tui.cli.importing.FROM_CHOICES``)."""
 
 __all__ = ["main"]
 
@@ -178,13 +184,27 @@ def _parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "import",
-        help="import session logs: dsh exports and deepseek-harness logs",
+        help="import sessions: dsh exports, deepseek-harness logs, Claude Code, Codex, ChatGPT",
         description="Import a session log (as written by export --format json, or a "
-        "deepseek-harness log, raw or Zstandard) or every log under a directory. A session "
-        "already present with the same events is skipped; one with the same id and other "
-        "events is reported and never overwritten.",
+        "deepseek-harness log, raw or Zstandard), the sessions of Claude Code, Codex or a "
+        "ChatGPT data export, or every one of them under a directory; what each file is, is "
+        "found from its contents unless --from names it. A dsh or reference log already "
+        "present with the same events is skipped; one with the same id and other events is "
+        "reported and never overwritten. A session of another tool imported before gets only "
+        "its new events; one changed at the source since is reported, not merged.",
     )
-    p.add_argument("file", help="a file or a directory; '-' reads standard input")
+    p.add_argument(
+        "file",
+        nargs="?",
+        help="a file or a directory; '-' reads standard input (a dsh or reference log); "
+        "none with --from claude-code or codex: the tool's own folder",
+    )
+    p.add_argument(
+        "--from",
+        dest="source",
+        choices=IMPORT_SOURCES,
+        help="import only this format (a file that is not one is an error)",
+    )
 
     p = sub.add_parser(
         "replay",
@@ -438,14 +458,40 @@ async def cmd_export(rt: Runtime, args: argparse.Namespace) -> int:
 
 async def cmd_import(rt: Runtime, args: argparse.Namespace) -> int:
     from core.logfile import LogImportError
-    from tui.cli.importing import import_log, import_path, import_tree, spool_stdin, summary_lines
+    from tui.cli.importing import (
+        ImportUsageError,
+        default_folder,
+        import_log,
+        import_path,
+        plan_file,
+        plan_tree,
+        run_plan,
+        spool_stdin,
+        summary_lines,
+    )
 
-    if args.file != "-" and await asyncio.to_thread(Path(args.file).is_dir):
-        summary = await import_tree(rt.store, Path(args.file))
-        lines = summary_lines(args.file, summary)
-        sys.stdout.write("".join(line + "\n" for line in lines))
-        failed = summary.count("rejected") + summary.count("conflict")
-        return 1 if failed or not summary.outcomes else 0
+    source: str | None = args.source
+    try:
+        if args.file is None:  # --from claude-code or codex (checked by _check_import)
+            root = await asyncio.to_thread(default_folder, source or "")
+            return _print_report(await run_plan(rt.store, plan_tree(root, source), root), root)
+        if args.file != "-" and await asyncio.to_thread(Path(args.file).is_dir):
+            root = Path(args.file)
+            plan = await asyncio.to_thread(plan_tree, root, source)
+            if not plan.foreign and source in (None, "dsh", "reference"):
+                report = await run_plan(rt.store, plan, root)  # dsh's own logs: as before
+                lines = summary_lines(args.file, report.native)
+                if not report.native.outcomes:
+                    lines[0] += ", nor sessions of Claude Code, Codex or ChatGPT"
+                sys.stdout.write("".join(line + "\n" for line in lines))
+                return 1 if report.failed or not report.native.outcomes else 0
+            return _print_report(await run_plan(rt.store, plan, root), root)
+        if args.file != "-":
+            plan = await asyncio.to_thread(plan_file, Path(args.file), source)
+            if plan.foreign:
+                return _print_report(await run_plan(rt.store, plan, None), None)
+    except ImportUsageError as err:
+        raise CliError(str(err)) from err
     if args.file == "-":
         try:
             spooled = await asyncio.to_thread(spool_stdin)
@@ -470,6 +516,33 @@ async def cmd_import(rt: Runtime, args: argparse.Namespace) -> int:
         print(f"{sid} is already present with the same events: skipped", file=sys.stderr)
     print(sid)
     return 0
+
+
+def _print_report(report: ImportReport, root: Path | None) -> int:
+    """The lines of an import that read sessions of other tools, and its exit code."""
+    from tui.cli.importing import summary_lines
+
+    lines = []
+    if report.native.outcomes:
+        lines.extend(summary_lines(str(root or ""), report.native))
+    lines.extend(report.lines)
+    if not lines:
+        where = single_line(str(root)) if root is not None else "there"
+        lines.append(f"no sessions to import under {where}")
+    sys.stdout.write("".join(line + "\n" for line in lines))
+    nothing = not report.native.outcomes and not report.foreign
+    return 1 if report.failed or nothing else 0
+
+
+def _check_import(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """``dsh import`` without a path reads a tool's own folder: only Claude Code's and
+    Codex's have one."""
+    if args.file is None and args.source not in ("claude-code", "codex"):
+        parser.error("import: give a FILE or DIR (only --from claude-code or codex may omit it)")
+    if args.file == "-" and args.source not in (None, "dsh", "reference"):
+        parser.error(
+            f"import: standard input can hold a dsh or reference log, not --from {args.source}"
+        )
 
 
 def _interactive() -> bool:
@@ -911,8 +984,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Every argument (names, ids, a message's text) is user input: a surrogate pair in it
     # is its character (SPEC §4.1).
     given = sys.argv[1:] if argv is None else argv
-    args = _parser().parse_args([merge_surrogate_pairs(arg) for arg in given])
+    parser = _parser()
+    args = parser.parse_args([merge_surrogate_pairs(arg) for arg in given])
     command = args.command or "tui"
+    if command == "import":
+        _check_import(parser, args)
     try:
         config = _configure(args)
         if command == "tui":

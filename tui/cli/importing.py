@@ -11,6 +11,7 @@ import io
 import os
 import sys
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, Literal
@@ -25,6 +26,16 @@ from core.importers.detect import (
     is_log_name,
     open_session_log,
     same_event,
+)
+from core.importers.foreign_import import (
+    FORMAT_MODULES,
+    TOOL_NAMES,
+    ForeignOutcome,
+    import_foreign,
+    load_format,
+    native_kind,
+    read_head,
+    sniff_foreign,
 )
 from core.importers.source import LogTooLargeError, NotRegularFileError, open_regular_file
 from core.log import SessionHeader
@@ -228,3 +239,228 @@ def summary_lines(root: str, summary: ImportSummary) -> list[str]:
         )
     )
     return lines
+
+
+# -- sessions of other tools (issue 33) ---------------------------------------------------
+
+FROM_CHOICES = ("claude-code", "codex", "chatgpt", "reference", "dsh")
+"""What ``dsh import --from`` names: one of the foreign tools, or one of dsh's own kinds."""
+
+_NATIVE_NAMES = {"dsh": "a dsh export", "reference": "a reference (deepseek-harness) log"}
+
+
+class ImportUsageError(Exception):
+    """``dsh import`` was asked for something it cannot do: one line for the user."""
+
+
+@dataclass
+class ImportPlan:
+    """What one ``dsh import`` reads: dsh's own logs and each foreign tool's files."""
+
+    native: list[Path] = field(default_factory=list)
+    foreign: dict[str, list[Path]] = field(default_factory=dict)
+
+    @property
+    def total(self) -> int:
+        return len(self.native) + sum(len(paths) for paths in self.foreign.values())
+
+
+def _tool_words(tool: str) -> str:
+    if tool in _NATIVE_NAMES:
+        return _NATIVE_NAMES[tool]
+    return f"a {TOOL_NAMES[tool]} session file"
+
+
+def _kind_of(path: Path, tools: Sequence[str]) -> str | None:
+    """dsh's own kind of the file, else the foreign tool that recognises it, else
+    ``None`` (not readable here: today's import reports why)."""
+    try:
+        head = read_head(path)
+    except (OSError, ValueError):
+        return None
+    return native_kind(head) or sniff_foreign(path, head, tools)
+
+
+def plan_file(path: Path, only: str | None) -> ImportPlan:
+    """The plan for one file: by what it holds, or by ``--from`` (``ImportUsageError``
+    when it is not that)."""
+    tools = list(FORMAT_MODULES)
+    if only is None:
+        kind = _kind_of(path, tools)
+        if kind in FORMAT_MODULES:
+            return ImportPlan(foreign={kind: [path]})
+        return ImportPlan(native=[path])
+    if only in FORMAT_MODULES:
+        try:
+            head = read_head(path)
+        except NotRegularFileError as err:
+            raise ImportUsageError(
+                f"cannot import {single_line(str(path))}: {err.strerror}"
+            ) from err
+        except (OSError, ValueError) as err:
+            raise ImportUsageError(
+                f"cannot import {single_line(str(path))}: cannot read it: {describe_error(err)}"
+            ) from err
+        if not load_format(only).sniff(path, head):
+            raise ImportUsageError(
+                f"{single_line(str(path))} is not {_tool_words(only)} (--from {only}); "
+                "nothing imported"
+            )
+        return ImportPlan(foreign={only: [path]})
+    kind = _kind_of(path, tools)
+    if kind is not None and kind != only:
+        raise ImportUsageError(
+            f"{single_line(str(path))} is {_tool_words(kind)}, not {_tool_words(only)} "
+            f"(--from {only}); nothing imported"
+        )
+    return ImportPlan(native=[path])
+
+
+def plan_tree(root: Path, only: str | None) -> ImportPlan:
+    """The plan for a folder: dsh's own logs (``find_logs``) and each tool's files
+    (its ``find_files``); a ``*.jsonl`` file goes where its first bytes say. With
+    ``only``, just that format's files (others are left alone)."""
+    plan = ImportPlan()
+    tools = list(FORMAT_MODULES) if only is None else [t for t in FORMAT_MODULES if t == only]
+    claimed: set[Path] = set()
+    if only is None or only in _NATIVE_NAMES:
+        for path in find_logs(root):
+            kind = _kind_of(path, tools)
+            if kind in FORMAT_MODULES:
+                plan.foreign.setdefault(kind, []).append(path)
+            elif only is None or kind == only or (kind is None and only == "dsh"):
+                plan.native.append(path)
+            claimed.add(path)
+    for tool in tools:
+        found = [p for p in load_format(tool).find_files(root) if p not in claimed]
+        if found:
+            plan.foreign.setdefault(tool, []).extend(found)
+            claimed.update(found)
+    for paths in plan.foreign.values():
+        paths.sort()
+    return plan
+
+
+def default_folder(tool: str) -> Path:
+    """Where ``tool`` keeps its sessions, for ``dsh import --from TOOL`` without a path
+    (``ImportUsageError`` when it has no such place or it does not exist)."""
+    fmt = load_format(tool)
+    root = fmt.default_root()
+    if root is None:
+        raise ImportUsageError(f"--from {tool} needs a FILE or DIR to import")
+    if not root.is_dir():
+        raise ImportUsageError(
+            f"no {TOOL_NAMES[tool]} sessions found: {single_line(str(root))} does not exist; "
+            f"name a folder: dsh import --from {tool} DIR"
+        )
+    return root
+
+
+@dataclass
+class ImportReport:
+    """Every line of one ``dsh import`` and what they add up to."""
+
+    native: ImportSummary = field(default_factory=ImportSummary)
+    foreign: list[ForeignOutcome] = field(default_factory=list)
+    lines: list[str] = field(default_factory=list)
+
+    @property
+    def failed(self) -> bool:
+        return bool(
+            self.native.count("rejected")
+            + self.native.count("conflict")
+            + sum(o.status in ("failed", "conflict") for o in self.foreign)
+        )
+
+
+def _name(path: str | Path, root: Path | None) -> str:
+    if root is not None:
+        try:
+            return str(Path(path).relative_to(root))
+        except ValueError:
+            pass
+    return str(path)
+
+
+def foreign_line(outcome: ForeignOutcome, root: Path | None) -> str:
+    """One line for one foreign session, every name escaped for the terminal."""
+    where = single_line(_name(outcome.file, root)) if outcome.file else "?"
+    sid = single_line(outcome.session_id or "")
+    if outcome.status == "imported":
+        return f"imported: {where} → {sid}"
+    if outcome.status == "updated":
+        parts = []
+        if outcome.new_events or not outcome.title_changed:
+            count = outcome.new_events
+            parts.append(f"{count} new event{'s' if count != 1 else ''}")
+        if outcome.title_changed:
+            parts.append("new title")
+        what = ", ".join(parts)
+        return f"updated ({what}): {where} → {sid}"
+    if outcome.status == "unchanged":
+        return f"unchanged: {where} → {sid}"
+    if outcome.status == "conflict":
+        return f"conflict: {where} → {sid}: changed at the source since it was imported; not merged"
+    at = f"{where}:{outcome.line}" if outcome.line else where
+    of = f" (session {single_line(outcome.original_id, 80)})" if outcome.original_id else ""
+    return f"failed: {at}: {single_line(outcome.reason)}{of}; nothing of it imported"
+
+
+def foreign_summary(tool: str, outcomes: Sequence[ForeignOutcome]) -> str:
+    def n(status: str) -> int:
+        return sum(o.status == status for o in outcomes)
+
+    total = len(outcomes)
+    return (
+        f"{n('imported')} imported, {n('updated')} updated, {n('unchanged')} unchanged, "
+        f"{n('conflict')} conflicting (not merged), {n('failed')} failed, "
+        f"of {total} {TOOL_NAMES[tool]} session{'s' if total != 1 else ''}"
+    )
+
+
+class _Progress:
+    """A progress bar over the plan's files, on a terminal only."""
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.done: set[str] = set()
+        self.show = _on_terminal() and total > 0
+
+    def advance(self, files: Sequence[str | Path], name: str) -> None:
+        self.done.update(str(f) for f in files)
+        if self.show:
+            _progress(min(len(self.done), self.total), self.total, name)
+
+    def close(self) -> None:
+        if self.show:
+            _progress(self.total, self.total, "")
+            sys.stderr.write("\r\x1b[K")
+            sys.stderr.flush()
+
+
+async def run_plan(store: SessionStore, plan: ImportPlan, root: Path | None) -> ImportReport:
+    """Import what ``plan`` names, one file (dsh's own) or one session (a tool's) at a
+    time, with a progress bar on a terminal; the report's lines say what became of each."""
+    report = ImportReport()
+    progress = _Progress(plan.total)
+    for path in plan.native:
+        name = _name(path, root)
+        progress.advance([], name)
+        native = await import_path(store, path)
+        report.native.outcomes.append((name, native))
+        progress.advance([path], name)
+    for tool, paths in plan.foreign.items():
+        outcomes: list[ForeignOutcome] = []
+        async for outcome in import_foreign(store, load_format(tool), paths):
+            outcomes.append(outcome)
+            report.foreign.append(outcome)
+            progress.advance(outcome.files or [outcome.file], _name(outcome.file, root))
+        report.lines.extend(foreign_line(o, root) for o in outcomes)
+        if not outcomes:
+            report.lines.append(
+                f"no {TOOL_NAMES[tool]} sessions in {len(paths)} "
+                f"file{'s' if len(paths) != 1 else ''}"
+            )
+        report.lines.append(foreign_summary(tool, outcomes))
+    progress.close()
+    return report

@@ -1,0 +1,301 @@
+"""Storing sessions of other tools (``core.importers.foreign_import``) in a real SQLite
+store: provenance at seq 0, the title, original and fallback ids, incremental re-import,
+conflicts, failures that store nothing, and the incremental rule as a property."""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from core.importers import foreign_import
+from core.importers.foreign import ForeignSession, Provenance
+from core.importers.foreign_import import (
+    candidate_ids,
+    fallback_id,
+    imported_title,
+    native_kind,
+    store_foreign_session,
+)
+from core.limits import MAX_TITLE_BYTES
+from core.log import NewEvent, SessionHeader
+from core.store import SessionStore
+from stores import SessionQuery, open_store
+from tests.importers.toy_foreign import message, to_events
+
+CREATED = 1_700_000_000_000
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[SessionStore]:
+    opened = await open_store(tmp_path / "dsh.sqlite3")
+    try:
+        yield opened
+    finally:
+        await opened.close()
+
+
+def conversation(n: int, start: int = 0, word: str = "m") -> list[dict[str, Any]]:
+    return [
+        message("user" if i % 2 == 0 else "assistant", f"{word} {i}", CREATED + 10 * i)
+        for i in range(start, n)
+    ]
+
+
+def session(
+    records: Sequence[dict[str, Any]],
+    sid: str = "c-1",
+    tool: str = "claude-code",
+    title: str | None = "A title",
+    file: str = "/home/u/.claude/projects/p/c-1.jsonl",
+) -> ForeignSession:
+    return ForeignSession(
+        provenance=Provenance(tool, file, sid),  # type: ignore[arg-type]
+        created_at=CREATED,
+        cwd="/work/p",
+        title=title,
+        events=to_events(tool, records, sid),
+        files=(file,),
+    )
+
+
+async def test_a_new_session_is_stored_with_its_source_first_and_its_title_last(
+    store: SessionStore,
+) -> None:
+    outcome = await store_foreign_session(store, session(conversation(4)))
+    assert (outcome.status, outcome.session_id, outcome.new_events) == ("imported", "c-1", 4)
+    header = await store.read_header("c-1")
+    assert (header.created_at, header.cwd) == (CREATED, "/work/p")
+    events = await store.read_events("c-1")
+    assert events[0].type == "session/source" and events[0].time == CREATED
+    assert events[0].data == {
+        "tool": "claude-code",
+        "file": "/home/u/.claude/projects/p/c-1.jsonl",
+        "id": "c-1",
+    }
+    assert events[0].surface_op is None
+    assert [e.type for e in events[1:5]] == ["user/message", "assistant/message"] * 2
+    assert [e.time for e in events[1:5]] == [CREATED + 10 * i for i in range(4)]
+    assert events[5].type == "session/title" and events[5].time == events[4].time
+    assert events[5].data == {
+        "title": "A title",
+        "source": {"kind": "provider", "provider": "claude-code", "imported": True},
+    }
+    # dsh's listing and search see the title and the messages
+    query = SessionQuery(store)
+    title = await query.read_title("c-1")
+    assert title is not None and title.title == "A title"
+    hits = await store.search_messages("m 3")
+    assert [h.session_id for h in hits] == ["c-1"]
+
+
+async def test_importing_the_same_session_again_changes_nothing(store: SessionStore) -> None:
+    await store_foreign_session(store, session(conversation(4)))
+    before = await store.read_events("c-1")
+    again = await store_foreign_session(store, session(conversation(4)))
+    assert (again.status, again.session_id) == ("unchanged", "c-1")
+    assert await store.read_events("c-1") == before
+
+
+async def test_a_session_that_grew_gets_only_its_new_events(store: SessionStore) -> None:
+    await store_foreign_session(store, session(conversation(4)))
+    grown = await store_foreign_session(store, session(conversation(7)))
+    assert (grown.status, grown.new_events, grown.title_changed) == ("updated", 3, False)
+    events = await store.read_events("c-1")
+    assert [e.type for e in events].count("session/title") == 1
+    texts = [e.data["content"][0]["text"] for e in events if e.type == "user/message"]
+    assert texts == ["m 0", "m 2", "m 4", "m 6"]
+    assert events[-1].time == CREATED + 60  # times kept
+    # and once more: nothing
+    assert (await store_foreign_session(store, session(conversation(7)))).status == "unchanged"
+    assert len(await store.read_events("c-1")) == len(events)
+
+
+async def test_a_changed_title_is_written_again_unless_the_user_renamed_it(
+    store: SessionStore,
+) -> None:
+    await store_foreign_session(store, session(conversation(2)))
+    retitled = await store_foreign_session(store, session(conversation(2), title="Better"))
+    assert (retitled.status, retitled.new_events, retitled.title_changed) == ("updated", 0, True)
+    title = await SessionQuery(store).read_title("c-1")
+    assert title is not None and title.title == "Better"
+    await store.append("c-1", "session/title", {"title": "Mine", "source": {"kind": "user"}})
+    kept = await store_foreign_session(store, session(conversation(3), title="Best"))
+    assert (kept.status, kept.new_events, kept.title_changed) == ("updated", 1, False)
+    title = await SessionQuery(store).read_title("c-1")
+    assert title is not None and title.title == "Mine"
+
+
+async def test_a_session_edited_at_the_source_is_reported_and_not_merged(
+    store: SessionStore,
+) -> None:
+    await store_foreign_session(store, session(conversation(4)))
+    before = await store.read_events("c-1")
+    edited = conversation(4)
+    edited[1] = message("assistant", "rewritten", CREATED + 10)
+    outcome = await store_foreign_session(store, session(edited + conversation(6, 4)))
+    assert (outcome.status, outcome.session_id) == ("conflict", "c-1")
+    shorter = await store_foreign_session(store, session(conversation(3)))
+    assert shorter.status == "conflict"
+    assert await store.read_events("c-1") == before
+
+
+async def test_a_session_continued_in_dsh_is_not_merged(store: SessionStore) -> None:
+    await store_foreign_session(store, session(conversation(2)))
+    await store.append_batch("c-1", to_events("claude-code", [message("user", "in dsh", 5)], "x"))
+    before = await store.read_events("c-1")
+    outcome = await store_foreign_session(store, session(conversation(4)))
+    assert outcome.status == "conflict"
+    assert await store.read_events("c-1") == before
+
+
+async def test_a_taken_id_falls_back_to_a_stable_one(store: SessionStore) -> None:
+    await store.create_session("c-1")  # dsh's own session, not this import's
+    first = await store_foreign_session(store, session(conversation(2)))
+    fallback = fallback_id("claude-code", "c-1")
+    assert (first.status, first.session_id) == ("imported", fallback)
+    assert await store.read_events("c-1") == []
+    again = await store_foreign_session(store, session(conversation(3)))
+    assert (again.status, again.session_id, again.new_events) == ("updated", fallback, 1)
+    # the same id from another tool is another session
+    codex = await store_foreign_session(store, session(conversation(2), tool="codex"))
+    assert codex.session_id == fallback_id("codex", "c-1") != fallback
+    # both taken by others: failed, nothing stored
+    await store.create_session("c-2")
+    await store.create_session(fallback_id("chatgpt", "c-2"))
+    failed = await store_foreign_session(store, session(conversation(2), sid="c-2", tool="chatgpt"))
+    assert failed.status == "failed" and "held by other sessions" in failed.reason
+
+
+async def test_a_session_found_at_its_original_id_is_matched_by_tool_and_id(
+    store: SessionStore,
+) -> None:
+    await store_foreign_session(store, session(conversation(2), tool="codex"))
+    other = await store_foreign_session(store, session(conversation(2), tool="claude-code"))
+    assert other.session_id == fallback_id("claude-code", "c-1")
+    assert (await store.read_events("c-1"))[0].data["tool"] == "codex"
+
+
+def test_unusable_original_ids_go_straight_to_the_fallback() -> None:
+    for bad in ("", "a b", "x\x1b[31m", "\ud800", "é" * 600, "line\n"):
+        assert candidate_ids("codex", bad) == [fallback_id("codex", bad)]
+    assert candidate_ids("codex", "0199-abc")[0] == "0199-abc"
+    assert fallback_id("codex", "a") == fallback_id("codex", "a") != fallback_id("chatgpt", "a")
+
+
+def test_titles_are_one_line_and_bounded() -> None:
+    assert imported_title(None) is None
+    assert imported_title(" \n\t ") is None
+    assert imported_title("a\nb\t c") == "a b c"
+    long = imported_title("é" * 5000)
+    assert long is not None and len(long.encode()) <= MAX_TITLE_BYTES and set(long) == {"é"}
+
+
+async def test_a_hostile_session_fails_whole(store: SessionStore) -> None:
+    bad = session([*conversation(3), {"bad-event": True, "time": CREATED + 99}])
+    outcome = await store_foreign_session(store, bad)
+    assert outcome.status == "failed" and outcome.reason
+    assert await store.list_headers() == []
+    # a huge hostile title is cut, never refused
+    huge = session(conversation(1), title="\x1b[2J" + "t" * 100_000)
+    assert (await store_foreign_session(store, huge)).status == "imported"
+
+
+async def test_an_event_without_time_takes_the_previous_one(store: SessionStore) -> None:
+    events = to_events("codex", conversation(2), "c-1")
+    events.append(NewEvent("codex/raw", {"record": 1}))
+    item = session([], tool="codex")
+    item.events = events
+    assert (await store_foreign_session(store, item)).status == "imported"
+    stored = await store.read_events("c-1")
+    assert stored[3].time == stored[2].time
+    assert (await store_foreign_session(store, item)).status == "unchanged"
+
+
+def test_native_kinds_are_told_from_the_first_line() -> None:
+    assert native_kind(b'{"type":"session","id":"a","created_at":1}\n') == "dsh"
+    assert native_kind(b'\n{"type":"session","id":"a","createdAt":1}\n{"x"') == "reference"
+    assert native_kind(b"\x28\xb5\x2f\xfd....") == "reference"
+    assert native_kind(b'{"toy":"codex"}\n') is None
+    assert native_kind(b"\xff\xfe") is None
+    assert native_kind(b"") is None
+    assert native_kind(b'{"type":"session"' + b" " * 70_000) is None
+
+
+def test_every_foreign_tool_has_a_reader_module() -> None:
+    assert foreign_import.FORMAT_MODULES == {
+        "claude-code": "core.importers.claude_code",
+        "codex": "core.importers.codex",
+        "chatgpt": "core.importers.chatgpt",
+    }
+
+
+# -- the incremental rule, as a property ----------------------------------------------------
+
+texts = st.text(st.characters(blacklist_categories=("Cs",)), max_size=30)
+records = st.lists(
+    st.one_of(
+        st.builds(
+            lambda t, r: {"role": r, "text": t}, texts, st.sampled_from(["user", "assistant"])
+        ),
+        st.builds(lambda t: {"raw": t}, texts),
+    ),
+    min_size=1,
+    max_size=25,
+)
+
+
+def timed(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{**r, "time": CREATED + i} for i, r in enumerate(items)]
+
+
+async def stored_log(store: SessionStore, sid: str) -> list[tuple[Any, ...]]:
+    """The log without its title events (the importer writes the title when it first
+    imports a session, so in steps it sits earlier), and the title."""
+    events = await store.read_events(sid)
+    titles = [e.data["title"] for e in events if e.type == "session/title"]
+    assert len(titles) == 1  # never twice
+    rest = [(e.type, e.time, e.data, e.surface_op) for e in events if e.type != "session/title"]
+    return [*rest, titles[-1]]
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(records, st.data())
+def test_importing_in_steps_gives_the_events_of_importing_once(
+    items: list[dict[str, Any]], data: st.DataObject
+) -> None:
+    items = timed(items)
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(items)), max_size=3)))
+
+    async def run() -> None:
+        with tempfile.TemporaryDirectory() as tmp:
+            stepped = await open_store(Path(tmp) / "a.sqlite3")
+            whole = await open_store(Path(tmp) / "b.sqlite3")
+            try:
+                for cut in cuts:
+                    outcome = await store_foreign_session(stepped, session(items[:cut]))
+                    assert outcome.status in ("imported", "updated", "unchanged")
+                final = await store_foreign_session(stepped, session(items))
+                assert final.status in ("imported", "updated", "unchanged")
+                assert (await store_foreign_session(stepped, session(items))).status == (
+                    "unchanged"
+                )
+                await store_foreign_session(whole, session(items))
+                assert await stored_log(stepped, "c-1") == await stored_log(whole, "c-1")
+                assert await stepped.read_header("c-1") == await whole.read_header("c-1")
+            finally:
+                await stepped.close()
+                await whole.close()
+
+    asyncio.run(run())
+
+
+async def test_the_header_is_the_sessions(store: SessionStore) -> None:
+    await store_foreign_session(store, session(conversation(1)))
+    assert await store.read_header("c-1") == SessionHeader("c-1", CREATED, "/work/p")
