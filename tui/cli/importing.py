@@ -318,8 +318,9 @@ def plan_file(path: Path, only: str | None) -> ImportPlan:
 
 def plan_tree(root: Path, only: str | None) -> ImportPlan:
     """The plan for a folder: dsh's own logs (``find_logs``) and each tool's files
-    (its ``find_files``); a ``*.jsonl`` file goes where its first bytes say. With
-    ``only``, just that format's files (others are left alone)."""
+    (its ``find_files``); a file goes where its first bytes say (one no format
+    recognises: to the tool that found it, else to dsh's own import, which say what is
+    wrong with it). With ``only``, just that format's files (others are left alone)."""
     plan = ImportPlan()
     tools = list(FORMAT_MODULES) if only is None else [t for t in FORMAT_MODULES if t == only]
     claimed: set[Path] = set()
@@ -332,10 +333,17 @@ def plan_tree(root: Path, only: str | None) -> ImportPlan:
                 plan.native.append(path)
             claimed.add(path)
     for tool in tools:
-        found = [p for p in load_format(tool).find_files(root) if p not in claimed]
-        if found:
-            plan.foreign.setdefault(tool, []).extend(found)
-            claimed.update(found)
+        for path in load_format(tool).find_files(root):
+            if path in claimed:
+                continue
+            claimed.add(path)
+            kind = _kind_of(path, list(FORMAT_MODULES))
+            if kind in (None, tool):  # its own, or damaged: its reader says what is wrong
+                plan.foreign.setdefault(tool, []).append(path)
+            elif only is None and kind in FORMAT_MODULES:
+                plan.foreign.setdefault(kind, []).append(path)
+            elif only is None:
+                plan.native.append(path)
     for paths in plan.foreign.values():
         paths.sort()
     return plan
