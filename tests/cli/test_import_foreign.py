@@ -7,6 +7,7 @@ ChatGPT's."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -241,3 +242,19 @@ def test_on_postgres_too(dsh: Run, tmp_path: Path, pg_cluster: Cluster) -> None:
         assert again.out.splitlines()[0] == f"updated (2 new events): {source} → cc-1"
         listed = dsh("sessions", db=url)  # type: ignore[arg-type]
         assert "On the server" in listed.out
+
+
+def test_a_folder_shows_a_progress_bar_on_a_terminal(
+    dsh: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "d"
+    claude(root / "a.jsonl", "cc-1", 2)
+    claude(root / "b\x1b[1m.jsonl", "cc-2", 2)
+    dsh_export(root / "c.jsonl", "dsh-1")
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    result = dsh("import", str(root))
+    assert result.code == 0, result
+    assert "[....................] 0/3 c.jsonl" in result.err
+    assert "[#############.......] 2/3 a.jsonl" in result.err
+    assert "[####################] 3/3" in result.err
+    assert "b\\x1b[1m.jsonl" in result.err and "\x1b[1m" not in result.err

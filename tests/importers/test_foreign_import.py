@@ -5,9 +5,11 @@ conflicts, failures that store nothing, and the incremental rule as a property."
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import tempfile
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -15,10 +17,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from core.importers import foreign_import
-from core.importers.foreign import ForeignSession, Provenance
+from core.importers.foreign import ForeignImportError, ForeignSession, Provenance
 from core.importers.foreign_import import (
     candidate_ids,
     fallback_id,
+    import_foreign,
     imported_title,
     native_kind,
     store_foreign_session,
@@ -299,3 +302,35 @@ def test_importing_in_steps_gives_the_events_of_importing_once(
 async def test_the_header_is_the_sessions(store: SessionStore) -> None:
     await store_foreign_session(store, session(conversation(1)))
     assert await store.read_header("c-1") == SessionHeader("c-1", CREATED, "/work/p")
+
+
+async def test_each_session_is_stored_before_the_next_is_read(tmp_path: Path) -> None:
+    """Memory is bounded by one session: the reader is asked for the next session only
+    once the last one is in the database (looked at from another connection)."""
+    db = tmp_path / "dsh.sqlite3"
+    seen: list[int] = []
+
+    def read_sessions(paths: Sequence[Path]) -> Iterator[ForeignSession | ForeignImportError]:
+        for n in range(4):
+            with sqlite3.connect(db) as conn:
+                seen.append(conn.execute("SELECT count(*) FROM sessions").fetchone()[0])
+            if n == 2:
+                yield ForeignImportError(paths[0], "torn", 7, "s-2")
+            else:
+                yield session(conversation(2), sid=f"s-{n}")
+
+    fmt = SimpleNamespace(TOOL="claude-code", read_sessions=read_sessions)
+    store = await open_store(db)
+    try:
+        outcomes = [o async for o in import_foreign(store, fmt, [tmp_path / "x"])]  # type: ignore[arg-type]
+    finally:
+        await store.close()
+    assert seen == [0, 1, 2, 2]
+    assert [o.status for o in outcomes] == ["imported", "imported", "failed", "imported"]
+    failed = outcomes[2]
+    assert (failed.file, failed.line, failed.reason, failed.original_id) == (
+        str(tmp_path / "x"),
+        7,
+        "torn",
+        "s-2",
+    )
