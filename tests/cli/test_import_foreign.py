@@ -258,3 +258,14 @@ def test_a_folder_shows_a_progress_bar_on_a_terminal(
     assert "[#############.......] 2/3 a.jsonl" in result.err
     assert "[####################] 3/3" in result.err
     assert "b\\x1b[1m.jsonl" in result.err and "\x1b[1m" not in result.err
+
+
+def test_an_empty_file_a_tool_found_goes_to_its_reader(dsh: Run, tmp_path: Path) -> None:
+    root = tmp_path / ".toy-claude"
+    claude(root / "p" / "a.jsonl", "cc-1", 2)
+    (root / "p" / "empty.jsonl").write_bytes(b"")
+    result = dsh("import", str(root))
+    lines = result.out.splitlines()
+    assert "failed: p/empty.jsonl:1: the file is empty; nothing of it imported" in lines
+    assert not any(line.startswith("rejected") for line in lines)
+    assert "imported: p/a.jsonl → cc-1" in lines

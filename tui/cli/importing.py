@@ -317,33 +317,32 @@ def plan_file(path: Path, only: str | None) -> ImportPlan:
 
 
 def plan_tree(root: Path, only: str | None) -> ImportPlan:
-    """The plan for a folder: dsh's own logs (``find_logs``) and each tool's files
-    (its ``find_files``); a file goes where its first bytes say (one no format
-    recognises: to the tool that found it, else to dsh's own import, which say what is
-    wrong with it). With ``only``, just that format's files (others are left alone)."""
+    """The plan for a folder: dsh's own logs (``find_logs``) and each tool's files (its
+    ``find_files``), each going where its first bytes say. A file no format recognises
+    (empty, damaged) goes to the tool that found it, else to dsh's own import: either
+    says what is wrong with it. With ``only``, just that format's files: the others are
+    left alone."""
+    tools = list(FORMAT_MODULES)
+    found_by: dict[Path, str] = {}
+    for tool in tools if only is None or only in FORMAT_MODULES else ():
+        if only is None or only == tool:
+            for path in load_format(tool).find_files(root):
+                found_by.setdefault(path, tool)
+    logs = find_logs(root) if only is None or only in _NATIVE_NAMES else []
     plan = ImportPlan()
-    tools = list(FORMAT_MODULES) if only is None else [t for t in FORMAT_MODULES if t == only]
-    claimed: set[Path] = set()
-    if only is None or only in _NATIVE_NAMES:
-        for path in find_logs(root):
-            kind = _kind_of(path, tools)
-            if kind in FORMAT_MODULES:
-                plan.foreign.setdefault(kind, []).append(path)
-            elif only is None or kind == only or (kind is None and only == "dsh"):
-                plan.native.append(path)
-            claimed.add(path)
-    for tool in tools:
-        for path in load_format(tool).find_files(root):
-            if path in claimed:
+    listed = set(logs)
+    for path in [*logs, *sorted(p for p in found_by if p not in listed)]:
+        kind = _kind_of(path, tools)
+        if kind is None:
+            kind = found_by.get(path) or ("dsh" if only in (None, "dsh") else None)
+            if kind is None:
                 continue
-            claimed.add(path)
-            kind = _kind_of(path, list(FORMAT_MODULES))
-            if kind in (None, tool):  # its own, or damaged: its reader says what is wrong
-                plan.foreign.setdefault(tool, []).append(path)
-            elif only is None and kind in FORMAT_MODULES:
-                plan.foreign.setdefault(kind, []).append(path)
-            elif only is None:
-                plan.native.append(path)
+        if only is not None and kind != only:
+            continue
+        if kind in FORMAT_MODULES:
+            plan.foreign.setdefault(kind, []).append(path)
+        else:
+            plan.native.append(path)
     for paths in plan.foreign.values():
         paths.sort()
     return plan
