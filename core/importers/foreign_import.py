@@ -29,6 +29,7 @@ skipped quietly).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import importlib
 import unicodedata
@@ -41,6 +42,7 @@ from typing import Any, Literal, cast
 
 from core.batches import EventBatches
 from core.errors import (
+    DshError,
     InvalidEventError,
     SessionExistsError,
     SessionNotFoundError,
@@ -59,6 +61,7 @@ from core.importers.foreign import (
 from core.importers.reference import looks_like_reference
 from core.importers.source import ZSTD_MAGIC, open_regular_file
 from core.jsoncodec import loads_exact, utf8_len
+from core.leases import lease_owner, lease_owner_is_dead
 from core.limits import MAX_SESSION_ID_BYTES, MAX_TITLE_BYTES
 from core.log import SESSION_SOURCE, SESSION_TITLE, Event, NewEvent, SessionHeader
 from core.logfile import LogImportError
@@ -294,10 +297,41 @@ async def _store_as(
         if not await _is_this_source(store, session_id, session):
             return None
         try:
-            return await _update(store, session, session_id, events, title)
+            return await _update_alone(store, session, session_id, events, title)
         except SessionReadOnlyError:
             return None
     return None  # created meanwhile by a session this user cannot see
+
+
+UPDATE_LEASE_MS = 10 * 60 * 1000
+"""How long an update holds its session's reply lease at most (a process killed while
+holding it is seen dead at once on its own host; elsewhere the lease runs out)."""
+
+
+async def _update_alone(
+    store: SessionStore,
+    session: ForeignSession,
+    session_id: str,
+    events: list[NewEvent],
+    title: str | None,
+) -> ForeignOutcome:
+    """``_update`` holding the session's reply lease: two imports at once (or a reply in
+    dsh) never both append what they found missing."""
+    owner = lease_owner()
+    if not await store.take_reply_lease(
+        session_id, owner, ttl_ms=UPDATE_LEASE_MS, dead=lease_owner_is_dead
+    ):
+        return _failed(
+            session,
+            session_id,
+            "another dsh is writing to this session (a reply or another import); "
+            "import it again later",
+        )
+    try:
+        return await _update(store, session, session_id, events, title)
+    finally:
+        with contextlib.suppress(DshError):  # a lease not given back runs out on its own
+            await asyncio.shield(store.release_reply_lease(session_id, owner))
 
 
 async def _is_this_source(store: SessionStore, session_id: str, session: ForeignSession) -> bool:

@@ -334,3 +334,35 @@ async def test_each_session_is_stored_before_the_next_is_read(tmp_path: Path) ->
         "torn",
         "s-2",
     )
+
+
+async def test_two_imports_at_once_never_append_twice(tmp_path: Path) -> None:
+    db = tmp_path / "dsh.sqlite3"
+    first, second = await open_store(db), await open_store(db)
+    try:
+        await store_foreign_session(first, session(conversation(2)))
+        for n in (4, 6, 8):
+            outcomes = await asyncio.gather(
+                store_foreign_session(first, session(conversation(n))),
+                store_foreign_session(second, session(conversation(n))),
+            )
+            statuses = sorted(o.status for o in outcomes)
+            assert statuses[0] in ("failed", "unchanged", "updated")
+            assert "updated" in statuses or statuses == ["unchanged", "unchanged"]
+            # whatever the interleaving, the stored log is the source's, once
+            events = await first.read_events("c-1")
+            kept = [e for e in events if e.type in ("user/message", "assistant/message")]
+            assert len(kept) == n
+    finally:
+        await first.close()
+        await second.close()
+
+
+async def test_a_session_being_written_is_left_for_later(store: SessionStore) -> None:
+    await store_foreign_session(store, session(conversation(2)))
+    assert await store.take_reply_lease("c-1", "elsewhere:0:1:x", ttl_ms=60_000)
+    busy = await store_foreign_session(store, session(conversation(4)))
+    assert busy.status == "failed" and "another dsh is writing" in busy.reason
+    await store.release_reply_lease("c-1", "elsewhere:0:1:x")
+    assert (await store_foreign_session(store, session(conversation(4)))).status == "updated"
+    assert await store.read_reply_lease("c-1") is None
