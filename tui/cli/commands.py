@@ -522,10 +522,8 @@ def _print_report(report: ImportReport, root: Path | None) -> int:
     """The lines of an import that read sessions of other tools, and its exit code."""
     from tui.cli.importing import summary_lines
 
-    lines = []
-    if report.native.outcomes:
-        lines.extend(summary_lines(str(root or ""), report.native))
-    lines.extend(report.lines)
+    native = summary_lines(str(root or ""), report.native) if report.native.outcomes else []
+    lines = [*native[:-1], *report.lines, *native[-1:], *report.summaries]
     if not lines:
         where = single_line(str(root)) if root is not None else "there"
         lines.append(f"no sessions to import under {where}")

@@ -369,7 +369,8 @@ class ImportReport:
 
     native: ImportSummary = field(default_factory=ImportSummary)
     foreign: list[ForeignOutcome] = field(default_factory=list)
-    lines: list[str] = field(default_factory=list)
+    lines: list[str] = field(default_factory=list)  # one per foreign session or failure
+    summaries: list[str] = field(default_factory=list)  # one per foreign tool
 
     @property
     def failed(self) -> bool:
@@ -468,6 +469,6 @@ async def run_plan(store: SessionStore, plan: ImportPlan, root: Path | None) -> 
                 f"no {TOOL_NAMES[tool]} sessions in {len(paths)} "
                 f"file{'s' if len(paths) != 1 else ''}"
             )
-        report.lines.append(foreign_summary(tool, outcomes))
+        report.summaries.append(foreign_summary(tool, outcomes))
     progress.close()
     return report
