@@ -354,37 +354,37 @@ async def _update(
     events: list[NewEvent],
     title: str | None,
 ) -> ForeignOutcome:
+    """Compare the stored session with ``events`` (reading it ``_BATCH`` events at a time,
+    so that memory holds one session, the reader's, plus a batch) and append what is new."""
     prov = session.provenance
-    stored = await store.read_events(session_id)
-    kept: list[Event] = []
-    latest_title: Event | None = None
-    imported: Event | None = None
-    for event in stored[1:]:
-        if _is_importer_title(event, prov.tool):
-            latest_title = imported = event
-        elif _is_user_title(event):
-            latest_title = event
-        else:
-            kept.append(event)
     base = ForeignOutcome(
         "unchanged", prov.tool, prov.file, prov.original_id, session_id, files=session.files
     )
-    if len(kept) > len(events) or not all(
-        same_event(old, new) for old, new in zip(kept, events, strict=False)
-    ):
-        return _with(base, status="conflict")
-    growth = events[len(kept) :]
+    _, last_seq, _ = await store.read_surface_tail(session_id, 0)
+    matched = 0  # how many of ``events`` the stored session holds, in order
+    last_time = session.created_at
+    title_is_ours = True  # no title, or the importer's is the latest (not the user's)
+    our_title: str | None = None
+    end = 0 if last_seq is None else last_seq + 1
+    for start in range(1, end, _BATCH):
+        for event in await store.read_events_at(session_id, range(start, min(start + _BATCH, end))):
+            last_time = event.time
+            if _is_importer_title(event, prov.tool):
+                title_is_ours, our_title = True, event.data.get("title")
+            elif _is_user_title(event):
+                title_is_ours = False
+            elif matched < len(events) and same_event(event, events[matched]):
+                matched += 1
+            else:
+                return _with(base, status="conflict")
+    growth = events[matched:]
     new: list[NewEvent] = list(growth)
-    title_changed = (
-        title is not None
-        and (latest_title is None or latest_title is imported)
-        and (imported is None or imported.data.get("title") != title)
-    )
+    title_changed = title is not None and title_is_ours and our_title != title
     if title_changed:
         assert title is not None
-        last = new[-1].time if new else stored[-1].time
-        assert last is not None
-        new.append(title_event(prov.tool, title, last))
+        time = new[-1].time if new else last_time
+        assert time is not None
+        new.append(title_event(prov.tool, title, time))
     if not new:
         return base
     await store.append_batch(session_id, new)

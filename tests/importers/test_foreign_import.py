@@ -366,3 +366,18 @@ async def test_a_session_being_written_is_left_for_later(store: SessionStore) ->
     await store.release_reply_lease("c-1", "elsewhere:0:1:x")
     assert (await store_foreign_session(store, session(conversation(4)))).status == "updated"
     assert await store.read_reply_lease("c-1") is None
+
+
+async def test_the_stored_session_is_compared_a_batch_at_a_time(
+    store: SessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(foreign_import, "_BATCH", 3)
+    await store_foreign_session(store, session(conversation(10)))
+    await store.append("c-1", "session/title", {"title": "Mine", "source": {"kind": "user"}})
+    grown = await store_foreign_session(store, session(conversation(17), title="Other"))
+    assert (grown.status, grown.new_events, grown.title_changed) == ("updated", 7, False)
+    assert (await store_foreign_session(store, session(conversation(17)))).status == "unchanged"
+    edited = conversation(17)
+    edited[15] = message("user", "changed late", edited[15]["time"])
+    assert (await store_foreign_session(store, session(edited))).status == "conflict"
+    assert len(await store.read_events("c-1")) == 1 + 10 + 1 + 1 + 7
