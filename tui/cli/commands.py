@@ -18,7 +18,7 @@ import shutil
 import sys
 from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import Any, NoReturn
 
 from core.config import (
     ConfigError,
@@ -52,11 +52,9 @@ from tui.shared.errors import describe_error
 from tui.shared.progress import terminal_progress
 from tui.shared.runtime import Runtime, offline_delay_from_env, open_runtime
 
-if TYPE_CHECKING:
-    from tui.cli.importing import ImportReport
-
 IMPORT_SOURCES = ("claude-code", "codex", "chatgpt", "reference", "dsh")
-"""What ``dsh import --from`` names (``tui.cli.importing.FROM_CHOICES``)."""
+"""What ``dsh import --from`` names: a tool (``core.importers.foreign_import.FORMAT_MODULES``)
+or one of dsh's own kinds of log."""
 
 __all__ = ["main"]
 
@@ -460,38 +458,18 @@ async def cmd_import(rt: Runtime, args: argparse.Namespace) -> int:
     from core.logfile import LogImportError
     from tui.cli.importing import (
         ImportUsageError,
-        default_folder,
         import_log,
         import_path,
-        plan_file,
-        plan_tree,
-        run_plan,
+        import_planned,
         spool_stdin,
-        summary_lines,
     )
 
-    source: str | None = args.source
     try:
-        if args.file is None:  # --from claude-code or codex (checked by _check_import)
-            root = await asyncio.to_thread(default_folder, source or "")
-            return _print_report(await run_plan(rt.store, plan_tree(root, source), root), root)
-        if args.file != "-" and await asyncio.to_thread(Path(args.file).is_dir):
-            root = Path(args.file)
-            plan = await asyncio.to_thread(plan_tree, root, source)
-            if not plan.foreign and source in (None, "dsh", "reference"):
-                report = await run_plan(rt.store, plan, root)  # dsh's own logs: as before
-                lines = summary_lines(args.file, report.native)
-                if not report.native.outcomes:
-                    lines[0] += ", nor sessions of Claude Code, Codex or ChatGPT"
-                sys.stdout.write("".join(line + "\n" for line in lines))
-                return 1 if report.failed or not report.native.outcomes else 0
-            return _print_report(await run_plan(rt.store, plan, root), root)
-        if args.file != "-":
-            plan = await asyncio.to_thread(plan_file, Path(args.file), source)
-            if plan.foreign:
-                return _print_report(await run_plan(rt.store, plan, None), None)
+        code = await import_planned(rt.store, args.file, args.source)
     except ImportUsageError as err:
         raise CliError(str(err)) from err
+    if code is not None:
+        return code
     if args.file == "-":
         try:
             spooled = await asyncio.to_thread(spool_stdin)
@@ -516,20 +494,6 @@ async def cmd_import(rt: Runtime, args: argparse.Namespace) -> int:
         print(f"{sid} is already present with the same events: skipped", file=sys.stderr)
     print(sid)
     return 0
-
-
-def _print_report(report: ImportReport, root: Path | None) -> int:
-    """The lines of an import that read sessions of other tools, and its exit code."""
-    from tui.cli.importing import summary_lines
-
-    native = summary_lines(str(root or ""), report.native) if report.native.outcomes else []
-    lines = [*native[:-1], *report.lines, *native[-1:], *report.summaries]
-    if not lines:
-        where = single_line(str(root)) if root is not None else "there"
-        lines.append(f"no sessions to import under {where}")
-    sys.stdout.write("".join(line + "\n" for line in lines))
-    nothing = not report.native.outcomes and not report.foreign
-    return 1 if report.failed or nothing else 0
 
 
 def _check_import(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:

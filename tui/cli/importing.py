@@ -1,8 +1,15 @@
-"""``dsh import FILE|DIR``: bring session logs (dsh exports, deepseek-harness logs) into the
-store. A session already there with the same events is skipped; one with the same id and
-different events is reported and never overwritten; a bad log is rejected whole, naming its
-file and line, and nothing of it is stored. Only regular files are read (a FIFO or a device
-is skipped with a note), streamed and within ``core.importers.bounds``."""
+"""``dsh import [FILE|DIR] [--from FORMAT]``: bring sessions into the store.
+
+dsh's own logs (dsh exports, deepseek-harness logs): a session already there with the same
+events is skipped; one with the same id and different events is reported and never
+overwritten; a bad log is rejected whole, naming its file and line, and nothing of it is
+stored. Only regular files are read (a FIFO or a device is skipped with a note), streamed
+and within ``core.importers.bounds``.
+
+Sessions of other tools (Claude Code, Codex, ChatGPT; issue 33): each file goes to the
+format its first bytes say (``plan_file``, ``plan_tree``), each tool's files are read by
+its reader one session at a time and stored by ``core.importers.foreign_import``
+(incremental re-import, conflicts reported), one line per session."""
 
 from __future__ import annotations
 
@@ -49,7 +56,7 @@ __all__ = [
     "find_logs",
     "import_log",
     "import_path",
-    "import_tree",
+    "import_planned",
     "spool_stdin",
 ]
 
@@ -188,23 +195,6 @@ def _on_terminal() -> bool:
         return False
 
 
-async def import_tree(store: SessionStore, root: Path) -> ImportSummary:
-    """Import every log under ``root``, with a progress bar on a terminal."""
-    paths = await asyncio.to_thread(find_logs, root)
-    summary = ImportSummary()
-    show = _on_terminal()
-    for number, path in enumerate(paths, start=1):
-        name = str(path.relative_to(root))
-        if show:
-            _progress(number - 1, len(paths), name)
-        summary.outcomes.append((name, await import_path(store, path)))
-    if show and paths:
-        _progress(len(paths), len(paths), "")
-        sys.stderr.write("\r\x1b[K")
-        sys.stderr.flush()
-    return summary
-
-
 def summary_lines(root: str, summary: ImportSummary) -> list[str]:
     """The report of ``dsh import DIR``, every name escaped for the terminal."""
     total = len(summary.outcomes)
@@ -242,9 +232,6 @@ def summary_lines(root: str, summary: ImportSummary) -> list[str]:
 
 
 # -- sessions of other tools (issue 33) ---------------------------------------------------
-
-FROM_CHOICES = ("claude-code", "codex", "chatgpt", "reference", "dsh")
-"""What ``dsh import --from`` names: one of the foreign tools, or one of dsh's own kinds."""
 
 _NATIVE_NAMES = {"dsh": "a dsh export", "reference": "a reference (deepseek-harness) log"}
 
@@ -472,3 +459,43 @@ async def run_plan(store: SessionStore, plan: ImportPlan, root: Path | None) -> 
         report.summaries.append(foreign_summary(tool, outcomes))
     progress.close()
     return report
+
+
+async def import_planned(store: SessionStore, file: str | None, only: str | None) -> int | None:
+    """``dsh import [FILE|DIR] [--from FORMAT]`` for a folder, a tool's own folder (no
+    ``file``) or another tool's file: prints one line per log or session and the
+    summaries, and returns the exit code. ``None`` for one dsh or reference log (or
+    standard input), which the caller imports as before. ``ImportUsageError`` for what
+    cannot be done (one line)."""
+    if file is None:  # --from claude-code or codex: the tool's own folder
+        root = await asyncio.to_thread(default_folder, only or "")
+    elif file != "-" and await asyncio.to_thread(Path(file).is_dir):
+        root = Path(file)
+    else:
+        if file == "-":
+            return None
+        plan = await asyncio.to_thread(plan_file, Path(file), only)
+        if not plan.foreign:
+            return None
+        return _print_report(await run_plan(store, plan, None), None)
+    plan = await asyncio.to_thread(plan_tree, root, only)
+    report = await run_plan(store, plan, root)
+    if not plan.foreign and only in (None, "dsh", "reference"):  # dsh's own logs: as before
+        lines = summary_lines(str(root) if file is None else file, report.native)
+        if not report.native.outcomes:
+            lines[0] += ", nor sessions of Claude Code, Codex or ChatGPT"
+        sys.stdout.write("".join(line + "\n" for line in lines))
+        return 1 if report.failed or not report.native.outcomes else 0
+    return _print_report(report, root)
+
+
+def _print_report(report: ImportReport, root: Path | None) -> int:
+    """The lines of an import that read sessions of other tools, and its exit code."""
+    native = summary_lines(str(root or ""), report.native) if report.native.outcomes else []
+    lines = [*native[:-1], *report.lines, *native[-1:], *report.summaries]
+    if not lines:
+        where = single_line(str(root)) if root is not None else "there"
+        lines.append(f"no sessions to import under {where}")
+    sys.stdout.write("".join(line + "\n" for line in lines))
+    nothing = not report.native.outcomes and not report.foreign
+    return 1 if report.failed or nothing else 0
