@@ -1,5 +1,5 @@
-"""Storing sessions of other tools (``core.importers.foreign_import``) in a real SQLite
-store: provenance at seq 0, the title, original and fallback ids, incremental re-import,
+"""Storing sessions of other tools (``core.importers.foreign_import``) in real stores
+(memory, SQLite, PostgreSQL): provenance at seq 0, the title, original and fallback ids, incremental re-import,
 conflicts, failures that store nothing, and the incremental rule as a property."""
 
 from __future__ import annotations
@@ -31,17 +31,16 @@ from core.log import NewEvent, SessionHeader
 from core.store import SessionStore
 from stores import SessionQuery, open_store
 from tests.importers.toy_foreign import message, to_events
+from tests.storekinds import STORE_KINDS, open_kind
 
 CREATED = 1_700_000_000_000
 
 
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SessionStore]:
-    opened = await open_store(tmp_path / "dsh.sqlite3")
-    try:
+@pytest.fixture(params=STORE_KINDS)
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[SessionStore]:
+    """Each test runs on the memory store, SQLite and PostgreSQL alike."""
+    async with open_kind(request, tmp_path) as opened:
         yield opened
-    finally:
-        await opened.close()
 
 
 def conversation(n: int, start: int = 0, word: str = "m") -> list[dict[str, Any]]:
