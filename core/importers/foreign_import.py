@@ -2,8 +2,10 @@
 the same for every tool (issue 33).
 
 A new session is stored whole, in one transaction: seq 0 is its ``session/source`` event
-(where it came from), then the reader's events as they are, then a ``session/title`` event
-when the tool gave it a title. Its id is the tool's own when that is free; when another
+(where it came from), then the reader's events as they are, then a ``session/title`` event:
+the tool's title (source kind ``provider``), else the first line of the first message a
+person wrote, as dsh names its own sessions (kind ``fallback``); both marked as the
+importer's (``"provider": TOOL, "imported": true``). Its id is the tool's own when that is free; when another
 session already holds it, a fallback id derived from the tool and the original id (so
 that importing it again finds it again), checked the same way.
 
@@ -17,8 +19,9 @@ are compared with what the reader gives now (``core.importers.detect.same_event`
 * anything else (the source was edited, or the session went on in dsh): ``conflict``,
   reported and never merged: nothing is written.
 
-A title the tool changed is written again (one more ``session/title`` event) unless the
-user has renamed the session in dsh since. Memory is bounded by one session: sessions come
+A title the tool changed (or gave since) is written again (one more ``session/title``
+event) unless the user has renamed the session in dsh since; a fallback title never
+replaces another title. Memory is bounded by one session: sessions come
 from the reader one at a time and each is stored (or compared) before the next is read.
 
 The readers are found through ``FORMAT_MODULES`` (tool → module), imported when first
@@ -41,6 +44,7 @@ from pathlib import Path
 from typing import Any, Literal, cast
 
 from core.batches import EventBatches
+from core.engine import fallback_title
 from core.errors import (
     DshError,
     InvalidEventError,
@@ -63,7 +67,15 @@ from core.importers.source import ZSTD_MAGIC, open_regular_file
 from core.jsoncodec import loads_exact, utf8_len
 from core.leases import lease_owner, lease_owner_is_dead
 from core.limits import MAX_SESSION_ID_BYTES, MAX_TITLE_BYTES
-from core.log import SESSION_SOURCE, SESSION_TITLE, Event, NewEvent, SessionHeader
+from core.log import (
+    SESSION_SOURCE,
+    SESSION_TITLE,
+    USER_MESSAGE,
+    Event,
+    NewEvent,
+    SessionHeader,
+    message_text,
+)
 from core.logfile import LogImportError
 from core.store import SessionStore
 
@@ -73,6 +85,7 @@ __all__ = [
     "ForeignOutcome",
     "ForeignStatus",
     "NativeKind",
+    "WantedTitle",
     "candidate_ids",
     "fallback_id",
     "import_foreign",
@@ -83,6 +96,7 @@ __all__ = [
     "sniff_foreign",
     "store_foreign_session",
     "title_event",
+    "wanted_title",
 ]
 
 FORMAT_MODULES: dict[ForeignTool, str] = {
@@ -176,22 +190,54 @@ def imported_title(title: str | None) -> str | None:
     return cleaned or None
 
 
-def title_event(tool: str, title: str, time: int) -> NewEvent:
-    """The ``session/title`` event the importer writes (source kind ``provider``)."""
-    source = {"kind": "provider", "provider": tool, "imported": True}
-    return NewEvent(SESSION_TITLE, {"title": title, "source": source}, time=time)
+TitleKind = Literal["provider", "fallback"]
 
 
-def _is_importer_title(event: Event, tool: str) -> bool:
+@dataclass(frozen=True, slots=True)
+class WantedTitle:
+    """The title an imported session should have: the tool's own (``provider``), else
+    its first request's first line as dsh names its own sessions (``fallback``)."""
+
+    text: str
+    kind: TitleKind
+
+
+def wanted_title(title: str | None, events: Sequence[NewEvent]) -> WantedTitle | None:
+    """The tool's title (``imported_title``), else the first line of the first message a
+    person wrote (``core.engine.fallback_title``), else ``None``."""
+    own = imported_title(title)
+    if own is not None:
+        return WantedTitle(own, "provider")
+    for event in events:
+        source = event.data.get("source") if event.type == USER_MESSAGE else None
+        if isinstance(source, Mapping) and source.get("kind") == "user":
+            text = fallback_title(message_text(event.data))
+            return None if text is None else WantedTitle(text, "fallback")
+    return None
+
+
+def title_event(tool: str, title: WantedTitle, time: int) -> NewEvent:
+    """The ``session/title`` event the importer writes: source kind ``provider`` (the
+    tool's title) or ``fallback``, marked as the importer's (``provider``: the tool,
+    ``imported``) so that a later import tells it from the user's."""
+    source = {"kind": title.kind, "provider": tool, "imported": True}
+    return NewEvent(SESSION_TITLE, {"title": title.text, "source": source}, time=time)
+
+
+def _importer_title(event: Event, tool: str) -> WantedTitle | None:
+    """The title of an importer's ``session/title`` event (``None`` for anything else)."""
     if event.type != SESSION_TITLE:
-        return False
+        return None
     source = event.data.get("source")
-    return (
+    if not (
         isinstance(source, Mapping)
-        and source.get("kind") == "provider"
+        and source.get("kind") in ("provider", "fallback")
         and source.get("provider") == tool
         and source.get("imported") is True
-    )
+        and isinstance(text := event.data.get("title"), str)
+    ):
+        return None
+    return WantedTitle(text, source["kind"])
 
 
 def _is_user_title(event: Event) -> bool:
@@ -243,7 +289,7 @@ async def store_foreign_session(store: SessionStore, session: ForeignSession) ->
     stored. A store rule the session breaks is a ``failed`` outcome."""
     prov = session.provenance
     events = _timed(session.events, session.created_at)
-    title = imported_title(session.title)
+    title = wanted_title(session.title, events)
     for session_id in candidate_ids(prov.tool, prov.original_id):
         try:
             outcome = await _store_as(store, session, session_id, events, title)
@@ -263,7 +309,7 @@ async def _store_as(
     session: ForeignSession,
     session_id: str,
     events: list[NewEvent],
-    title: str | None,
+    title: WantedTitle | None,
 ) -> ForeignOutcome | None:
     """Import ``session`` as ``session_id``, or update it there; ``None`` when the id is
     held by a session that is not this one (or that the user may not write)."""
@@ -313,7 +359,7 @@ async def _update_alone(
     session: ForeignSession,
     session_id: str,
     events: list[NewEvent],
-    title: str | None,
+    title: WantedTitle | None,
 ) -> ForeignOutcome:
     """``_update`` holding the session's reply lease: two imports at once (or a reply in
     dsh) never both append what they found missing."""
@@ -352,7 +398,7 @@ async def _update(
     session: ForeignSession,
     session_id: str,
     events: list[NewEvent],
-    title: str | None,
+    title: WantedTitle | None,
 ) -> ForeignOutcome:
     """Compare the stored session with ``events`` (reading it ``_BATCH`` events at a time,
     so that memory holds one session, the reader's, plus a batch) and append what is new."""
@@ -363,23 +409,28 @@ async def _update(
     _, last_seq, _ = await store.read_surface_tail(session_id, 0)
     matched = 0  # how many of ``events`` the stored session holds, in order
     last_time = session.created_at
-    title_is_ours = True  # no title, or the importer's is the latest (not the user's)
-    our_title: str | None = None
+    ours: WantedTitle | None = None  # the importer's latest title
+    renamed = False  # the user's title came after it
     end = 0 if last_seq is None else last_seq + 1
     for start in range(1, end, _BATCH):
         for event in await store.read_events_at(session_id, range(start, min(start + _BATCH, end))):
             last_time = event.time
-            if _is_importer_title(event, prov.tool):
-                title_is_ours, our_title = True, event.data.get("title")
+            if (found := _importer_title(event, prov.tool)) is not None:
+                ours, renamed = found, False
             elif _is_user_title(event):
-                title_is_ours = False
+                renamed = True
             elif matched < len(events) and same_event(event, events[matched]):
                 matched += 1
             else:
                 return _with(base, status="conflict")
     growth = events[matched:]
     new: list[NewEvent] = list(growth)
-    title_changed = title is not None and title_is_ours and our_title != title
+    title_changed = (
+        title is not None
+        and not renamed
+        and title != ours
+        and (title.kind == "provider" or ours is None)  # a fallback never replaces a title
+    )
     if title_changed:
         assert title is not None
         time = new[-1].time if new else last_time

@@ -83,14 +83,17 @@ def test_re_import_is_incremental_and_an_edited_source_is_a_conflict(
     same = dsh("import", str(source))
     assert same.code == 0 and same.out.splitlines()[0] == f"unchanged: {source} → cc-1"
     events = dsh("show", "cc-1", "--json").json()
-    assert len(events) == 6  # the source event and five messages, nothing twice
+    # the source event, the title (the first request's) and five messages, nothing twice
+    types = [e["type"] for e in events]
+    assert types[0] == "session/source" and types.count("session/title") == 1
+    assert len(events) == 7
     toy_file(source, [header_line("claude-code", "cc-1", CREATED), message("user", "new", 1)])
     edited = dsh("import", str(source))
     assert edited.code == 1
     assert edited.out.splitlines()[0] == (
         f"conflict: {source} → cc-1: changed at the source since it was imported; not merged"
     )
-    assert len(dsh("show", "cc-1", "--json").json()) == 6
+    assert len(dsh("show", "cc-1", "--json").json()) == 7
 
 
 def test_a_taken_id_gets_the_fallback_id_every_time(dsh: Run, tmp_path: Path) -> None:
