@@ -127,7 +127,7 @@ def test_a_folder_holds_every_format_at_once(dsh: Run, tmp_path: Path) -> None:
     assert "imported: b/rollout.jsonl → cx-1" in lines
     assert "imported: d/conversations.json → g-1" in lines
     assert (
-        "failed: d/conversations.json:2: not a toy message (session g-2); nothing of it imported"
+        "failed: d/conversations.json:2: not a toy message (ChatGPT session g-2); nothing of it imported"
     ) in lines
     assert lines[-1] == (
         "1 imported, 0 updated, 0 unchanged, 0 conflicting (not merged), 1 failed, "
@@ -195,8 +195,9 @@ def test_a_bad_line_names_file_and_line_and_stores_nothing_of_that_session(
     result = dsh("import", str(root))
     assert result.code == 1
     assert "\x1b" not in result.out
-    assert "failed: bad\\x1b[31m.jsonl:5: invalid JSON (session cc-2); nothing of it imported" in (
-        result.out.splitlines()
+    assert (
+        "failed: bad\\x1b[31m.jsonl:5: invalid JSON (Claude Code session cc-2); nothing of it imported"
+        in (result.out.splitlines())
     )
     assert "imported: good.jsonl → cc-1" in result.out
     listed = dsh("sessions")
@@ -269,6 +270,9 @@ def test_an_empty_file_a_tool_found_goes_to_its_reader(dsh: Run, tmp_path: Path)
     (root / "p" / "empty.jsonl").write_bytes(b"")
     result = dsh("import", str(root))
     lines = result.out.splitlines()
-    assert "failed: p/empty.jsonl:1: the file is empty; nothing of it imported" in lines
+    assert (
+        "failed: p/empty.jsonl:1: the file is empty (Claude Code file); nothing of it imported"
+        in lines
+    )
     assert not any(line.startswith("rejected") for line in lines)
     assert "imported: p/a.jsonl → cc-1" in lines

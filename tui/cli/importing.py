@@ -397,8 +397,9 @@ def foreign_line(outcome: ForeignOutcome, root: Path | None) -> str:
     if outcome.status == "conflict":
         return f"conflict: {where} → {sid}: changed at the source since it was imported; not merged"
     at = f"{where}:{outcome.line}" if outcome.line else where
-    of = f" (session {single_line(outcome.original_id, 80)})" if outcome.original_id else ""
-    return f"failed: {at}: {single_line(outcome.reason)}{of}; nothing of it imported"
+    tool = TOOL_NAMES.get(outcome.tool, outcome.tool)
+    of = f" session {single_line(outcome.original_id, 80)}" if outcome.original_id else " file"
+    return f"failed: {at}: {single_line(outcome.reason)} ({tool}{of}); nothing of it imported"
 
 
 def foreign_summary(tool: str, outcomes: Sequence[ForeignOutcome]) -> str:
