@@ -276,3 +276,16 @@ def test_an_empty_file_a_tool_found_goes_to_its_reader(dsh: Run, tmp_path: Path)
     )
     assert not any(line.startswith("rejected") for line in lines)
     assert "imported: p/a.jsonl → cc-1" in lines
+
+
+def test_a_relative_path_is_recorded_whole_and_shown_as_given(
+    dsh: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    claude(tmp_path / "logs" / "s.jsonl", "cc-1", 2)
+    monkeypatch.chdir(tmp_path)
+    result = dsh("import", "logs/s.jsonl")
+    assert result.out.splitlines()[0] == "imported: logs/s.jsonl → cc-1"
+    source = dsh("show", "cc-1", "--json").json()[0]
+    assert source["data"]["file"] == str(tmp_path / "logs" / "s.jsonl")
+    again = dsh("import", "logs")
+    assert again.out.splitlines()[0] == "unchanged: s.jsonl → cc-1"

@@ -467,18 +467,21 @@ async def import_planned(store: SessionStore, file: str | None, only: str | None
     ``file``) or another tool's file: prints one line per log or session and the
     summaries, and returns the exit code. ``None`` for one dsh or reference log (or
     standard input), which the caller imports as before. ``ImportUsageError`` for what
-    cannot be done (one line)."""
+    cannot be done (one line). Paths are made absolute, so that a session records the
+    file it came from wherever dsh ran; lines name them as given."""
+    cwd = await asyncio.to_thread(Path.cwd)
     if file is None:  # --from claude-code or codex: the tool's own folder
-        root = await asyncio.to_thread(default_folder, only or "")
-    elif file != "-" and await asyncio.to_thread(Path(file).is_dir):
-        root = Path(file)
+        root = cwd / await asyncio.to_thread(default_folder, only or "")
+    elif file != "-" and await asyncio.to_thread((cwd / file).is_dir):
+        root = cwd / file
     else:
         if file == "-":
             return None
-        plan = await asyncio.to_thread(plan_file, Path(file), only)
+        plan = await asyncio.to_thread(plan_file, cwd / file, only)
         if not plan.foreign:
             return None
-        return _print_report(await run_plan(store, plan, None), None)
+        given = None if Path(file).is_absolute() else cwd  # names as the user gave them
+        return _print_report(await run_plan(store, plan, given), None)
     plan = await asyncio.to_thread(plan_tree, root, only)
     report = await run_plan(store, plan, root)
     if not plan.foreign and only in (None, "dsh", "reference"):  # dsh's own logs: as before
