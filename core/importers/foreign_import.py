@@ -35,6 +35,7 @@ import asyncio
 import contextlib
 import hashlib
 import importlib
+import io
 import unicodedata
 import uuid
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
@@ -63,7 +64,7 @@ from core.importers.foreign import (
     source_event,
 )
 from core.importers.reference import looks_like_reference
-from core.importers.source import ZSTD_MAGIC, open_regular_file
+from core.importers.source import ZSTD_MAGIC, decompressed_chunks, open_regular_file
 from core.jsoncodec import loads_exact, utf8_len
 from core.leases import lease_owner, lease_owner_is_dead
 from core.limits import MAX_SESSION_ID_BYTES, MAX_TITLE_BYTES
@@ -88,10 +89,12 @@ __all__ = [
     "WantedTitle",
     "candidate_ids",
     "fallback_id",
+    "file_kind",
     "import_foreign",
     "imported_title",
     "load_format",
     "native_kind",
+    "plain_head",
     "read_head",
     "sniff_foreign",
     "store_foreign_session",
@@ -507,12 +510,10 @@ NativeKind = Literal["dsh", "reference"]
 
 
 def native_kind(head: bytes) -> NativeKind | None:
-    """Whether a file starting with ``head`` is one of dsh's own kinds of log: a dsh
-    export (first line ``{"type": "session", "created_at"…}``) or a reference log (raw
-    with ``createdAt``, or Zstandard frames); ``None`` for anything else, or when the
-    first line does not end within ``head``."""
-    if head.startswith(ZSTD_MAGIC):
-        return "reference"
+    """Whether a file whose (decompressed) start is ``head`` is one of dsh's own kinds of
+    log: a dsh export (first line ``{"type": "session", "created_at"…}``) or a reference
+    log (``createdAt``); ``None`` for anything else, or when the first line does not end
+    within ``head``."""
     rest = head
     while rest:
         line, newline, rest = rest.partition(b"\n")
@@ -522,7 +523,7 @@ def native_kind(head: bytes) -> NativeKind | None:
             return None  # the first line goes on past what was read
         try:
             first = loads_exact(line.decode("utf-8"), frozen=False)
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, UnicodeDecodeError, RecursionError):
             return None
         if not isinstance(first, dict) or first.get("type") != "session":
             return None
@@ -535,6 +536,40 @@ def read_head(path: Path) -> bytes:
     a device…; ``OSError`` when it cannot be read)."""
     with open_regular_file(path) as file:
         return file.read(SNIFF_BYTES)
+
+
+def plain_head(head: bytes) -> bytes:
+    """``head`` itself, or, for a file of Zstandard frames, the first ``SNIFF_BYTES`` they
+    decompress to (decompressed a little at a time, as every log is: a bomb costs
+    nothing; what came before a damaged or cut frame)."""
+    if not head.startswith(ZSTD_MAGIC):
+        return head
+    out = bytearray()
+    try:
+        for chunk in decompressed_chunks(io.BytesIO(head)):
+            out += chunk
+            if len(out) >= SNIFF_BYTES:
+                break
+    except LogImportError:
+        pass  # the head ends inside a frame, or the file is damaged: what came before
+    return bytes(out[:SNIFF_BYTES])
+
+
+def file_kind(path: Path, head: bytes, tools: Sequence[str]) -> str | None:
+    """What the file starting with ``head`` is: ``dsh`` or ``reference`` (dsh's own
+    logs), one of ``tools`` whose reader recognises it, or ``None``. A Zstandard file is
+    judged by what it decompresses to (a compressed reference log or Codex rollout)."""
+    plain = plain_head(head)
+    if head.startswith(ZSTD_MAGIC):
+        if native_kind(plain) == "reference":
+            return "reference"  # dsh's own exports are never compressed
+    else:
+        kind = native_kind(head)
+        if kind is not None:
+            return kind
+    return sniff_foreign(path, head, tools) or (
+        sniff_foreign(path, plain, tools) if plain != head else None
+    )
 
 
 def sniff_foreign(path: Path, head: bytes, tools: Sequence[str]) -> str | None:

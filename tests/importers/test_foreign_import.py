@@ -13,24 +13,27 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+import zstandard
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from core.importers import foreign_import
-from core.importers.foreign import ForeignImportError, ForeignSession, Provenance
+from core.importers.foreign import SNIFF_BYTES, ForeignImportError, ForeignSession, Provenance
 from core.importers.foreign_import import (
     candidate_ids,
     fallback_id,
+    file_kind,
     import_foreign,
     imported_title,
     native_kind,
+    plain_head,
     store_foreign_session,
 )
 from core.limits import MAX_TITLE_BYTES
 from core.log import NewEvent, SessionHeader
 from core.store import SessionStore
 from stores import SessionQuery, open_store
-from tests.importers.toy_foreign import message, to_events
+from tests.importers.toy_foreign import header_line, install, message, to_events, toy_lines
 from tests.storekinds import STORE_KINDS, open_kind
 
 CREATED = 1_700_000_000_000
@@ -258,11 +261,38 @@ async def test_an_event_without_time_takes_the_previous_one(store: SessionStore)
 def test_native_kinds_are_told_from_the_first_line() -> None:
     assert native_kind(b'{"type":"session","id":"a","created_at":1}\n') == "dsh"
     assert native_kind(b'\n{"type":"session","id":"a","createdAt":1}\n{"x"') == "reference"
-    assert native_kind(b"\x28\xb5\x2f\xfd....") == "reference"
+    assert native_kind(b"\x28\xb5\x2f\xfd....") is None  # compressed: see file_kind
     assert native_kind(b'{"toy":"codex"}\n') is None
     assert native_kind(b"\xff\xfe") is None
     assert native_kind(b"") is None
     assert native_kind(b'{"type":"session"' + b" " * 70_000) is None
+
+
+def zst(data: bytes) -> bytes:
+    return zstandard.ZstdCompressor(write_checksum=True).compress(data)
+
+
+def test_a_compressed_file_is_judged_by_what_it_decompresses_to(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    install(monkeypatch)
+    tools = list(foreign_import.FORMAT_MODULES)
+    where = tmp_path / "x.jsonl.zst"
+    reference = b'{"type":"session","version":0,"id":"r","createdAt":1}\n'
+    assert file_kind(where, zst(reference), tools) == "reference"
+    codex = toy_lines([header_line("codex", "cx-1")]).encode()
+    assert file_kind(where, zst(codex), tools) == "codex"
+    assert file_kind(where, codex, tools) == "codex"
+    assert file_kind(where, b'{"type":"session","id":"a","created_at":1}\n', tools) == "dsh"
+    # a dsh export is never compressed; a damaged or cut frame says nothing
+    assert file_kind(where, zst(b'{"type":"session","id":"a","created_at":1}\n'), tools) is None
+    assert file_kind(where, zst(codex)[:-6], tools) is None
+    assert file_kind(where, b"\x28\xb5\x2f\xfd....", tools) is None
+    # a bomb: 64 KiB of its start at most, read a little at a time
+    bomb = zst(b"[" * (200 * 1024 * 1024))
+    assert len(bomb) < SNIFF_BYTES
+    assert len(plain_head(bomb)) == SNIFF_BYTES
+    assert file_kind(where, bomb, tools) is None
 
 
 def test_every_foreign_tool_has_a_reader_module() -> None:

@@ -125,7 +125,7 @@ def _module(tool: str) -> types.ModuleType:
         first = head.split(b"\n", 1)[0]
         try:
             record = json.loads(first)
-        except ValueError:
+        except (ValueError, RecursionError):
             return False
         return isinstance(record, dict) and record.get("toy") == tool
 

@@ -38,11 +38,10 @@ from core.importers.foreign_import import (
     FORMAT_MODULES,
     TOOL_NAMES,
     ForeignOutcome,
+    file_kind,
     import_foreign,
     load_format,
-    native_kind,
     read_head,
-    sniff_foreign,
 )
 from core.importers.source import LogTooLargeError, NotRegularFileError, open_regular_file
 from core.log import SessionHeader
@@ -265,7 +264,7 @@ def _kind_of(path: Path, tools: Sequence[str]) -> str | None:
         head = read_head(path)
     except (OSError, ValueError):
         return None
-    return native_kind(head) or sniff_foreign(path, head, tools)
+    return file_kind(path, head, tools)
 
 
 def plan_file(path: Path, only: str | None) -> ImportPlan:
@@ -288,7 +287,7 @@ def plan_file(path: Path, only: str | None) -> ImportPlan:
             raise ImportUsageError(
                 f"cannot import {single_line(str(path))}: cannot read it: {describe_error(err)}"
             ) from err
-        if not load_format(only).sniff(path, head):
+        if file_kind(path, head, [only]) != only:
             raise ImportUsageError(
                 f"{single_line(str(path))} is not {_tool_words(only)} (--from {only}); "
                 "nothing imported"
