@@ -452,8 +452,10 @@ def _with(outcome: ForeignOutcome, **changes: Any) -> ForeignOutcome:
 # -- reading and storing one after the other ----------------------------------------------
 
 
-def _error_outcome(tool: str, err: LogImportError) -> ForeignOutcome:
-    file = getattr(err, "file", "")
+def _error_outcome(tool: str, err: LogImportError, paths: Sequence[Path]) -> ForeignOutcome:
+    """A reader's error as an outcome; one without its file (a ``LogImportError`` of the
+    shared line reader) names the only file read, when there is one."""
+    file = getattr(err, "file", "") or (str(paths[0]) if len(paths) == 1 else "")
     message = str(err)
     prefix = f"line {err.line}: "
     if err.line and message.startswith(prefix):
@@ -481,7 +483,7 @@ async def import_foreign(
         try:
             item = await asyncio.to_thread(_next, sessions)
         except LogImportError as err:  # a reader that raised instead of yielding
-            yield _error_outcome(fmt.TOOL, err)
+            yield _error_outcome(fmt.TOOL, err, paths)
             return
         except OSError as err:
             where = getattr(err, "filename", None) or ""
@@ -492,7 +494,7 @@ async def import_foreign(
         if item is None:
             return
         if isinstance(item, LogImportError):
-            yield _error_outcome(fmt.TOOL, item)
+            yield _error_outcome(fmt.TOOL, item, paths)
             continue
         yield await store_foreign_session(store, item)
         del item  # the next session is read with this one released

@@ -29,6 +29,7 @@ from core.importers.foreign_import import (
     plain_head,
     store_foreign_session,
 )
+from core.importers.source import LogTooLargeError
 from core.limits import MAX_TITLE_BYTES
 from core.log import NewEvent, SessionHeader
 from core.store import SessionStore
@@ -447,3 +448,20 @@ async def test_the_stored_session_is_compared_a_batch_at_a_time(
     edited[15] = message("user", "changed late", edited[15]["time"])
     assert (await store_foreign_session(store, session(edited))).status == "conflict"
     assert len(await store.read_events("c-1")) == 1 + 10 + 1 + 1 + 7
+
+
+async def test_a_reader_that_raises_is_one_failure_naming_its_file(
+    store: SessionStore, tmp_path: Path
+) -> None:
+    def read_sessions(paths: Sequence[Path]) -> Iterator[ForeignSession | ForeignImportError]:
+        yield session(conversation(1))
+        raise LogTooLargeError("a line is longer than 64 MiB", 3)
+
+    fmt = SimpleNamespace(TOOL="codex", read_sessions=read_sessions)
+    outcomes = [o async for o in import_foreign(store, fmt, [tmp_path / "r.jsonl"])]  # type: ignore[arg-type]
+    assert [o.status for o in outcomes] == ["imported", "failed"]
+    assert (outcomes[1].file, outcomes[1].line, outcomes[1].reason) == (
+        str(tmp_path / "r.jsonl"),
+        3,
+        "a line is longer than 64 MiB",
+    )
