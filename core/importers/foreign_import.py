@@ -74,6 +74,7 @@ from core.log import (
     USER_MESSAGE,
     Event,
     NewEvent,
+    Replace,
     SessionHeader,
     message_text,
 )
@@ -411,6 +412,8 @@ async def _update(
     )
     _, last_seq, _ = await store.read_surface_tail(session_id, 0)
     matched = 0  # how many of ``events`` the stored session holds, in order
+    grown: Event | None = None  # the stored copy of ``events[grown_at]``, which grew since
+    grown_at = 0
     last_time = session.created_at
     ours: WantedTitle | None = None  # the importer's latest title
     renamed = False  # the user's title came after it
@@ -423,11 +426,30 @@ async def _update(
             elif _is_user_title(event):
                 renamed = True
             elif matched < len(events) and same_event(event, events[matched]):
+                if grown is not None and event.surface_op is not None:
+                    return _with(base, status="conflict")  # after it, log-only events only
                 matched += 1
+            elif grown is not None:  # only the message that grew (replaced) may follow
+                if event.surface_op != Replace(grown.seq, grown.seq):
+                    return _with(base, status="conflict")
+                if _same_message_event(event, events[grown_at]):
+                    grown = None
+                elif _grew(event, events[grown_at]):
+                    grown = event
+                else:
+                    return _with(base, status="conflict")
+            elif matched < len(events) and _grew(event, events[matched]):
+                grown, grown_at, matched = event, matched, matched + 1
             else:
                 return _with(base, status="conflict")
+    new: list[NewEvent] = []
+    if grown is not None:  # the whole message in place of what was read of it
+        whole = events[grown_at]
+        replace_op = Replace(grown.seq, grown.seq)
+        new.append(NewEvent(whole.type, whole.data, replace_op, (grown.seq,), whole.time))
     growth = events[matched:]
-    new: list[NewEvent] = list(growth)
+    new.extend(growth)
+    growth_count = len(new)
     title_changed = (
         title is not None
         and not renamed
@@ -442,7 +464,37 @@ async def _update(
     if not new:
         return base
     await store.append_batch(session_id, new)
-    return _with(base, status="updated", new_events=len(growth), title_changed=title_changed)
+    return _with(base, status="updated", new_events=growth_count, title_changed=title_changed)
+
+
+def _message(event: Event | NewEvent) -> Mapping[str, Any]:
+    data = event.data
+    message = data.get("message") if event.type != USER_MESSAGE else data
+    return message if isinstance(message, Mapping) else {}
+
+
+def _grew(stored: Event, new: NewEvent) -> bool:
+    """Whether ``new`` is ``stored``'s message read again after its tool wrote more of it
+    (a reply written over several lines, read in the middle): a surface event of the same
+    type and message id whose content blocks begin with all of the stored ones. Only the
+    last message imported may have grown (log-only events may follow it)."""
+    if stored.surface_op is None or new.surface_op != "append" or stored.type != new.type:
+        return False
+    old, whole = _message(stored), _message(new)
+    old_blocks, new_blocks = old.get("content"), whole.get("content")
+    return (
+        old.get("id") is not None
+        and old.get("id") == whole.get("id")
+        and isinstance(old_blocks, Sequence)
+        and isinstance(new_blocks, Sequence)
+        and len(old_blocks) <= len(new_blocks)
+        and all(a == b for a, b in zip(old_blocks, new_blocks, strict=False))
+    )
+
+
+def _same_message_event(stored: Event, new: NewEvent) -> bool:
+    """Whether the stored replacement of a message that grew is ``new`` (its op aside)."""
+    return (stored.type, stored.time) == (new.type, new.time) and stored.data == new.data
 
 
 def _with(outcome: ForeignOutcome, **changes: Any) -> ForeignOutcome:

@@ -80,9 +80,10 @@ async def grown_statuses(tool: str, folder: Path, cuts: int = 6) -> collections.
             "claude_code",
             marks=pytest.mark.xfail(
                 strict=True,
-                reason="the Claude Code reader folds a reply written over several lines "
-                "(one message.id) into one event, so a file read mid-reply and read again "
-                "later does not start with what was imported: a conflict",
+                reason="the Claude Code reader follows the parentUuid chain from the file's "
+                "last leaf, so a file read in the middle of a turn can put other records on "
+                "the main chain than the whole file does (a reply spread over several "
+                "lines, which the importer completes in place, is no longer the cause)",
             ),
         ),
         ("codex", "codex"),

@@ -313,6 +313,7 @@ records = st.lists(
             lambda t, r: {"role": r, "text": t}, texts, st.sampled_from(["user", "assistant"])
         ),
         st.builds(lambda t: {"raw": t}, texts),
+        st.builds(lambda t: {"more": t}, texts),  # more of the reply before it
     ),
     min_size=1,
     max_size=25,
@@ -323,14 +324,20 @@ def timed(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{**r, "time": CREATED + i} for i, r in enumerate(items)]
 
 
-async def stored_log(store: SessionStore, sid: str) -> list[tuple[Any, ...]]:
-    """The log without its title events (the importer writes the title when it first
-    imports a session, so in steps it sits earlier), and the title."""
+async def stored_log(store: SessionStore, sid: str) -> list[Any]:
+    """What a session is, whichever steps imported it: its folded surface, its log-only
+    events but titles, in order, and its title (the importer writes the title when it
+    first imports a session, so in steps it sits earlier; a reply read in the middle is
+    completed by a replace, so the raw logs differ there)."""
     events = await store.read_events(sid)
     titles = [e.data for e in events if e.type == "session/title"]
     assert len(titles) <= 1  # never twice
-    rest = [(e.type, e.time, e.data, e.surface_op) for e in events if e.type != "session/title"]
-    return [*rest, titles]
+    log_only = [
+        (e.type, e.time, e.data)
+        for e in events
+        if e.surface_op is None and e.type != "session/title"
+    ]
+    return [await surface(store, sid), log_only, titles]
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -358,6 +365,10 @@ def test_importing_in_steps_gives_the_events_of_importing_once(
                 assert again.status == "unchanged"
                 await store_foreign_session(whole, session(items, title=title))
                 assert await stored_log(stepped, "c-1") == await stored_log(whole, "c-1")
+                expected = [(e.type, e.data) for e in to_events("claude-code", items, "c-1")]
+                assert await surface(whole, "c-1") == [
+                    (t, d) for t, d in expected if t != "claude-code/raw"
+                ]
                 assert await stepped.read_header("c-1") == await whole.read_header("c-1")
             finally:
                 await stepped.close()
@@ -465,3 +476,68 @@ async def test_a_reader_that_raises_is_one_failure_naming_its_file(
         3,
         "a line is longer than 64 MiB",
     )
+
+
+def more(text: str) -> dict[str, Any]:
+    return {"more": text}
+
+
+async def surface(store: SessionStore, sid: str) -> list[tuple[str, Any]]:
+    snapshot = await SessionQuery(store).read_surface(sid)
+    return [(e.type, e.data) for e in snapshot.events]
+
+
+async def test_a_reply_read_while_it_was_written_is_completed_in_place(
+    store: SessionStore,
+) -> None:
+    """A tool that writes a reply over several lines (Claude Code) read in the middle of
+    one: the rest of the reply replaces what was read of it, once; the surface is the
+    reader's, and importing again finds it unchanged."""
+    records = [*conversation(2), more("part two")]
+    await store_foreign_session(store, session(records))
+    full = [*records, more("part three"), *conversation(4, 2)]
+    grown = await store_foreign_session(store, session(full))
+    assert (grown.status, grown.new_events) == ("updated", 3)  # the whole reply, two more
+    expected = [(e.type, e.data) for e in to_events("claude-code", full, "c-1")]
+    assert await surface(store, "c-1") == expected
+    assert (await store_foreign_session(store, session(full))).status == "unchanged"
+    # the last reply grows again, twice
+    longer = [*full, more("b"), more("c")]
+    cut = [*full, more("b")]
+    assert (await store_foreign_session(store, session(cut))).status == "updated"
+    assert (await store_foreign_session(store, session(longer))).status == "updated"
+    assert (await store_foreign_session(store, session(longer))).status == "unchanged"
+    expected = [(e.type, e.data) for e in to_events("claude-code", longer, "c-1")]
+    assert await surface(store, "c-1") == expected
+    hits = await store.search_messages("part three")
+    assert len(hits) == 1  # the part read first is shadowed: no longer found
+
+
+async def test_a_reply_edited_rather_than_grown_is_a_conflict(store: SessionStore) -> None:
+    await store_foreign_session(store, session([*conversation(2), more("a")]))
+    before = await store.read_events("c-1")
+    edited = conversation(2)
+    edited[1] = message("assistant", "m 1, rewritten", edited[1]["time"])
+    assert (await store_foreign_session(store, session([*edited, more("a")]))).status == (
+        "conflict"
+    )
+    # only the last message may have grown
+    await store_foreign_session(store, session([*conversation(2), more("a"), *conversation(4, 2)]))
+    middle = [*conversation(2), more("a"), more("inserted"), *conversation(4, 2)]
+    assert (await store_foreign_session(store, session(middle))).status == "conflict"
+    assert len(await store.read_events("c-1")) == len(before) + 2
+
+
+async def test_records_between_the_lines_of_a_reply_stay_in_place(store: SessionStore) -> None:
+    raw = {"raw": "progress", "time": CREATED + 50}
+    first = [*conversation(2), raw]
+    await store_foreign_session(store, session(first))
+    full = [*first, more("rest"), {"raw": "after", "time": CREATED + 60}, *conversation(4, 2)]
+    grown = await store_foreign_session(store, session(full))
+    assert (grown.status, grown.new_events) == ("updated", 4)
+    expected = to_events("claude-code", full, "c-1")
+    assert await surface(store, "c-1") == [(e.type, e.data) for e in expected if e.surface_op]
+    assert (await store_foreign_session(store, session(full))).status == "unchanged"
+    # a reply that grew when other messages came after it was edited
+    edited = [*first, more("rest"), more("x"), full[4], *conversation(4, 2)]
+    assert (await store_foreign_session(store, session(edited))).status == "conflict"

@@ -3,8 +3,9 @@ and ChatGPT readers (``core.importers.foreign_import.FORMAT_MODULES``) so that t
 pipeline and ``dsh import`` can be tested without them.
 
 A toy file is JSONL: a header ``{"toy": TOOL, "id", "created", "cwd"?, "title"?}``, then one
-line per message ``{"role": "user"|"assistant", "text", "time"}``; a line ``{"raw": …}`` is a
-record kept off the surface (``TOOL/raw``); ``{"bad-event": true}`` gives an event the store
+line per message ``{"role": "user"|"assistant", "text", "time"}``; ``{"more": text}`` adds a
+text block to the last message when it is a reply, where it stands (a reply written over
+several lines, records between them, as Claude Code does); a line ``{"raw": …}`` is a record kept off the surface (``TOOL/raw``); ``{"bad-event": true}`` gives an event the store
 refuses (a surface op on a log-only type). Every file is one session, except a ChatGPT-like
 ``conversations.json``: a JSON list of such sessions (each ``{"header", "lines"}``).
 ``install`` registers one module per tool (``TOOL``, ``sniff``, ``default_root``,
@@ -62,6 +63,15 @@ def to_events(tool: str, records: Sequence[dict[str, Any]], sid: str) -> list[Ne
                 NewEvent(f"{tool}/raw", {"record": record["raw"]}, time=record.get("time"))
             )
             continue
+        if "more" in record:  # more of the last reply, written on a line of its own
+            at = next((i for i in range(len(events) - 1, -1, -1) if events[i].surface_op), None)
+            last = None if at is None else events[at]
+            if last is not None and last.type == "assistant/message":
+                reply = dict(last.data["message"])
+                reply["content"] = [*reply["content"], {"type": "text", "text": record["more"]}]
+                data = {**last.data, "message": reply}
+                events[at] = NewEvent(last.type, data, "append", time=last.time)  # type: ignore[index]
+            continue
         if record.get("bad-event"):
             events.append(NewEvent(f"{tool}/raw", {}, surface_op="append", time=record.get("time")))
             continue
@@ -96,6 +106,7 @@ def _session(tool: str, path: Path, header: Any, records: list[Any], line0: int)
     for offset, record in enumerate(records, start=1):
         ok = isinstance(record, dict) and (
             "raw" in record
+            or isinstance(record.get("more"), str)
             or record.get("bad-event") is True
             or (
                 record.get("role") in ("user", "assistant")
