@@ -16,6 +16,11 @@ are compared with what the reader gives now (``core.importers.detect.same_event`
 * the same events: ``unchanged``, nothing written (but a new title, see below);
 * the stored ones are a strict prefix: the new events are appended in one batch, with
   their own times: ``updated``;
+* the last message stored has grown since (same type and message id, its content blocks
+  followed by more: a reply its tool writes over several lines, read in the middle),
+  perhaps followed by log-only events that still match: the whole message is appended as
+  a replace of what was read of it (SPEC §2.3: the surface shows it once, in its place),
+  then the new events: ``updated``;
 * anything else (the source was edited, or the session went on in dsh): ``conflict``,
   reported and never merged: nothing is written.
 
