@@ -52,6 +52,10 @@ from tui.shared.progress import terminal_progress
 from tui.shared.runtime import Runtime, offline_delay_from_env, open_runtime
 from tui.shared.searching import find_messages
 
+IMPORT_SOURCES = ("claude-code", "codex", "chatgpt", "reference", "dsh")
+"""What ``dsh import --from`` names: a tool (``core.importers.foreign_import.FORMAT_MODULES``)
+or one of dsh's own kinds of log."""
+
 __all__ = ["main"]
 
 VERSION = "0.1.0"
@@ -178,13 +182,27 @@ def _parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "import",
-        help="import session logs: dsh exports and deepseek-harness logs",
+        help="import sessions: dsh exports, deepseek-harness logs, Claude Code, Codex, ChatGPT",
         description="Import a session log (as written by export --format json, or a "
-        "deepseek-harness log, raw or Zstandard) or every log under a directory. A session "
-        "already present with the same events is skipped; one with the same id and other "
-        "events is reported and never overwritten.",
+        "deepseek-harness log, raw or Zstandard), the sessions of Claude Code, Codex or a "
+        "ChatGPT data export, or every one of them under a directory; what each file is, is "
+        "found from its contents unless --from names it. A dsh or reference log already "
+        "present with the same events is skipped; one with the same id and other events is "
+        "reported and never overwritten. A session of another tool imported before gets only "
+        "its new events; one changed at the source since is reported, not merged.",
     )
-    p.add_argument("file", help="a file or a directory; '-' reads standard input")
+    p.add_argument(
+        "file",
+        nargs="?",
+        help="a file or a directory; '-' reads standard input (a dsh or reference log); "
+        "none with --from claude-code or codex: the tool's own folder",
+    )
+    p.add_argument(
+        "--from",
+        dest="source",
+        choices=IMPORT_SOURCES,
+        help="import only this format (a file that is not one is an error)",
+    )
 
     p = sub.add_parser(
         "replay",
@@ -447,14 +465,20 @@ async def cmd_export(rt: Runtime, args: argparse.Namespace) -> int:
 
 async def cmd_import(rt: Runtime, args: argparse.Namespace) -> int:
     from core.logfile import LogImportError
-    from tui.cli.importing import import_log, import_path, import_tree, spool_stdin, summary_lines
+    from tui.cli.importing import (
+        ImportUsageError,
+        import_log,
+        import_path,
+        import_planned,
+        spool_stdin,
+    )
 
-    if args.file != "-" and await asyncio.to_thread(Path(args.file).is_dir):
-        summary = await import_tree(rt.store, Path(args.file))
-        lines = summary_lines(args.file, summary)
-        sys.stdout.write("".join(line + "\n" for line in lines))
-        failed = summary.count("rejected") + summary.count("conflict")
-        return 1 if failed or not summary.outcomes else 0
+    try:
+        code = await import_planned(rt.store, args.file, args.source)
+    except ImportUsageError as err:
+        raise CliError(str(err)) from err
+    if code is not None:
+        return code
     if args.file == "-":
         try:
             spooled = await asyncio.to_thread(spool_stdin)
@@ -479,6 +503,17 @@ async def cmd_import(rt: Runtime, args: argparse.Namespace) -> int:
         print(f"{sid} is already present with the same events: skipped", file=sys.stderr)
     print(sid)
     return 0
+
+
+def _check_import(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """``dsh import`` without a path reads a tool's own folder: only Claude Code's and
+    Codex's have one."""
+    if args.file is None and args.source not in ("claude-code", "codex"):
+        parser.error("import: give a FILE or DIR (only --from claude-code or codex may omit it)")
+    if args.file == "-" and args.source not in (None, "dsh", "reference"):
+        parser.error(
+            f"import: standard input can hold a dsh or reference log, not --from {args.source}"
+        )
 
 
 def _interactive() -> bool:
@@ -906,8 +941,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Every argument (names, ids, a message's text) is user input: a surrogate pair in it
     # is its character (SPEC §4.1).
     given = sys.argv[1:] if argv is None else argv
-    args = _parser().parse_args([merge_surrogate_pairs(arg) for arg in given])
+    parser = _parser()
+    args = parser.parse_args([merge_surrogate_pairs(arg) for arg in given])
     command = args.command or "tui"
+    if command == "import":
+        _check_import(parser, args)
     try:
         config = _configure(args)
         if command == "tui":
