@@ -111,7 +111,9 @@ def open_on_target(screen: PtyScreen) -> int:
     """Wait for the app to show the target session, ready for typing; the first screen
     column right of the session sidebar (0 when the sidebar is hidden)."""
     screen.wait_for(
-        f"dsh · echo-1 · {TARGET_TITLE}", "Message… (@ to reference another session", "^q Quit"
+        f"dsh · offline (echo-1) · {TARGET_TITLE}",
+        "Message… (@ to reference another session",
+        "^q Quit",
     )
     separator = screen.column_of("▕", 1)  # the sidebar's right edge, on the row below the title
     return 0 if separator is None else separator + 1
