@@ -89,6 +89,7 @@ __all__ = [
     "NODE_EVENT",
     "TOOL",
     "Element",
+    "RefusedExportError",
     "default_root",
     "find_files",
     "read_sessions",
@@ -173,6 +174,8 @@ def sniff(path: Path, head: bytes) -> bool:
         try:
             with _open_zip(path) as (_archive, _member):
                 return True
+        except RefusedExportError:
+            return True  # an export all the same: reading it says why it is refused
         except (ForeignImportError, *_ZIP_ERRORS):
             return False
     text = head.removeprefix(_BOM).lstrip(_WS)
@@ -271,6 +274,12 @@ class _ZipGuard:
             self.owned.close()
 
 
+class RefusedExportError(ForeignImportError):
+    """A zip archive holding a ``conversations.json`` that dsh refuses to read (encrypted,
+    too large, a zip bomb): an export all the same, so ``sniff`` takes it and the
+    import says why, instead of judging the file by another format."""
+
+
 def _open_zip(source: Path | BinaryIO) -> _ZipGuard:
     """The archive and its ``conversations.json``, checked before anything is
     decompressed: ``ForeignImportError`` for a directory too large, no such member, an
@@ -327,16 +336,16 @@ def _member(archive: zipfile.ZipFile, name: str) -> zipfile.ZipInfo:
         raise ForeignImportError(name, f"the zip archive holds no {_MEMBER}")
     member = min(candidates, key=lambda info: (info.filename.count("/"), info.filename))
     if member.flag_bits & 0x1:
-        raise ForeignImportError(name, f"{_MEMBER} is encrypted in the zip archive")
+        raise RefusedExportError(name, f"{_MEMBER} is encrypted in the zip archive")
     declared, packed = member.file_size, member.compress_size
     if declared > MAX_ZIP_MEMBER_BYTES:
-        raise ForeignImportError(
+        raise RefusedExportError(
             name,
             f"{_MEMBER} would decompress to {declared:,} bytes, more than the "
             f"{MAX_ZIP_MEMBER_BYTES:,} dsh reads",
         )
     if declared > _RATIO_FLOOR and declared > MAX_ZIP_RATIO * max(packed, 1):
-        raise ForeignImportError(
+        raise RefusedExportError(
             name,
             f"{_MEMBER} is compressed {declared // max(packed, 1):,} to 1, more than the "
             f"{MAX_ZIP_RATIO} to 1 of any real export: refused as a zip bomb",

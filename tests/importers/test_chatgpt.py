@@ -459,6 +459,19 @@ def test_a_zip_bomb_is_refused_before_it_is_decompressed(tmp_path: Path) -> None
     assert "refused as a zip bomb" in str(error)
 
 
+def test_a_refused_export_is_still_taken_as_chatgpts_and_a_stray_zip_is_not(
+    tmp_path: Path,
+) -> None:
+    """``dsh import bomb.zip`` says it is a zip bomb (before, sniff turned the bomb down and
+    the file was read as a dsh log: "not valid UTF-8"); a zip without conversations.json
+    is nobody's, so a folder import passes it by."""
+    bomb = _zip(tmp_path / "bomb.zip", {"conversations.json": b"[" + b" " * (32 * 1024**2) + b"]"})
+    assert chatgpt.sniff(bomb, bomb.read_bytes()[:SNIFF_BYTES])
+    stray = _zip(tmp_path / "photos.zip", {"a.png": b"\x89PNG"})
+    assert not chatgpt.sniff(stray, stray.read_bytes()[:SNIFF_BYTES])
+    assert chatgpt.find_files(tmp_path) == [bomb]
+
+
 def test_a_zip_member_that_lies_about_its_size_is_stopped(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
