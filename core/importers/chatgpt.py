@@ -67,6 +67,7 @@ from core.importers.foreign import (
     ForeignSession,
     ForeignTool,
     Provenance,
+    json_kind,
 )
 from core.importers.source import NotRegularFileError, open_regular_file
 from core.jsoncodec import JSONDecodeError, dumps_js, loads_exact, utf8_len
@@ -733,26 +734,12 @@ def _original_id(value: Any) -> str | None:
     return None
 
 
-def _kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, (int, float)):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "an array"
-    return "an object"
-
-
 def _epoch_ms(value: Any, what: str) -> int | None:
     """Float seconds (``create_time``) as epoch milliseconds; ``None`` for null."""
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise _Bad(f"{what} must be a number of seconds, not {_kind(value)}")
+        raise _Bad(f"{what} must be a number of seconds, not {json_kind(value)}")
     if value != value or value < 0 or value * 1000 > MAX_EPOCH_MS:
         raise _Bad(f"{what} {value!r} is out of range (seconds since 1970, before year 10000)")
     return round(value * 1000)
@@ -780,18 +767,18 @@ class _Node:
 
 def _nodes(mapping: Any) -> dict[str, _Node]:
     if not isinstance(mapping, dict):
-        raise _Bad(f"mapping must be an object of nodes, not {_kind(mapping)}")
+        raise _Bad(f"mapping must be an object of nodes, not {json_kind(mapping)}")
     nodes: dict[str, _Node] = {}
     for key, record in mapping.items():
         shown = key if len(key) <= 80 else key[:79] + "…"
         if not isinstance(record, dict):
-            raise _Bad(f"node {shown!r} must be an object, not {_kind(record)}")
+            raise _Bad(f"node {shown!r} must be an object, not {json_kind(record)}")
         message = record.get("message")
         if message is not None and not isinstance(message, dict):
-            raise _Bad(f"node {shown!r}: message must be an object, not {_kind(message)}")
+            raise _Bad(f"node {shown!r}: message must be an object, not {json_kind(message)}")
         parent = record.get("parent")
         if parent is not None and not isinstance(parent, str):
-            raise _Bad(f"node {shown!r}: parent must be a node id, not {_kind(parent)}")
+            raise _Bad(f"node {shown!r}: parent must be a node id, not {json_kind(parent)}")
         children = record.get("children", [])
         if children is not None and not (
             isinstance(children, list) and all(isinstance(c, str) for c in children)
@@ -808,7 +795,7 @@ def _branch(conversation: dict[str, Any], nodes: dict[str, _Node]) -> list[str]:
     """The current branch, root first."""
     current = conversation.get("current_node")
     if current is not None and not isinstance(current, str):
-        raise _Bad(f"current_node must be a node id, not {_kind(current)}")
+        raise _Bad(f"current_node must be a node id, not {json_kind(current)}")
     if current is not None and current not in nodes:
         shown = current if len(current) <= 80 else current[:79] + "…"
         raise _Bad(f"current_node {shown!r} is not a node of the mapping")
@@ -877,7 +864,7 @@ def _log_order(nodes: dict[str, _Node], branch: list[str]) -> list[str]:
 
 def _session(file: str, conversation: Any) -> ForeignSession:
     if not isinstance(conversation, dict):
-        raise _Bad(f"a conversation must be a JSON object, not {_kind(conversation)}")
+        raise _Bad(f"a conversation must be a JSON object, not {json_kind(conversation)}")
     original_id = _original_id(conversation)
     if original_id is None:
         raise _Bad("the conversation has no id (neither id nor conversation_id is a string)")
@@ -894,7 +881,7 @@ def _session(file: str, conversation: Any) -> ForeignSession:
         created_at = _epoch_ms(conversation.get("update_time"), "update_time") or 0
     title = conversation.get("title")
     if title is not None and not isinstance(title, str):
-        raise _Bad(f"title must be a string, not {_kind(title)}")
+        raise _Bad(f"title must be a string, not {json_kind(title)}")
     default_model = conversation.get("default_model_slug")
     builder = _Builder(created_at, default_model if isinstance(default_model, str) else None)
     builder.log(CONVERSATION_EVENT, {k: v for k, v in conversation.items() if k not in _VOLATILE})
@@ -1146,7 +1133,7 @@ def _parts_text(content: dict[str, Any]) -> str:
                 shown = kind if isinstance(kind, str) else "attachment"
                 out.append(_PLACEHOLDERS.get(shown) or f"[{_safe_kind(shown)}]")
         elif part is not None:
-            out.append(f"[{_kind(part)}]")
+            out.append(f"[{json_kind(part)}]")
     return "\n".join(out)
 
 

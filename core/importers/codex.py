@@ -59,6 +59,7 @@ from core.importers.foreign import (
     ForeignSession,
     ForeignTool,
     Provenance,
+    json_kind,
 )
 from core.importers.source import (
     LogTooLargeError,
@@ -268,27 +269,13 @@ class _Bad(Exception):
 def _expect(value: object, kind: type | tuple[type, ...], what: str) -> Any:
     if not isinstance(value, kind):
         names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
-        raise _Bad(f"{what} must be {_article(names)}, got {_type_name(value)}")
+        raise _Bad(f"{what} must be {_article(names)}, got {json_kind(value)}")
     return value
 
 
 def _article(names: str) -> str:
     words = {"str": "a string", "dict": "an object", "list": "a list", "NoneType": "null"}
     return " or ".join(words.get(n, n) for n in names.split(" or "))
-
-
-def _type_name(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, (int, float)):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "a list"
-    return "an object"
 
 
 def _optional_str(payload: Mapping[str, Any], key: str, what: str) -> str | None:
@@ -350,7 +337,7 @@ class _Reader:
                 ) from err
             raise self.error(f"invalid JSON ({err})", number) from err
         if not isinstance(obj, dict):
-            raise self.error(f"expected a JSON object, got {_type_name(obj)}", number)
+            raise self.error(f"expected a JSON object, got {json_kind(obj)}", number)
         if len(self.events) + len(self.pending) >= bounds.MAX_IMPORT_EVENTS:
             raise self.error(
                 f"the session has more than {bounds.MAX_IMPORT_EVENTS:,} records, "

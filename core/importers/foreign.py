@@ -57,6 +57,7 @@ __all__ = [
     "ForeignSession",
     "ForeignTool",
     "Provenance",
+    "json_kind",
     "source_event",
 ]
 
@@ -79,6 +80,22 @@ class Provenance:
     def as_json(self) -> dict[str, Any]:
         """The data of the session's ``session/source`` event."""
         return {"tool": self.tool, "file": self.file, "id": self.original_id}
+
+
+def json_kind(value: object) -> str:
+    """What a decoded JSON value is, for an error line: ``null``, ``a boolean``, ``a
+    number``, ``a string``, ``an array`` or ``an object``."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return "an object"
 
 
 def source_event(provenance: Provenance, time: int) -> NewEvent:

@@ -576,7 +576,7 @@ def test_a_truncated_last_line(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("bad", "words"),
     [
-        ("[1, 2]", "expected a JSON object, got a list"),
+        ("[1, 2]", "expected a JSON object, got an array"),
         ('"text"', "expected a JSON object, got a string"),
         ('{"timestamp": "x", "type": 7, "payload": {}}', 'a record\'s "type" must be a string'),
         ('{"timestamp": "x", "payload": {}}', 'the record has no "type"'),
