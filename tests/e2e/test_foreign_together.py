@@ -90,6 +90,13 @@ async def test_another_agent_reads_it_through_dsh_mcp(imported: Path, tmp_path: 
 
 async def test_it_is_mentioned_in_the_app_without_its_tools(imported: Path) -> None:
     store = await SqliteSessionStore.open(imported)
+    try:
+        await _mention_in_the_app(store, imported)
+    finally:
+        await store.close()  # open_runtime leaves a store it was given open
+
+
+async def _mention_in_the_app(store: SqliteSessionStore, imported: Path) -> None:
     config = DshConfig(database=imported)
     async with open_runtime(config, store=store, provider=OfflineProvider()) as runtime:
         app = make_app(runtime)
