@@ -47,6 +47,7 @@ from core.errors import (
     DiskFullError,
     DshError,
     LeaseLostError,
+    ReplyUnsavedError,
     SessionBusyError,
     SessionNotFoundError,
     StoreError,
@@ -1086,9 +1087,19 @@ class DshApp(App[int]):
                     )
                 elif isinstance(update, ReplyFinished):
                     error = str(update.error) if update.error is not None else None
+                    lost = update.store_error if update.status == "error" else None
+                    if lost is not None:
+                        error = str(lost)
                     view.finish(update.status, error, event=update.message_event)
                     self._set_unanswered(update.message_event is None)
-                    if update.status == "error" and error is not None:
+                    if lost is not None:
+                        self.notice.show_notice(
+                            "The connection to the server was lost mid-reply: "
+                            f"{describe_error(lost)}. The reply so far is saved, marked as "
+                            "failed; r on it asks again.",
+                            warning=True,
+                        )
+                    elif update.status == "error" and error is not None:
                         self.notice.show_notice(
                             f"The model failed: {single_line(error, 200)}. "
                             + (
@@ -1105,6 +1116,15 @@ class DshApp(App[int]):
             words = describe_error(err)
             view.finish("error", words)
             self.notice.show_notice(sentence(words), warning=True)
+        except ReplyUnsavedError as err:  # the server stayed away: the reply waits here
+            view.finish("error", str(err))
+            self._set_unanswered(False)
+            self.notice.show_notice(
+                f"The server is unreachable: {describe_error(err)}. Your message is saved; "
+                "the reply shown is kept here and saved with your next message in this "
+                "session.",
+                warning=True,
+            )
         except FAULTS as err:
             view.finish("error", str(err))
             self.notice.show_notice(self._reply_not_stored(err))

@@ -1,0 +1,73 @@
+"""The server restarts while a reply streams (issue 34, point 2): the text already shown
+is stored once the server is back, the reply ends as an error, the user's message is kept,
+and the next send works on the same store object."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from core.engine import ChatSession, ReplyDelta, ReplyFinished, Submitted
+from core.providers.offline import OfflineProvider
+from core.references import SessionReferenceService
+from stores import SessionQuery
+from stores.postgres import PostgresSessionStore
+from tests.pgcluster import Cluster
+from tests.team.soundness import assert_store_sound
+
+pytestmark = pytest.mark.timeout(60)
+
+LONG = " ".join(f"word{i}" for i in range(300))  # the offline model echoes it: a long reply
+
+
+def _chat(store: PostgresSessionStore, header: object, delay: float) -> ChatSession:
+    query = SessionQuery(store)
+    return ChatSession(
+        store, query, SessionReferenceService(query), OfflineProvider(chunk_delay=delay), header
+    )
+
+
+async def test_a_restart_mid_reply_keeps_the_text_shown(own_cluster: Cluster, url: str) -> None:
+    store = await PostgresSessionStore.open(url)
+    try:
+        header = await store.create_session("s")
+        chat = _chat(store, header, 0.01)
+        shown: list[str] = []
+        finished: list[ReplyFinished] = []
+        restarted: asyncio.Task[None] | None = None
+        async for update in chat.send(f"Please repeat: {LONG}"):
+            if isinstance(update, Submitted):
+                continue
+            if isinstance(update, ReplyDelta):
+                shown.append(update.text)
+                if len(shown) == 20:  # well into the reply, some chunks already stored
+                    restarted = asyncio.ensure_future(asyncio.to_thread(own_cluster.restart))
+            elif isinstance(update, ReplyFinished):
+                finished.append(update)
+        assert restarted is not None
+        await restarted
+        # The reply ended as an error (the store failed under it), with what was shown.
+        [end] = finished
+        assert end.status == "error"
+        assert end.message_event is not None
+        text = end.message_event.data["message"]["content"][0]["text"]
+        assert text == "".join(shown)
+        assert end.message_event.data["error"]["kind"] == "store"
+
+        events = await store.read_events("s")
+        [question] = [e for e in events if e.type == "user/message"]
+        assert LONG in question.data["content"][0]["text"]  # the user's message is kept
+        [reply] = [e for e in events if e.type == "assistant/message"]
+        assert reply.data["message"]["content"][0]["text"] == "".join(shown)
+        await assert_store_sound(store)
+
+        # The next send works on the same store and the same chat, without reopening.
+        async for update in chat.send("and again?"):
+            if isinstance(update, ReplyFinished):
+                assert update.status == "completed"
+        await assert_store_sound(store)
+        turns = [e.data["status"] for e in await store.read_events("s") if e.type == "turn/end"]
+        assert turns == ["error", "completed"]
+    finally:
+        await store.close()
