@@ -964,6 +964,7 @@ class ChatSession:
             deadline = time.monotonic() + self.store_retry_seconds
             delay = STORE_RETRY_FIRST_DELAY
             assert store_error is not None
+            latest: StoreError = store_error  # what the server said last, for the user
             while message_event is None:
                 if cancelled or closed or time.monotonic() >= deadline:
                     self._unsaved = (tail, message_id)
@@ -971,7 +972,7 @@ class ChatSession:
                         raise asyncio.CancelledError
                     if closed:
                         return
-                    raise ReplyUnsavedError(str(store_error)) from store_error
+                    raise ReplyUnsavedError(str(latest)) from latest
                 try:
                     yield ReplyWaiting(
                         delay, f"{store_error}; the reply is stored when the server is back"
@@ -988,8 +989,8 @@ class ChatSession:
                     message_event = await self._stored_reply(message_id)
                     if message_event is None:
                         message_event = (await self.store.append_batch(self.session_id, tail))[0]
-                except StoreUnreachableError:
-                    continue
+                except StoreUnreachableError as err:
+                    latest = err
         if cancelled:
             raise asyncio.CancelledError
         if closed:

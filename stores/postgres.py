@@ -484,6 +484,19 @@ _CONNECTION_LOST = (
 )
 
 
+def _lost_cause(err: BaseException) -> BaseException | None:
+    """The lost connection behind ``err`` (itself, or what it was raised while handling),
+    or ``None`` when the connection was not lost."""
+    seen: BaseException | None = err
+    for _ in range(5):
+        if seen is None:
+            return None
+        if isinstance(seen, _CONNECTION_LOST):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
 async def _no_reset(conn: asyncpg.Connection) -> None:
     return None
 
@@ -917,7 +930,19 @@ class PostgresSessionStore:
                 raise self._error(
                     what or ("write failed" if write else "read failed"), err, blockers
                 ) from err
-            except (OSError, asyncpg.InterfaceError, TimeoutError) as err:
+            except asyncpg.InterfaceError as err:
+                # A connection lost inside a transaction surfaces as the rollback's
+                # complaint that the connection is closed: the loss is what happened.
+                lost = _lost_cause(err)
+                if lost is None:
+                    raise connect_error(
+                        self._location, err, what or "the connection failed"
+                    ) from err
+                if write or attempt == 2:
+                    raise connect_error(
+                        self._location, lost, what or "lost the connection"
+                    ) from err
+            except (OSError, TimeoutError) as err:
                 raise connect_error(self._location, err, what or "the connection failed") from err
         raise AssertionError("unreachable")
 

@@ -9,6 +9,7 @@ import asyncio
 import pytest
 
 from core.engine import ChatSession, ReplyDelta, ReplyFinished, Submitted
+from core.errors import ReplyUnsavedError, StoreUnreachableError
 from core.providers.offline import OfflineProvider
 from core.references import SessionReferenceService
 from stores import SessionQuery
@@ -69,5 +70,48 @@ async def test_a_restart_mid_reply_keeps_the_text_shown(own_cluster: Cluster, ur
         await assert_store_sound(store)
         turns = [e.data["status"] for e in await store.read_events("s") if e.type == "turn/end"]
         assert turns == ["error", "completed"]
+    finally:
+        await store.close()
+
+
+async def test_a_server_down_past_the_wait_keeps_the_reply_for_the_next_send(
+    own_cluster: Cluster, url: str
+) -> None:
+    store = await PostgresSessionStore.open(url)
+    try:
+        header = await store.create_session("down")
+        chat = _chat(store, header, 0.01)
+        chat.store_retry_seconds = 0.3  # the server stays down longer than the reply waits
+        shown: list[str] = []
+        stopped: asyncio.Task[None] | None = None
+        with pytest.raises(ReplyUnsavedError) as caught:
+            async for update in chat.send(f"Please repeat: {LONG}"):
+                if isinstance(update, ReplyDelta):
+                    shown.append(update.text)
+                    if len(shown) == 20:
+                        stopped = asyncio.ensure_future(asyncio.to_thread(own_cluster.stop))
+        assert stopped is not None
+        await stopped
+        assert "the server is not running" in str(caught.value)
+        assert "\n" not in str(caught.value)
+
+        # While the server is down, the next send fails in one line and stores nothing.
+        with pytest.raises(StoreUnreachableError):
+            async for _ in chat.send("while it is down"):
+                pass
+        own_cluster.start()
+        # Back: the kept reply goes first, then the new exchange; the chat's own lease,
+        # never given back, does not make the session busy.
+        async for update in chat.send("after the restart"):
+            if isinstance(update, ReplyFinished):
+                assert update.status == "completed"
+        events = await store.read_events("down")
+        replies = [e for e in events if e.type == "assistant/message"]
+        assert [r.data["finish"] for r in replies] == ["error", "completed"]
+        assert replies[0].data["message"]["content"][0]["text"] == "".join(shown)
+        assert replies[0].data["error"]["kind"] == "store"
+        users = [e.data["content"][0]["text"] for e in events if e.type == "user/message"]
+        assert users == [f"Please repeat: {LONG}", "after the restart"]
+        await assert_store_sound(store)
     finally:
         await store.close()
