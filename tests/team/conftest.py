@@ -1,4 +1,4 @@
-"""Faults on a real PostgreSQL server (issue 34): each module starts a cluster of its own,
+"""Faults on a real PostgreSQL server (issue 34): the folder starts a cluster of its own,
 which its tests may restart, stop or cut connections of (the session's ``pg_cluster`` is
 shared by other tests and never touched here).
 
@@ -8,6 +8,7 @@ Skips locally (saying why) without the PostgreSQL binaries; fails under ``CI=tru
 from __future__ import annotations
 
 import os
+import subprocess
 from collections.abc import Iterator
 
 import pytest
@@ -15,9 +16,11 @@ import pytest
 from tests.pgcluster import Cluster, find_binaries, running_cluster
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def own_cluster() -> Iterator[Cluster]:
-    """A cluster for this module alone: its tests may restart and stop it."""
+    """A cluster for this folder alone (one start for all its tests: starting one costs
+    seconds on a busy machine): its tests may restart and stop it, and start it again
+    before they end (``url`` checks)."""
     bindir = find_binaries()
     if bindir is None:
         reason = (
@@ -33,5 +36,10 @@ def own_cluster() -> Iterator[Cluster]:
 
 @pytest.fixture
 def url(own_cluster: Cluster) -> str:
-    """A new, empty schema of ``own_cluster`` (the first store opened on it migrates it)."""
+    """A new, empty schema of ``own_cluster`` (the first store opened on it migrates it).
+    A server an earlier test left stopped (it failed midway) is started first."""
+    try:
+        own_cluster.psql("SELECT 1")
+    except subprocess.CalledProcessError:
+        own_cluster.start()
     return own_cluster.fresh_schema_url()[1]
