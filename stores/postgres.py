@@ -80,6 +80,7 @@ from stores.columns import (
     encode_seqs,
     encode_text,
 )
+from stores.pglimits import AppliedLimits, apply_limits
 from stores.pglocation import PgLocation, connect_error
 from stores.pgpairs import MERGE_PAIRS, merge_stored_pairs, pairs_step
 from stores.pgrows import (
@@ -501,6 +502,11 @@ async def _no_reset(conn: asyncpg.Connection) -> None:
     return None
 
 
+_POOL_SETTINGS = {"application_name": "dsh"}
+"""What a pooled connection sends at its start; its time limits are set just after
+(``stores.pglimits``: an admin's stricter ones win, which startup parameters would hide)."""
+
+
 def _server_settings(limits: PostgresLimits) -> dict[str, str]:
     """What every connection of a store sets at its start (``PostgresLimits``): a statement
     waits at most ``lock_timeout`` for another connection's lock and runs at most
@@ -515,10 +521,12 @@ def _server_settings(limits: PostgresLimits) -> dict[str, str]:
     }
 
 
-async def _init_connection(conn: asyncpg.Connection) -> None:
-    """Per connection, when the server knows it (PostgreSQL 14+): check every few seconds
-    during a long statement that the client is still there, so a killed dsh does not leave
-    its query running (a search of a huge term, a wait on a lock) until it ends."""
+async def _init_connection(applied: AppliedLimits, conn: asyncpg.Connection) -> None:
+    """Per connection: its time limits (dsh's, or an admin's stricter ones), and, when the
+    server knows it (PostgreSQL 14+), a check every few seconds during a long statement
+    that the client is still there, so a killed dsh does not leave its query running (a
+    search of a huge term, a wait on a lock) until it ends."""
+    await apply_limits(conn, applied)
     if conn.get_server_version() >= (14, 0):
         await conn.execute(f"SET client_connection_check_interval = {_CLIENT_CHECK_MS}")
 
@@ -594,6 +602,7 @@ class PostgresSessionStore:
         self._pool: asyncpg.Pool | None = pool
         self._location = location
         self._limits = limits or PostgresLimits()
+        self._applied = AppliedLimits(self._limits)  # the limits the server applies
         # One operation at a time, in call order (as the SQLite store): a read issued after
         # a write sees it, even when the writer's caller was cancelled meanwhile.
         self._lock = asyncio.Lock()
@@ -642,6 +651,7 @@ class PostgresSessionStore:
         gone wrong, ends in one clear error instead of a hang."""
         location = PgLocation.parse(url)
         limits = limits or PostgresLimits()
+        applied = AppliedLimits(limits)
         try:
             pool = await asyncpg.create_pool(
                 location.dsn,
@@ -649,8 +659,8 @@ class PostgresSessionStore:
                 max_size=_POOL_MAX,
                 timeout=_CONNECT_TIMEOUT_S,
                 command_timeout=None,
-                server_settings=_server_settings(limits),
-                init=_init_connection,
+                server_settings=_POOL_SETTINGS,
+                init=functools.partial(_init_connection, applied),
                 # Every operation is a whole transaction that leaves no session state, so
                 # the pool's reset query (a round trip per operation) is not needed.
                 reset=_no_reset,
@@ -658,6 +668,7 @@ class PostgresSessionStore:
         except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError) as err:
             raise connect_error(location, err) from err
         store = cls(pool, location, limits)
+        store._applied = applied
         store._migration_progress = fold_progress or terminal_progress()
         store._index_progress = progress or terminal_progress(indexing_words)
         try:
@@ -983,14 +994,15 @@ class PostgresSessionStore:
         if state == "55P03":  # lock_not_available: lock_timeout ran out
             held = _roles(blockers) if blockers else "another connection"
             return StoreError(
-                f"{self.location}: {what}: waited {self._limits.lock_timeout:g} s for a lock "
-                f"held by {held} (lock_timeout); try again when it is released"
+                f"{self.location}: {what}: waited {self._applied.seconds('lock_timeout'):g} s "
+                f"for a lock held by {held} ({self._applied.words('lock_timeout')}); try "
+                "again when it is released"
             )
         if state == "57014" and "statement timeout" in said:  # query_canceled
             return StoreError(
                 f"{self.location}: {what}: the statement ran longer than "
-                f"{self._limits.statement_timeout:g} s and the server stopped it "
-                "(statement_timeout)"
+                f"{self._applied.seconds('statement_timeout'):g} s and the server stopped it "
+                f"({self._applied.words('statement_timeout')})"
             )
         return connect_error(self._location, err, what)
 

@@ -55,9 +55,7 @@ async def test_a_vanished_holders_lease_is_taken_over_after_it_expires(location:
     try:
         header = await store.read_header("s")
         query = SessionQuery(store)
-        chat = ChatSession(
-            store, query, SessionReferenceService(query), OfflineProvider(), header
-        )
+        chat = ChatSession(store, query, SessionReferenceService(query), OfflineProvider(), header)
         with pytest.raises(SessionBusyError) as caught:
             await _send(chat, "too early")
         assert caught.value.holder == ELSEWHERE
