@@ -109,6 +109,7 @@ def _passes(err: BaseException) -> bool:
             asyncpg.ConnectionDoesNotExistError,
             asyncpg.AdminShutdownError,
             asyncpg.ConnectionFailureError,
+            asyncpg.InternalClientError,  # the driver lost track of a dropped connection
         ),
     )
 
@@ -131,6 +132,8 @@ def _reason(err: BaseException) -> str:
         return f"no such database ({detail})"
     if isinstance(err, asyncpg.CannotConnectNowError):
         return f"the server is starting up or shutting down ({detail})"
-    if isinstance(err, (ConnectionError, asyncpg.ConnectionDoesNotExistError)):
+    if isinstance(
+        err, (ConnectionError, asyncpg.ConnectionDoesNotExistError, asyncpg.InternalClientError)
+    ):
         return f"the connection to the server was lost ({detail})"
     return detail

@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import dataclasses
 import functools
+import logging
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
@@ -130,6 +131,11 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+
+# The driver logs what it retries by itself (a pool reconnecting after a restart) with a
+# traceback; with no logging set up, Python would print that on stderr (over the app, or
+# after a command's one clear line). A host that sets up logging still gets it.
+logging.getLogger("asyncpg").addHandler(logging.NullHandler())
 
 _BACKFILL = "SELECT 'dsh: fold every surface into its nodes'"
 """A migration statement run as Python (``_backfill_surfaces``), a no-op as SQL."""
@@ -482,6 +488,9 @@ _CONNECTION_LOST = (
     asyncpg.CannotConnectNowError,
     ConnectionResetError,
     BrokenPipeError,
+    # The driver lost track of a connection the server dropped under it (seen during a
+    # server's shutdown): the connection is thrown away, as a lost one.
+    asyncpg.InternalClientError,
 )
 
 
@@ -919,6 +928,9 @@ class PostgresSessionStore:
                                     "SELECT pg_notify($1, $2)", CHANGES_CHANNEL, self._token
                                 )
                             return result
+                    except asyncpg.InternalClientError:
+                        conn.terminate()  # never handed out again
+                        raise
                     finally:
                         watch.cancel()
             except _CONNECTION_LOST as err:
