@@ -259,6 +259,15 @@ async def _unless_set(work: Awaitable[_T], event: asyncio.Event) -> _T | None:
     return task.result()
 
 
+async def _sleep_unless(seconds: float, event: asyncio.Event | None) -> None:
+    """Sleep ``seconds``, or less once ``event`` is set."""
+    if event is None:
+        await asyncio.sleep(seconds)
+        return
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(event.wait(), seconds)
+
+
 # --------------------------------------------------------------------------- updates
 
 
@@ -958,15 +967,17 @@ class ChatSession:
             message_event = written[-2] if len(tail) == 2 else None
         else:
             # The server went away: wait for it (saying so) and store the reply then; a
-            # reply that cannot wait (closed, cancelled) or waited long enough is kept in
-            # memory and stored before this session's next write.
+            # reply that cannot wait (closed, cancelled, stopped by the host's interrupt)
+            # or waited long enough is kept in memory and stored before this session's
+            # next write.
             message_id = str(tail[0].data["message"]["id"])
             deadline = time.monotonic() + self.store_retry_seconds
             delay = STORE_RETRY_FIRST_DELAY
             assert store_error is not None
             latest: StoreError = store_error  # what the server said last, for the user
             while message_event is None:
-                if cancelled or closed or time.monotonic() >= deadline:
+                stopped = interrupt is not None and interrupt.is_set()
+                if cancelled or closed or stopped or time.monotonic() >= deadline:
                     self._unsaved = (tail, message_id)
                     if cancelled:
                         raise asyncio.CancelledError
@@ -977,10 +988,12 @@ class ChatSession:
                     yield ReplyWaiting(
                         delay, f"{store_error}; the reply is stored when the server is back"
                     )
-                    await asyncio.sleep(delay)
+                    await _sleep_unless(delay, interrupt)
                 except (GeneratorExit, asyncio.CancelledError):
                     self._unsaved = (tail, message_id)
                     raise
+                if interrupt is not None and interrupt.is_set():
+                    continue  # stopped while waiting: kept in memory (above)
                 delay = min(delay * 2, STORE_RETRY_MAX_DELAY)
                 await self._check_lease()
                 if lost.is_set():

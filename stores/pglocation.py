@@ -132,8 +132,8 @@ def _reason(err: BaseException) -> str:
         return f"no such database ({detail})"
     if isinstance(err, asyncpg.CannotConnectNowError):
         return f"the server is starting up or shutting down ({detail})"
-    if isinstance(
-        err, (ConnectionError, asyncpg.ConnectionDoesNotExistError, asyncpg.InternalClientError)
-    ):
+    if isinstance(err, asyncpg.InternalClientError):  # its words are the driver's state
+        return "the connection to the server was lost"
+    if isinstance(err, (ConnectionError, asyncpg.ConnectionDoesNotExistError)):
         return f"the connection to the server was lost ({detail})"
     return detail

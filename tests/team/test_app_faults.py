@@ -20,6 +20,7 @@ from tests.ui.snapshots import screen_text
 from tests.ui.test_app import wait_for
 from tui.app.app import DshApp
 from tui.app.busy import Busy
+from tui.app.transcript.transcript import ReplyView
 from tui.shared.runtime import open_runtime
 
 pytestmark = pytest.mark.timeout(60)
@@ -106,9 +107,9 @@ async def test_a_restart_mid_reply_in_the_app(own_cluster: Cluster, url: str) ->
             await pilot.press("enter")
             await wait_for(pilot, lambda: "word10 " in screen_text(app).replace("\n", " "))
             await asyncio.to_thread(own_cluster.restart)
-            await wait_for(pilot, lambda: "lost mid-reply" in app.notice.visible_text)
-            assert "reply so far is saved" in app.notice.visible_text
-            assert app.activity.state is Busy.IDLE
+            await wait_for(pilot, lambda: app.activity.state is Busy.IDLE)
+            error = app.query(ReplyView).last().record.error or ""
+            assert "reply so far is saved" in error, error
             session = app.current_id
             assert session is not None
             events = await rt.store.read_events(session)
@@ -132,3 +133,55 @@ async def test_a_restart_mid_reply_in_the_app(own_cluster: Cluster, url: str) ->
                 raise AssertionError(f"the next send did not complete: {events[-3:]}")
             await wait_for(pilot, lambda: app.activity.state is Busy.IDLE)
         await assert_store_sound(rt.store)
+
+
+async def test_esc_while_the_reply_waits_for_the_server_keeps_it_for_the_next_send(
+    own_cluster: Cluster, url: str
+) -> None:
+    config = DshConfig(database=url)
+    try:
+        async with open_runtime(config, provider=OfflineProvider(chunk_delay=0.01)) as rt:
+            app = DshApp(rt, now=lambda: FIXED_NOW, cwd=SHOP, cursor_blink=False, keep_drafts=False)
+            async with app.run_test(size=SIZE) as pilot:
+                await pilot.pause()
+                app.composer.set_draft(f"Please repeat: {LONG}")
+                await pilot.press("enter")
+                await wait_for(pilot, lambda: "word10 " in screen_text(app).replace("\n", " "))
+                await asyncio.to_thread(own_cluster.stop)
+                await wait_for(pilot, lambda: "before retrying" in (app.activity.status or ""))
+                await pilot.press("escape")  # stop waiting: the reply stays in memory
+                await wait_for(pilot, lambda: app.activity.state is Busy.IDLE)
+                error = app.query(ReplyView).last().record.error or ""
+                assert "postgresql://dsh@" in error and "kept here" in error, error
+                await asyncio.to_thread(own_cluster.start)
+                session = app.current_id
+                assert session is not None
+                app.composer.set_draft("and now?")
+                await pilot.press("enter")
+                for _ in range(500):
+                    events = await rt.store.read_events(session)
+                    if [e.data["status"] for e in events if e.type == "turn/end"] == [
+                        "error",
+                        "completed",
+                    ]:
+                        break
+                    await pilot.pause(0.02)
+                else:
+                    raise AssertionError(f"the next send did not complete: {events[-3:]}")
+                await wait_for(pilot, lambda: app.activity.state is Busy.IDLE)
+            users = [e.data["content"][0]["text"] for e in events if e.type == "user/message"]
+            assert users == [f"Please repeat: {LONG}", "and now?"]  # kept, in order
+            first = next(e for e in events if e.type == "assistant/message")
+            assert first.data["error"]["kind"] == "store"
+            assert first.data["message"]["content"][0]["text"].startswith("Offline model")
+            await assert_store_sound(rt.store)
+    finally:
+        own_cluster.start() if not _running(own_cluster) else None
+
+
+def _running(cluster: Cluster) -> bool:
+    try:
+        cluster.psql("SELECT 1")
+    except Exception:
+        return False
+    return True

@@ -1125,8 +1125,8 @@ class DshApp(App[int]):
                 elif isinstance(update, ReplyFinished):
                     error = str(update.error) if update.error is not None else None
                     lost = update.store_error if update.status == "error" else None
-                    if lost is not None:
-                        error = str(lost)
+                    if lost is not None:  # said beside the reply too: the notice line moves on
+                        error = f"{lost} — the reply so far is saved"
                     view.finish(update.status, error, event=update.message_event)
                     self._set_unanswered(update.message_event is None)
                     if lost is not None:
@@ -1154,12 +1154,11 @@ class DshApp(App[int]):
             view.finish("error", words)
             self.notice.show_notice(sentence(words), warning=True)
         except ReplyUnsavedError as err:  # the server stayed away: the reply waits here
-            view.finish("error", str(err))
+            view.finish("error", f"{err} — {KEPT_WORDS}")
             self._set_unanswered(False)
             self.notice.show_notice(
                 f"The server is unreachable: {describe_error(err)}. Your message is saved; "
-                "the reply shown is kept here and saved with your next message in this "
-                "session.",
+                f"{KEPT_WORDS}.",
                 warning=True,
             )
         except FAULTS as err:
@@ -1565,6 +1564,10 @@ class DshApp(App[int]):
         yield SystemCommand(
             "Toggle sidebar", "Show or hide the session list (Ctrl+B)", self.action_toggle_sidebar
         )
+
+
+KEPT_WORDS = "the reply shown is kept here and saved with your next message in this session"
+"""What became of a reply whose server stayed away (``ReplyUnsavedError``)."""
 
 
 def run_app(config: DshConfig, runtime: Runtime | None = None) -> int:
