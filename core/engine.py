@@ -567,8 +567,33 @@ class ChatSession:
         prepared = await self.prepare_draft(draft, cancel=cancel)
         if self._lease_owner is not None and self._lease_lost.is_set():
             raise await self._lost_error("message")
-        events = await self.store.append_batch(self.session_id, prepared.batch)
+        events = await self._append_message(prepared.batch)
         return Submitted(tuple(events))
+
+    async def _append_message(self, batch: list[NewEvent]) -> list[Event]:
+        """Append the user's batch. When the connection was lost during the write, it may
+        have been stored all the same: then it is found and used, never written twice
+        (and the host does not hand back a draft that was sent)."""
+        try:
+            return await self.store.append_batch(self.session_id, batch)
+        except StoreUnreachableError:
+            message_id = batch[-1].data.get("id")
+            found = None
+            with contextlib.suppress(StoreError):
+                found = await self._stored_batch(message_id, len(batch))
+            if found is None:
+                raise
+            return found
+
+    async def _stored_batch(self, message_id: object, count: int) -> list[Event] | None:
+        """The ``count`` events ending with the user's message ``message_id``, if the
+        session's surface holds it."""
+        surface = (await self.query.read_surface(self.session_id)).events
+        for event in reversed(surface):
+            if event.type == USER_MESSAGE and event.data.get("id") == message_id:
+                first = event.seq - count + 1
+                return await self.store.read_events_at(self.session_id, range(first, event.seq + 1))
+        return None
 
     # -- replies -----------------------------------------------------------------------
 
@@ -762,7 +787,7 @@ class ChatSession:
             if self._lease_lost.is_set():
                 raise await self._lost_error("message")
             batch = replacing(prepared.batch, run)
-            events = await self.store.append_batch(self.session_id, batch)
+            events = await self._append_message(batch)
             yield Submitted(tuple(events))
             async with aclosing(self._reply(interrupt)) as updates:
                 async for update in updates:

@@ -7,14 +7,18 @@ test, so that the kill lands while it runs."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 
 import asyncpg
 import pytest
 
+from core.engine import ChatSession, ReplyFinished, Submitted
 from core.errors import StoreUnreachableError
-from core.log import USER_MESSAGE, user_message
+from core.log import USER_MESSAGE, Event, NewEvent, user_message
+from core.providers.offline import OfflineProvider
+from core.references import SessionReferenceService
+from stores import SessionQuery
 from stores.postgres import PostgresSessionStore
 from tests.pgcluster import Cluster
 from tests.team.soundness import assert_store_sound
@@ -164,3 +168,38 @@ async def test_a_follower_whose_listening_connection_is_killed_reconnects(
         await admin.close()
         await writer.close()
         await follower.close()
+
+
+class _LostAfterCommit(PostgresSessionStore):
+    """A real store whose first append of a user's message commits and then loses the
+    connection before the answer arrives (what a kill right after COMMIT does; a test
+    cannot time a real kill into that gap)."""
+
+    lose_next = True
+
+    async def append_batch(self, session_id: str, events: Sequence[NewEvent]) -> list[Event]:
+        written = await super().append_batch(session_id, events)
+        if self.lose_next and events[-1].type == USER_MESSAGE:
+            self.lose_next = False
+            raise StoreUnreachableError(f"{self.location}: lost the connection: test")
+        return written
+
+
+async def test_a_message_stored_before_its_connection_went_is_not_sent_twice(
+    url: str,
+) -> None:
+    store = await _LostAfterCommit.open(url)
+    try:
+        header = await store.create_session("once")
+        query = SessionQuery(store)
+        chat = ChatSession(store, query, SessionReferenceService(query), OfflineProvider(), header)
+        updates = [u async for u in chat.send("only once, please")]
+        submitted = updates[0]
+        assert isinstance(submitted, Submitted)  # found stored: the send goes on
+        assert [e.seq for e in submitted.events] == [0]
+        assert isinstance(updates[-2], ReplyFinished) and updates[-2].status == "completed"
+        events = await store.read_events("once")
+        assert [e.type for e in events].count("user/message") == 1
+        await assert_store_sound(store)
+    finally:
+        await store.close()
