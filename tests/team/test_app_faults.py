@@ -95,6 +95,12 @@ async def test_ctrl_q_quits_while_waiting_for_the_server(own_cluster: Cluster, u
             await wait_for(pilot, lambda: not app.is_running)
     finally:
         own_cluster.start()
+    store = await open_store(url)
+    try:
+        assert await store.list_headers() == []
+        await assert_store_sound(store)
+    finally:
+        await store.close()
 
 
 async def test_a_restart_mid_reply_in_the_app(own_cluster: Cluster, url: str) -> None:

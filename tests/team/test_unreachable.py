@@ -66,6 +66,16 @@ def test_every_command_on_a_stopped_server_is_one_line(
     finally:
         own_cluster.start()
 
+    async def check() -> None:
+        store = await PostgresSessionStore.open(url)
+        try:
+            assert await store.list_headers() == []  # nothing half-made
+            await assert_store_sound(store)
+        finally:
+            await store.close()
+
+    asyncio.run(check())
+
 
 def test_dsh_send_whose_server_restarts_mid_reply(
     own_cluster: Cluster, url: str, tmp_path: Path
