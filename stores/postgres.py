@@ -695,7 +695,7 @@ class PostgresSessionStore:
             # Only what PgBouncer forwards goes at startup; the rest is set per
             # transaction, and no prepared statement outlives one.
             dsn, from_url = split_server_settings(location.dsn)
-            settings = {**settings, **from_url}
+            settings = {**from_url, **settings}  # dsh's limits win, as on a direct connection
             options = {"statement_cache_size": 0}
             startup = {"application_name": settings.pop("application_name")}
         try:

@@ -76,10 +76,11 @@ async def test_the_setting_works_on_a_direct_server_too(pg_cluster: Cluster, sch
 
 async def test_settings_hold_in_every_transaction(pg_bouncer: Bouncer, schema: str) -> None:
     """dsh's limits and the URL's search_path reach the server per transaction (PgBouncer
-    refuses them as startup parameters), whichever server connection it gets."""
+    refuses them as startup parameters), whichever server connection it gets; the URL
+    does not override dsh's limits (as on a direct connection)."""
     limits = PostgresLimits(lock_timeout=3.5, statement_timeout=0.3)
     async with await PostgresSessionStore.open(
-        pg_bouncer.url(search_path=schema), limits=limits
+        pg_bouncer.url(search_path=schema, statement_timeout="1"), limits=limits
     ) as store:
 
         async def shown(conn: asyncpg.Connection) -> tuple[str, str, str]:
