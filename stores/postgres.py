@@ -717,6 +717,9 @@ class PostgresSessionStore:
         store._migration_progress = fold_progress or terminal_progress()
         store._index_progress = progress or terminal_progress(indexing_words)
         try:
+            if not pooled and await store._behind_a_proxy(pool):
+                await store.close()
+                return await cls._open(location, limits, progress, fold_progress, pooled=True)
             if pooled:
                 store._local_sql = await store._local_settings(pool, settings)
             await store._migrate()
@@ -729,6 +732,17 @@ class PostgresSessionStore:
             await store.close()
             raise
         return store
+
+    async def _behind_a_proxy(self, pool: asyncpg.Pool) -> bool:
+        """Whether something stands between dsh and the server: a pooler answers the
+        connection with a cancel key of its own, so the process id it gave is not the
+        server process that runs the statements (PgBouncer in any mode, pgpool, Odyssey).
+        Such a connection is treated as pooled: correct in every pooling mode."""
+        try:
+            async with pool.acquire() as conn:
+                return bool(await conn.fetchval("SELECT pg_backend_pid()") != conn.get_server_pid())
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError) as err:
+            raise connect_error(self._location, err) from err
 
     async def _local_settings(self, pool: asyncpg.Pool, settings: dict[str, str]) -> str:
         """The statement that sets ``settings`` for a transaction (and, on a server that

@@ -84,7 +84,9 @@ class Bouncer:
         return [line.split("\t") for line in result.stdout.splitlines() if line]
 
 
-def _ini(cluster: Cluster, sockets: Path, root: Path, pool_mode: str, pool_size: int) -> str:
+def _ini(
+    cluster: Cluster, sockets: Path, root: Path, pool_mode: str, pool_size: int, ignore: str
+) -> str:
     return "\n".join(
         [
             "[databases]",
@@ -102,9 +104,9 @@ def _ini(cluster: Cluster, sockets: Path, root: Path, pool_mode: str, pool_size:
             "max_db_connections = 0",
             f"logfile = {root / 'pgbouncer.log'}",
             f"pidfile = {root / 'pgbouncer.pid'}",
-            # What a default install has: no startup parameter beyond the usual few is let
-            # through (dsh must not need any).
-            "ignore_startup_parameters = extra_float_digits",
+            # By default what an install has: no startup parameter beyond the usual few
+            # is let through (dsh must not need any).
+            f"ignore_startup_parameters = {ignore}",
             "server_reset_query =",
             "",
         ]
@@ -119,6 +121,7 @@ def running_pgbouncer(
     pool_mode: str = "transaction",
     pool_size: int = 20,
     name: str | None = None,
+    ignore_startup_parameters: Sequence[str] = ("extra_float_digits",),
 ) -> Iterator[Bouncer]:
     """Start PgBouncer in front of ``cluster`` for ``users``; stop it on exit. ``name``:
     its folder's (so a second start listens where the first did), else a new one."""
@@ -130,7 +133,9 @@ def running_pgbouncer(
     sockets = root / "s"
     sockets.mkdir(parents=True)
     (root / "users.txt").write_text("".join(f'"{name}" ""\n' for name in users))
-    (root / "pgbouncer.ini").write_text(_ini(cluster, sockets, root, pool_mode, pool_size))
+    (root / "pgbouncer.ini").write_text(
+        _ini(cluster, sockets, root, pool_mode, pool_size, ",".join(ignore_startup_parameters))
+    )
     if user is not None:
         for path in (root, sockets, root / "users.txt", root / "pgbouncer.ini"):
             os.chown(path, user.pw_uid, user.pw_gid)

@@ -59,6 +59,41 @@ async def test_a_pooler_is_found_without_a_setting_and_says_nothing(
         assert direct.listening
 
 
+@pytest.mark.parametrize("mode", ["transaction", "session"])
+async def test_a_pooler_that_lets_dsh_settings_through_is_found_too(
+    pg_cluster: Cluster, mode: str
+) -> None:
+    """An admin who added dsh's settings to ``ignore_startup_parameters`` (PgBouncer then
+    accepts and drops them): the pooler is found by the process id it answers with, which
+    is not the server's, and dsh works as behind it (in session mode too)."""
+    schema, _url = pg_cluster.fresh_schema_url(migrated=True)
+    ignored = [
+        "extra_float_digits",
+        "lock_timeout",
+        "statement_timeout",
+        "idle_in_transaction_session_timeout",
+        "search_path",
+    ]
+    with running_pgbouncer(
+        pg_cluster, [SUPERUSER], pool_mode=mode, ignore_startup_parameters=ignored
+    ) as bouncer:
+        limits = PostgresLimits(statement_timeout=7)
+        url = bouncer.url(search_path=schema)
+        async with await PostgresSessionStore.open(url, limits=limits) as store:
+            assert store.pooled and not store.listening
+            assert store.take_notice() is None
+
+            async def shown(conn: asyncpg.Connection) -> tuple[str, str]:
+                row = await conn.fetchrow(
+                    "SELECT current_setting('statement_timeout'), current_setting('search_path')"
+                )
+                return row[0], row[1]
+
+            assert await store._run(shown, write=False) == ("7s", schema)
+            header = await store.create_session(cwd="/p")
+            assert (await store.read_header(header.id)).cwd == "/p"
+
+
 async def test_the_setting_works_on_a_direct_server_too(pg_cluster: Cluster, schema: str) -> None:
     limits = PostgresLimits(pooler=True)
     async with await PostgresSessionStore.open(
