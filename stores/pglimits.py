@@ -17,7 +17,9 @@ import asyncpg
 
 from core.config import PostgresLimits
 
-__all__ = ["LIMITS_SQL", "AppliedLimits", "apply_limits"]
+__all__ = ["LIMITS_SQL", "LIMIT_NAMES", "AppliedLimits", "apply_limits", "pooled_limits"]
+
+LIMIT_NAMES = ("lock_timeout", "statement_timeout", "idle_in_transaction_session_timeout")
 
 LIMITS_SQL = """
 WITH chosen AS (
@@ -30,10 +32,15 @@ WITH chosen AS (
     FROM chosen
 )
 SELECT name, ms, admin, set_config(name, ms::text || 'ms', $3) FROM stricter
+WHERE pg_backend_pid() = $4
 """
 """Sets each named limit (``$1``, dsh's values in ``$2`` ms) to the stricter of dsh's and
 the connection's current one (an admin's; 0 is none), for the session or (``$3``) the
-transaction; returns ``(name, ms, admin)`` rows."""
+transaction; returns ``(name, ms, admin)`` rows. Only on a server connection of its own
+(``$4``: the server process the client was given): through a pooler, whose connections
+others share, it sets nothing (the store then sets its limits per transaction)."""
+
+_ADMIN_SQL = "SELECT name, setting::bigint FROM pg_settings WHERE name = ANY($1::text[])"
 
 
 def _ms(seconds: float) -> int:
@@ -50,10 +57,7 @@ class AppliedLimits:
 
     def wanted(self) -> tuple[list[str], list[int]]:
         statement = _ms(self.limits.statement_timeout)
-        return (
-            ["lock_timeout", "statement_timeout", "idle_in_transaction_session_timeout"],
-            [_ms(self.limits.lock_timeout), statement, statement],
-        )
+        return list(LIMIT_NAMES), [_ms(self.limits.lock_timeout), statement, statement]
 
     def seconds(self, name: str) -> float:
         """The limit ``name`` in seconds, as last applied (dsh's own before any was)."""
@@ -77,5 +81,22 @@ async def apply_limits(
     """Set ``conn``'s limits to the stricter of dsh's and the admin's (``local``: for the
     current transaction only) and remember what was chosen in ``applied``."""
     names, values = applied.wanted()
-    for name, ms, admin, _ in await conn.fetch(LIMITS_SQL, names, values, local):
+    rows = await conn.fetch(LIMITS_SQL, names, values, local, conn.get_server_pid())
+    for name, ms, admin, _ in rows:
         applied.chosen[str(name)] = (int(ms), bool(admin))
+
+
+async def pooled_limits(conn: asyncpg.Connection, applied: AppliedLimits) -> dict[str, str]:
+    """Behind a pooler: the limits each transaction sets (``{name: "…ms"}``), the stricter
+    of dsh's and the admin's as a server connection of the pool starts with them (read in
+    a transaction: its statements reach one server connection)."""
+    names, values = applied.wanted()
+    async with conn.transaction():
+        theirs = {str(n): int(v) for n, v in await conn.fetch(_ADMIN_SQL, names)}
+    chosen: dict[str, str] = {}
+    for name, ours in zip(names, values, strict=True):
+        admin = 0 < theirs.get(name, 0) < ours
+        ms = theirs[name] if admin else ours
+        applied.chosen[name] = (ms, admin)
+        chosen[name] = f"{ms}ms"
+    return chosen

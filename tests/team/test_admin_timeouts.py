@@ -6,6 +6,7 @@ line naming the limit and who set it."""
 
 from __future__ import annotations
 
+import os
 import time
 
 import asyncpg
@@ -15,6 +16,7 @@ from core.config import PostgresLimits
 from core.errors import StoreError
 from core.log import USER_MESSAGE, user_message
 from stores.postgres import PostgresSessionStore
+from tests.pgbouncer import find_pgbouncer, running_pgbouncer
 from tests.pgcluster import ALICE, BOB, Cluster
 from tests.team.soundness import assert_store_sound
 
@@ -97,3 +99,32 @@ async def test_an_admins_database_lock_timeout_wins_and_is_named(own_cluster: Cl
             await store.close()
     finally:
         own_cluster.psql("ALTER DATABASE dsh RESET lock_timeout")
+
+
+async def test_behind_a_pooler_the_admins_stricter_limit_wins_too(own_cluster: Cluster) -> None:
+    """Through PgBouncer (transaction pooling) the limits are set per transaction: the
+    admin's stricter one is read once and set in each."""
+    if find_pgbouncer() is None:
+        reason = "pgbouncer not found on PATH or in /usr/sbin: install Debian's pgbouncer package"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(reason + " (CI=true: these tests must run)")
+        pytest.skip(reason)
+    schema = own_cluster.team_schema()
+    own_cluster.psql(f"ALTER ROLE {ALICE} SET statement_timeout = '50ms'")
+    try:
+        with running_pgbouncer(own_cluster, [ALICE]) as bouncer:
+            store = await PostgresSessionStore.open(bouncer.team_url(ALICE, schema))
+            try:
+                assert store.pooled
+                await store.create_session("s")
+                started = time.monotonic()
+                said = await _append_while_locked(own_cluster, store, schema)
+                assert time.monotonic() - started < 5
+                assert "\n" not in said
+                assert "statement_timeout" in said and "0.05 s" in said, said
+                assert "administrator" in said, said
+                await assert_store_sound(store)
+            finally:
+                await store.close()
+    finally:
+        own_cluster.psql(f"ALTER ROLE {ALICE} RESET statement_timeout")
