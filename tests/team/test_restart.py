@@ -5,6 +5,7 @@ and the next send works on the same store object."""
 from __future__ import annotations
 
 import asyncio
+import os
 
 import pytest
 
@@ -14,7 +15,8 @@ from core.providers.offline import OfflineProvider
 from core.references import SessionReferenceService
 from stores import SessionQuery
 from stores.postgres import PostgresSessionStore
-from tests.pgcluster import Cluster
+from tests.pgbouncer import find_pgbouncer, running_pgbouncer
+from tests.pgcluster import SUPERUSER, Cluster
 from tests.team.soundness import assert_store_sound
 
 pytestmark = pytest.mark.timeout(60)
@@ -115,3 +117,47 @@ async def test_a_server_down_past_the_wait_keeps_the_reply_for_the_next_send(
         await assert_store_sound(store)
     finally:
         await store.close()
+
+
+async def test_a_restart_mid_reply_behind_a_pooler(own_cluster: Cluster, url: str) -> None:
+    """Through PgBouncer the client's connection may survive the restart (the pooler holds
+    the next statement until the server is back) or be cut: either way the reply shown is
+    stored whole, or up to the cut and marked, and the next send works."""
+    if find_pgbouncer() is None:
+        reason = "pgbouncer not found on PATH or in /usr/sbin: install Debian's pgbouncer package"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(reason + " (CI=true: these tests must run)")
+        pytest.skip(reason)
+    schema = url.rpartition("search_path=")[2]
+    # (PgBouncer waits server_login_retry, 15 s by default, before it logs in again after
+    # the restart: the reply stalls that long, as it would for a user.)
+    with running_pgbouncer(own_cluster, [SUPERUSER], server_login_retry=0.2) as bouncer:
+        store = await PostgresSessionStore.open(bouncer.url(search_path=schema))
+        try:
+            assert store.pooled
+            header = await store.create_session("pooled")
+            chat = _chat(store, header, 0.01)
+            shown: list[str] = []
+            finished: list[ReplyFinished] = []
+            restarted: asyncio.Task[None] | None = None
+            async for update in chat.send(f"Please repeat: {LONG}"):
+                if isinstance(update, ReplyDelta):
+                    shown.append(update.text)
+                    if len(shown) == 20:
+                        restarted = asyncio.ensure_future(asyncio.to_thread(own_cluster.restart))
+                elif isinstance(update, ReplyFinished):
+                    finished.append(update)
+            assert restarted is not None
+            await restarted
+            [end] = finished
+            assert end.message_event is not None
+            text = end.message_event.data["message"]["content"][0]["text"]
+            assert text == "".join(shown)
+            assert end.status in ("completed", "error")
+            await assert_store_sound(store)
+            async for update in chat.send("and again?"):
+                if isinstance(update, ReplyFinished):
+                    assert update.status == "completed"
+            await assert_store_sound(store)
+        finally:
+            await store.close()
