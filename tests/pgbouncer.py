@@ -85,7 +85,13 @@ class Bouncer:
 
 
 def _ini(
-    cluster: Cluster, sockets: Path, root: Path, pool_mode: str, pool_size: int, ignore: str
+    cluster: Cluster,
+    sockets: Path,
+    root: Path,
+    pool_mode: str,
+    pool_size: int,
+    ignore: str,
+    more: Sequence[str] = (),
 ) -> str:
     return "\n".join(
         [
@@ -108,6 +114,7 @@ def _ini(
             # is let through (dsh must not need any).
             f"ignore_startup_parameters = {ignore}",
             "server_reset_query =",
+            *more,
             "",
         ]
     )
@@ -122,9 +129,12 @@ def running_pgbouncer(
     pool_size: int = 20,
     name: str | None = None,
     ignore_startup_parameters: Sequence[str] = ("extra_float_digits",),
+    server_login_retry: float | None = None,
 ) -> Iterator[Bouncer]:
     """Start PgBouncer in front of ``cluster`` for ``users``; stop it on exit. ``name``:
-    its folder's (so a second start listens where the first did), else a new one."""
+    its folder's (so a second start listens where the first did), else a new one.
+    ``server_login_retry``: how long it waits to log in again after the server refused
+    (a restart; PgBouncer's default is 15 s)."""
     binary = find_pgbouncer()
     if binary is None:
         raise RuntimeError("pgbouncer not found: install Debian's pgbouncer package")
@@ -134,7 +144,15 @@ def running_pgbouncer(
     sockets.mkdir(parents=True)
     (root / "users.txt").write_text("".join(f'"{name}" ""\n' for name in users))
     (root / "pgbouncer.ini").write_text(
-        _ini(cluster, sockets, root, pool_mode, pool_size, ",".join(ignore_startup_parameters))
+        _ini(
+            cluster,
+            sockets,
+            root,
+            pool_mode,
+            pool_size,
+            ",".join(ignore_startup_parameters),
+            () if server_login_retry is None else (f"server_login_retry = {server_login_retry:g}",),
+        )
     )
     if user is not None:
         for path in (root, sockets, root / "users.txt", root / "pgbouncer.ini"):

@@ -163,6 +163,26 @@ class Cluster:
             sql += f";SET search_path = {name};" + ";".join(statements) + ";RESET search_path"
         return sql
 
+    # -- stopping and starting (tests of faults: a restart, a server that is down) --------
+
+    def stop(self, mode: str = "fast") -> None:
+        """Stop the server (``fast``: connections are ended, as by an admin's restart;
+        ``immediate``: as by a crash). Its data and socket folder stay."""
+        _run_as(
+            _server_user(),
+            [str(self.bindir / "pg_ctl"), "-D", str(self.root / "data"), "-m", mode, "-w", "stop"],
+            timeout=60,
+        )
+
+    def start(self) -> None:
+        """Start the server again, with the options it first started with."""
+        _run_as(_server_user(), _start_argv(self.bindir, self.root, self.socket_dir), timeout=90)
+
+    def restart(self, mode: str = "fast") -> None:
+        """Stop then start the server: every connection to it is lost."""
+        self.stop(mode)
+        self.start()
+
     def psql(self, sql: str, database: str = DATABASE) -> str:
         """Run ``sql`` as the superuser with ``psql`` and return its unaligned output.
 
@@ -215,6 +235,27 @@ def _run_as(
     )
 
 
+def _start_argv(bindir: Path, root: Path, sockets: Path) -> list[str]:
+    """``pg_ctl start`` of the cluster in ``root``, listening on ``sockets`` only."""
+    options = " ".join(
+        ["-c listen_addresses=''", f"-c unix_socket_directories={sockets}"]
+        + [f"-c {s}" for s in _SPEED]
+    )
+    return [
+        str(bindir / "pg_ctl"),
+        "-D",
+        str(root / "data"),
+        "-l",
+        str(root / "log"),
+        "-o",
+        options,
+        "-w",
+        "-t",
+        "60",
+        "start",
+    ]
+
+
 @contextlib.contextmanager
 def running_cluster(bindir: Path) -> Iterator[Cluster]:
     """Start a cluster in a new temp dir; stop it and remove the dir on exit."""
@@ -246,27 +287,7 @@ def running_cluster(bindir: Path) -> Iterator[Cluster]:
         hba.write_text(f"local all {SECRET_ROLE} scram-sha-256\nlocal all all trust\n")
         if user is not None:
             os.chown(hba, user.pw_uid, user.pw_gid)
-        options = " ".join(
-            ["-c listen_addresses=''", f"-c unix_socket_directories={sockets}"]
-            + [f"-c {s}" for s in _SPEED]
-        )
-        _run_as(
-            user,
-            [
-                str(bindir / "pg_ctl"),
-                "-D",
-                str(data),
-                "-l",
-                str(root / "log"),
-                "-o",
-                options,
-                "-w",
-                "-t",
-                "60",
-                "start",
-            ],
-            timeout=90,
-        )
+        _run_as(user, _start_argv(bindir, root, sockets), timeout=90)
         try:
             cluster = Cluster(bindir, root, sockets)
             cluster.psql(f"CREATE DATABASE {DATABASE}", database="postgres")
