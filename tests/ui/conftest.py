@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from textual.app import App
 
 import core.log
 from core.config import DshConfig
@@ -155,3 +158,14 @@ def make_app(runtime: Runtime, **kwargs: object) -> DshApp:
     options: dict[str, object] = {"now": lambda: FIXED_NOW, "cwd": SHOP, "cursor_blink": False}
     options.update(kwargs)
     return DshApp(runtime, **options)  # type: ignore[arg-type]
+
+
+async def workers_done(app: App[Any]) -> None:
+    """Wait until every worker the app has started so far has ended. A worker of an
+    exclusive group (the meter's, the follower's) is cancelled when a newer one starts:
+    that is its normal end, not a failure (``wait_for_complete`` would raise for it)."""
+    from textual.worker import WorkerCancelled
+
+    for worker in list(app.workers):
+        with contextlib.suppress(WorkerCancelled):
+            await worker.wait()

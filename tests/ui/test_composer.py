@@ -26,6 +26,7 @@ from tests.ui.composer_harness import (
     make_world,
     slow_first,
 )
+from tests.ui.conftest import workers_done
 from tui.app.composer.composer import MENTION_LABEL_HIGHLIGHT, MENTION_URI_HIGHLIGHT, Composer
 from tui.app.composer.picker import LOOKUP_FAILED_HINT, NO_MATCHES_HINT
 
@@ -41,7 +42,7 @@ async def type_text(pilot: Pilot[None], text: str) -> None:
 
 async def settle(pilot: Pilot[None]) -> None:
     """Let lookups finish and messages and the screen catch up."""
-    await pilot.app.workers.wait_for_complete()
+    await workers_done(pilot.app)
     await pilot.pause()
 
 

@@ -30,7 +30,7 @@ from core.log import (
 )
 from core.providers.offline import OfflineProvider
 from stores import MemorySessionStore, SqliteSessionStore
-from tests.ui.conftest import FIXED_NOW, MINUTE, SIZE, exchange, make_app, seed, title
+from tests.ui.conftest import FIXED_NOW, MINUTE, SIZE, exchange, make_app, seed, title, workers_done
 from tests.ui.snapshots import screen_text
 from tests.ui.test_app import HOSTILE_TITLE, mention, settle, wait_for
 from tests.ui.transcript_harness import plain, shown_text
@@ -61,7 +61,7 @@ async def any_runtime(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIt
 
 async def idle(app: DshApp, pilot: Pilot[int]) -> None:
     await wait_for(pilot, lambda: not app.busy)
-    await app.workers.wait_for_complete()
+    await workers_done(app)
     await settle(app, pilot)
 
 
@@ -488,7 +488,7 @@ async def test_an_edit_and_a_fork_banner_end_with_the_last_session(runtime: Runt
     app = make_app(runtime, initial_session=header.id)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
-        await app.workers.wait_for_complete()
+        await workers_done(app)
         banner = app.transcript.origin_banner
         assert banner.display  # the parent is gone: named by its id
         assert plain(banner).startswith("↳ Forked from checkout at message #2 (not in your")

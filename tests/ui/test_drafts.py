@@ -12,7 +12,7 @@ import pytest
 from textual.pilot import Pilot
 
 from core.references import SessionReferenceInput, format_session_reference_mention
-from tests.ui.conftest import SIZE, make_app
+from tests.ui.conftest import SIZE, make_app, workers_done
 from tests.ui.test_app import send_idle, settle, wait_for
 from tui.app.app import DshApp
 from tui.app.drafts import DraftKeeper, drafts_path, load_drafts, save_drafts
@@ -217,7 +217,7 @@ async def test_up_reaches_messages_older_than_the_first_page(runtime: Runtime) -
     app = make_app(runtime, initial_session="long")
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
-        await app.workers.wait_for_complete()
+        await workers_done(app)
         composer = app.composer
         assert len(composer.sent_history) == 12  # opening read only the newest page
         for _ in range(12):

@@ -17,7 +17,7 @@ import pytest
 
 from core.references import SessionReferenceService
 from stores import SqliteSessionStore
-from tests.ui.conftest import SIZE, make_app
+from tests.ui.conftest import SIZE, make_app, workers_done
 from tests.ui.snapshots import assert_snapshot, pinned_environment, screen_text
 from tests.ui.test_app import (
     gated_runtime,
@@ -454,7 +454,7 @@ async def test_picker_at_80_columns_snapshot(
         await pilot.pause()
         await asyncio.wait_for(app.transcript.wait_until_settled(), 10)
         await pilot.press(*"compare with @")
-        await app.workers.wait_for_complete()
+        await workers_done(app)
         await pilot.pause()
         rows = app.composer.picker.row_texts
         assert len(rows) == 3

@@ -32,6 +32,7 @@ from core.log import (
 )
 from core.references import SessionReferenceConfig, SessionReferenceInput, SessionReferenceService
 from stores import MemorySessionStore, SessionQuery
+from tests.ui.conftest import workers_done
 from tui.app.transcript.transcript import FLUSH_INTERVAL, ReplyView, Transcript
 from tui.shared.render import GrowingMarkdown, LiteralMarkdown
 
@@ -72,7 +73,7 @@ async def settle(pilot: Pilot[None]) -> None:
     app = pilot.app
     for _ in range(50):
         await pilot.pause(FLUSH_INTERVAL * 1.5)
-        await app.workers.wait_for_complete()
+        await workers_done(app)
         transcript = app.query_one(Transcript)
         if transcript.settled:
             break

@@ -24,6 +24,7 @@ from textual.await_complete import AwaitComplete
 from textual.binding import Binding, BindingType
 from textual.command import CommandPalette
 from textual.containers import Horizontal, Vertical
+from textual.css.query import NoMatches
 from textual.notifications import SeverityLevel
 from textual.reactive import reactive
 from textual.screen import Screen
@@ -623,9 +624,13 @@ class DshApp(App[int]):
 
     def watch_activity(self, activity: Activity) -> None:
         if self._chat_screen is not None and self._chat_screen.is_mounted:
-            self.status.set_status(activity.status)
+            try:
+                status, composer = self.status, self.composer
+            except NoMatches:
+                return  # the app is closing (a worker ending as it quits): nothing to show
+            status.set_status(activity.status)
             # While preparing, Enter says how to cancel (the composer's SendBlocked).
-            self.composer.send_enabled = self._can_send and not self.preparing
+            composer.send_enabled = self._can_send and not self.preparing
 
     @property
     def _read_only(self) -> bool:
