@@ -21,7 +21,7 @@ import shutil
 import subprocess
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote
@@ -211,8 +211,10 @@ def _run_as(
 
 
 @contextlib.contextmanager
-def running_cluster(bindir: Path) -> Iterator[Cluster]:
-    """Start a cluster in a new temp dir; stop it and remove the dir on exit."""
+def running_cluster(bindir: Path, settings: Sequence[str] = ()) -> Iterator[Cluster]:
+    """Start a cluster in a new temp dir; stop it and remove the dir on exit. ``settings``
+    (``name=value``) are passed to the server after the defaults, so they win (a load
+    benchmark's ``max_connections=400``)."""
     user = _server_user()
     # A short path: a unix socket path must fit in ~100 bytes.
     root = Path(tempfile.mkdtemp(prefix="dshpg-", dir="/tmp"))
@@ -243,7 +245,7 @@ def running_cluster(bindir: Path) -> Iterator[Cluster]:
             os.chown(hba, user.pw_uid, user.pw_gid)
         options = " ".join(
             ["-c listen_addresses=''", f"-c unix_socket_directories={sockets}"]
-            + [f"-c {s}" for s in _SPEED]
+            + [f"-c {s}" for s in (*_SPEED, *settings)]
         )
         _run_as(
             user,
