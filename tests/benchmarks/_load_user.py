@@ -64,6 +64,7 @@ class UserSpec:
     searcher: bool
     search_every: float
     seed: int
+    chunk_flush: float | None = None
 
 
 @dataclass
@@ -181,11 +182,19 @@ async def _follower(
             result.errors.append(f"follow: {err}")
 
 
+def _chunk_flush(seconds: float | None) -> None:
+    """``--chunk-flush``: write a reply's chunks this often instead of what the store asks
+    (0.05 is the engine's default, what the PostgreSQL store got before issue 34)."""
+    if seconds is not None:
+        PostgresSessionStore.chunk_flush_seconds = lambda self: seconds  # type: ignore[method-assign]
+
+
 async def run_user(
     spec: UserSpec, ready: Any, go: Any, start_at: Any, duration: float
 ) -> UserResult:
     """Open the store, set up, say ready, wait for the common start, run ``duration``."""
     result = UserResult(spec.index)
+    _chunk_flush(spec.chunk_flush)
     rng = random.Random(spec.seed)
     store = await PostgresSessionStore.open(spec.url)
     try:

@@ -28,7 +28,9 @@ Run ``python -m tests.benchmarks --only team_load`` (N = 10, 50, 100, 25 s each)
 ``python -m tests.benchmarks.bench_team_load --users 10 50 --seconds 20 --pooler no`` for
 other sizes (``--pooler``: ``no``, ``yes`` or ``both``; the default ``both`` when PgBouncer
 and ``tests.pgbouncer`` are present). The environment variables ``DSH_LOAD_USERS``
-("10,50"), ``DSH_LOAD_SECONDS`` and ``DSH_LOAD_POOLER`` do the same for ``--only``.
+("10,50"), ``DSH_LOAD_SECONDS``, ``DSH_LOAD_POOLER`` and ``DSH_LOAD_CHUNK_FLUSH`` do the
+same for ``--only``. ``--chunk-flush 0.05`` writes a reply's chunks as often as before
+issue 34 (the engine's default; the PostgreSQL store now asks for 0.25 s), for comparing.
 """
 
 from __future__ import annotations
@@ -77,6 +79,7 @@ class Config:
     users: int
     pooler: bool
     seconds: float
+    chunk_flush: float | None = None
 
 
 @dataclass
@@ -261,6 +264,7 @@ def run_config(cluster: Any, config: Config, bouncer: Any = None) -> Outcome:
                     searcher=i % SEARCHERS_ONE_IN == 0,
                     search_every=SEARCH_EVERY,
                     seed=1000 + i,
+                    chunk_flush=config.chunk_flush,
                 ),
                 ready,
                 go,
@@ -353,7 +357,8 @@ def summary_line(o: Outcome) -> str:
     ft, se, lag = o.first_token(), o.search(), o.follow_lag()
     conns = o.connections or [0]
     return (
-        f"N={o.config.users:>3} {'pgbouncer' if o.config.pooler else 'direct   '} | "
+        f"N={o.config.users:>3} {'pgbouncer' if o.config.pooler else 'direct   '} "
+        f"chunks {o.config.chunk_flush or 'store'} | "
         f"first token p50 {_ms(pct(ft, 50))} p99 {_ms(pct(ft, 99))} ({len(ft)} sends) | "
         f"{o.events / o.elapsed:,.0f} ev/s | "
         f"search p50 {_ms(pct(se, 50))} p99 {_ms(pct(se, 99))} ({len(se)}) | "
@@ -367,6 +372,8 @@ def summary_line(o: Outcome) -> str:
 
 def rows_of(o: Outcome) -> list[Row]:
     size = f"N={o.config.users}, {'PgBouncer' if o.config.pooler else 'direct'}"
+    if o.config.chunk_flush is not None:
+        size += f", chunks every {o.config.chunk_flush:g} s"
     ft, se, lag = o.first_token(), o.search(), o.follow_lag()
     conns = o.connections or [0]
     total = sum(o.waits.values()) or 1
@@ -431,7 +438,12 @@ def rows_of(o: Outcome) -> list[Row]:
 # ---------------------------------------------------------------- entry points
 
 
-def run_all(users: Sequence[int], seconds: float, poolers: Sequence[bool]) -> list[Row]:
+def run_all(
+    users: Sequence[int],
+    seconds: float,
+    poolers: Sequence[bool],
+    chunk_flush: float | None = None,
+) -> list[Row]:
     rows: list[Row] = []
     with _cluster() as cluster:
         cluster.psql(
@@ -443,7 +455,7 @@ def run_all(users: Sequence[int], seconds: float, poolers: Sequence[bool]) -> li
         )
         for n in users:
             for pooled in poolers:
-                config = Config(n, pooled, seconds)
+                config = Config(n, pooled, seconds, chunk_flush)
                 print(f"  team_load: N={n} pooler={pooled}…", file=sys.stderr, flush=True)
                 if pooled:
                     with _bouncer(cluster, max(users)) as bouncer:
@@ -477,7 +489,13 @@ def _poolers(choice: str) -> tuple[bool, ...]:
 def run_workload(settings: Settings) -> list[Row]:
     users = (10,) if settings.quick else _env_users()
     seconds = float(os.environ.get("DSH_LOAD_SECONDS", 10 if settings.quick else SECONDS))
-    return run_all(users, seconds, _poolers(os.environ.get("DSH_LOAD_POOLER", "both")))
+    flush = os.environ.get("DSH_LOAD_CHUNK_FLUSH")
+    return run_all(
+        users,
+        seconds,
+        _poolers(os.environ.get("DSH_LOAD_POOLER", "both")),
+        None if flush is None else float(flush),
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -487,8 +505,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--users", type=int, nargs="+", default=list(USERS), metavar="N")
     parser.add_argument("--seconds", type=float, default=SECONDS)
     parser.add_argument("--pooler", choices=("no", "yes", "both"), default="both")
+    parser.add_argument(
+        "--chunk-flush",
+        type=float,
+        metavar="SECONDS",
+        help="write a reply's chunks this often (0.05: as before issue 34)",
+    )
     args = parser.parse_args(argv)
-    print(format_table(run_all(args.users, args.seconds, _poolers(args.pooler))))
+    rows = run_all(args.users, args.seconds, _poolers(args.pooler), args.chunk_flush)
+    print(format_table(rows))
     return 0
 
 
