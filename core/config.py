@@ -20,6 +20,7 @@ max_reference_bytes = 65536
 [postgres]                      # a team store (database = "postgresql://…")
 lock_timeout = 10               # seconds a statement waits for another connection's lock
 statement_timeout = 120         # seconds one statement may run
+pooler = false                  # true behind PgBouncer in transaction mode (found by itself too)
 ```
 """
 
@@ -88,6 +89,10 @@ class PostgresLimits:
 
     lock_timeout: float = 10.0
     statement_timeout: float = 120.0
+    pooler: bool = False
+    """A transaction-pooling proxy (PgBouncer) stands between dsh and the server: settings
+    per transaction, no prepared statements kept, other writers followed by polling. dsh
+    also finds a pooler by itself when it refuses dsh's startup parameters."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -339,15 +344,24 @@ def _seconds(origin: str, name: str, value: object) -> float:
 
 
 def _postgres_limits(raw: Mapping[str, Any], where: str, env: Mapping[str, str]) -> PostgresLimits:
-    """``[postgres]`` ``lock_timeout`` and ``statement_timeout`` from the file, then from
-    ``DSH_PG_LOCK_TIMEOUT`` / ``DSH_PG_STATEMENT_TIMEOUT``."""
+    """``[postgres]`` ``lock_timeout``, ``statement_timeout`` and ``pooler`` from the file,
+    then from ``DSH_PG_LOCK_TIMEOUT`` / ``DSH_PG_STATEMENT_TIMEOUT`` / ``DSH_PG_POOLER``."""
     section = raw.get("postgres", {})
     if not isinstance(section, dict):
         raise ConfigError(f"{where}: [postgres] must be a table")
-    unknown = set(section) - set(_PG_KEYS)
+    unknown = set(section) - set(_PG_KEYS) - {"pooler"}
     if unknown:
         raise ConfigError(f"{where}: unknown setting postgres.{sorted(unknown)[0]}")
-    found: dict[str, float] = {}
+    found: dict[str, Any] = {}
+    if "pooler" in section:
+        if not isinstance(section["pooler"], bool):
+            raise ConfigError(f"{where}: postgres.pooler must be true or false")
+        found["pooler"] = section["pooler"]
+    if env.get("DSH_PG_POOLER"):
+        flag = env["DSH_PG_POOLER"].strip().lower()
+        if flag not in ("1", "0", "true", "false", "yes", "no"):
+            raise ConfigError("environment: DSH_PG_POOLER must be 1 or 0")
+        found["pooler"] = flag in ("1", "true", "yes")
     for key, var in _PG_KEYS.items():
         if section.get(key) is not None:
             found[key] = _seconds(where, f"postgres.{key}", section[key])

@@ -82,6 +82,17 @@ from stores.columns import (
 )
 from stores.pglocation import PgLocation, connect_error
 from stores.pgpairs import MERGE_PAIRS, merge_stored_pairs, pairs_step
+from stores.pgpooling import (
+    BOUND_SQL,
+    CHANGES_SEQUENCE,
+    POLL_SQL,
+    XMIN_SQL,
+    ChangePoller,
+    changes_step,
+    local_settings_sql,
+    looks_like_pooler,
+    split_server_settings,
+)
 from stores.pgrows import (
     HEADERS_SQL,
     IDS_OF_KEYS_SQL,
@@ -455,12 +466,17 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE INDEX dsh_events_marks ON dsh_events (session_key, type, seq) WHERE type IN "
         f"({bytea(SESSION_PROFILE)}, {bytea(SESSION_FORK)}, {bytea(SESSION_SOURCE)})",
     ),
+    # Issue 34: the counter every write bumps, followed by polling where LISTEN cannot be
+    # (behind a transaction pooler) (stores.pgpooling).
+    changes_step(GROUP_ROLE),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
 CHANGES_CHANNEL = "dsh_changes"
 """Every write transaction notifies this channel (delivered on commit) with the writing
-store's own token, so each store counts the commits of the others without polling."""
+store's own token, so each store counts the commits of the others without polling; it
+also bumps the ``dsh_changes`` sequence, which stores behind a pooler poll."""
+_BUMP = f"nextval('{CHANGES_SEQUENCE}')"
 
 CHUNK_FLUSH_SECONDS = 0.25
 """How long a streamed reply's chunks are gathered before one write (see
@@ -570,6 +586,16 @@ def _roles(names: Sequence[str]) -> str:
     return f"{'role' if len(names) == 1 else 'roles'} {shown}{more}"
 
 
+def _pooler_said(err: BaseException) -> bool:
+    """Whether ``err`` (or what caused it) is a transaction pooler's refusal."""
+    seen: BaseException | None = err
+    while seen is not None:
+        if looks_like_pooler(seen):
+            return True
+        seen = seen.__cause__
+    return False
+
+
 def _consume(task: asyncio.Future[Any]) -> None:
     if not task.cancelled():
         task.exception()
@@ -579,12 +605,25 @@ class PostgresSessionStore:
     """A ``SessionStore`` on PostgreSQL; create it with ``await PostgresSessionStore.open(url)``."""
 
     def __init__(
-        self, pool: asyncpg.Pool, location: PgLocation, limits: PostgresLimits | None = None
+        self,
+        pool: asyncpg.Pool,
+        location: PgLocation,
+        limits: PostgresLimits | None = None,
+        *,
+        pooled: bool = False,
+        local_sql: str = "",
     ) -> None:
         """Internal: use :meth:`open`, which connects and migrates."""
         self._pool: asyncpg.Pool | None = pool
         self._location = location
         self._limits = limits or PostgresLimits()
+        # Behind a transaction pooler (stores.pgpooling): settings per transaction
+        # (``local_sql``), and other writers followed by polling ``dsh_changes``.
+        self._pooled = pooled
+        self._local_sql = local_sql
+        self._poller = ChangePoller()
+        self._bumps = 0  # this store's own bumps of dsh_changes (its committed writes)
+        self._poll_lost = False
         # One operation at a time, in call order (as the SQLite store): a read issued after
         # a write sees it, even when the writer's caller was cancelled meanwhile.
         self._lock = asyncio.Lock()
@@ -633,32 +672,101 @@ class PostgresSessionStore:
         gone wrong, ends in one clear error instead of a hang."""
         location = PgLocation.parse(url)
         limits = limits or PostgresLimits()
+        if not limits.pooler:
+            try:
+                return await cls._open(location, limits, progress, fold_progress, pooled=False)
+            except StoreError as err:
+                # A transaction pooler (PgBouncer) refuses dsh's startup parameters, or
+                # loses its prepared statements: go on as behind one, without a word.
+                if not _pooler_said(err):
+                    raise
+        return await cls._open(location, limits, progress, fold_progress, pooled=True)
+
+    @classmethod
+    async def _open(
+        cls,
+        location: PgLocation,
+        limits: PostgresLimits,
+        progress: Callable[[int, int], None] | None,
+        fold_progress: Callable[[int, int], None] | None,
+        *,
+        pooled: bool,
+    ) -> PostgresSessionStore:
+        dsn, settings = location.dsn, _server_settings(limits)
+        options: dict[str, Any] = {"init": _init_connection}
+        startup: dict[str, str] = {}
+        if pooled:
+            # Only what PgBouncer forwards goes at startup; the rest is set per
+            # transaction, and no prepared statement outlives one.
+            dsn, from_url = split_server_settings(location.dsn)
+            settings = {**from_url, **settings}  # dsh's limits win, as on a direct connection
+            options = {"statement_cache_size": 0}
+            startup = {"application_name": settings.pop("application_name")}
         try:
             pool = await asyncpg.create_pool(
-                location.dsn,
+                dsn,
                 min_size=1,
                 max_size=_POOL_MAX,
                 timeout=_CONNECT_TIMEOUT_S,
                 command_timeout=None,
-                server_settings=_server_settings(limits),
-                init=_init_connection,
+                server_settings=startup if pooled else settings,
                 # Every operation is a whole transaction that leaves no session state, so
                 # the pool's reset query (a round trip per operation) is not needed.
                 reset=_no_reset,
+                **options,
             )
         except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError) as err:
             raise connect_error(location, err) from err
-        store = cls(pool, location, limits)
+        store = cls(pool, location, limits, pooled=pooled)
         store._migration_progress = fold_progress or terminal_progress()
         store._index_progress = progress or terminal_progress(indexing_words)
         try:
+            if not pooled and await store._behind_a_proxy(pool):
+                await store.close()
+                return await cls._open(location, limits, progress, fold_progress, pooled=True)
+            if pooled:
+                store._local_sql = await store._local_settings(pool, settings)
             await store._migrate()
             store._user = await store._run(_current_user, write=False)
-            await store._listen()
+            if pooled:
+                await store.change_token()  # the counter as it is now: only later changes count
+            else:
+                await store._listen()
         except BaseException:
             await store.close()
             raise
         return store
+
+    async def _behind_a_proxy(self, pool: asyncpg.Pool) -> bool:
+        """Whether something stands between dsh and the server: a pooler answers the
+        connection with a cancel key of its own, so the process id it gave is not the
+        server process that runs the statements (PgBouncer in any mode, pgpool, Odyssey).
+        Such a connection is treated as pooled: correct in every pooling mode."""
+        try:
+            async with pool.acquire() as conn:
+                return bool(await conn.fetchval("SELECT pg_backend_pid()") != conn.get_server_pid())
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError) as err:
+            raise connect_error(self._location, err) from err
+
+    async def _local_settings(self, pool: asyncpg.Pool, settings: dict[str, str]) -> str:
+        """The statement that sets ``settings`` for a transaction (and, on a server that
+        knows it, the client check of ``_init_connection``)."""
+        settings = dict(settings)
+        try:
+            async with pool.acquire() as conn:
+                if conn.get_server_version() >= (14, 0):
+                    settings["client_connection_check_interval"] = str(_CLIENT_CHECK_MS)
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError) as err:
+            raise connect_error(self._location, err) from err
+        try:
+            return local_settings_sql(settings)
+        except ValueError as err:
+            raise StoreError(f"{self.location}: {err}") from None
+
+    @property
+    def pooled(self) -> bool:
+        """Whether this store works as behind a transaction pooler (set, or found)."""
+        return self._pooled
 
     async def __aenter__(self) -> PostgresSessionStore:
         return self
@@ -803,6 +911,27 @@ class PostgresSessionStore:
             self._listener_lost = False
             self._outage_told = False
 
+    async def _poll_changes(self) -> int:
+        async def body(conn: asyncpg.Connection) -> tuple[int, Any, Any]:
+            value = await conn.fetchval(POLL_SQL)
+            bound = None
+            if self._poller.wants_bound(value, self._bumps):
+                bound = await conn.fetchval(BOUND_SQL)
+            return value, bound, await conn.fetchval(XMIN_SQL)
+
+        try:
+            value, bound, xmin = await self._run(body, write=False, what="lost the connection")
+        except StoreError as err:
+            if not self._poll_lost:  # once per outage
+                self._poll_lost = True
+                self._poller.missed()
+                self._notice = (f"{err}; retrying", True)
+            raise
+        if self._poll_lost:
+            self._poll_lost = False
+            self._notice = (f"Reconnected to {self.location} after the connection was lost.", False)
+        return self._poller.observe(value, bound, xmin, self._bumps)
+
     def _notified(self, conn: object, pid: int, channel: str, payload: str) -> None:
         if payload != self._token:
             self._others += 1
@@ -831,8 +960,13 @@ class PostgresSessionStore:
         """The number of other stores' commits heard through LISTEN/NOTIFY (no query at
         all while the listening connection is up). A lost connection is reopened here, and
         counts as a change since commits may have been missed meanwhile; see
-        :meth:`take_notice` for what to tell the user."""
+        :meth:`take_notice` for what to tell the user.
+
+        Behind a pooler, where LISTEN cannot work, the ``dsh_changes`` counter is polled
+        instead (two small statements; ``stores.pgpooling.ChangePoller``)."""
         self._live()
+        if self._pooled:
+            return await self._poll_changes()
         if not self.listening:
             if self._listener is not None and not self._listener_lost:
                 self._listener_lost = True  # closed under us without the callback
@@ -894,22 +1028,36 @@ class PostgresSessionStore:
             try:
                 async with pool.acquire() as conn:
                     # Nothing but a timer unless the statement waits (see _watch_locks).
-                    watch = _Later(
-                        min(_LOCK_PROBE_AFTER_S, self._limits.lock_timeout / 3),
-                        functools.partial(self._watch_locks, pool, conn, blockers),
-                    )
+                    # Behind a pooler the pid is the pooler's (nobody to look up), and a
+                    # statement runs in a transaction (parse and execution on one server
+                    # connection).
+                    watch = None
+                    if self._pooled:
+                        isolation = isolation or "read_committed"
+                    else:
+                        watch = _Later(
+                            min(_LOCK_PROBE_AFTER_S, self._limits.lock_timeout / 3),
+                            functools.partial(self._watch_locks, pool, conn, blockers),
+                        )
                     try:
                         if isolation is None:
                             return await body(conn)
                         async with conn.transaction(isolation=isolation):
+                            if self._local_sql:
+                                await conn.execute(self._local_sql)
                             result = await body(conn)
                             if write:
                                 await conn.execute(
-                                    "SELECT pg_notify($1, $2)", CHANGES_CHANNEL, self._token
+                                    f"SELECT pg_notify($1, $2), {_BUMP}",
+                                    CHANGES_CHANNEL,
+                                    self._token,
                                 )
-                            return result
+                        if write:
+                            self._bumps += 1
+                        return result
                     finally:
-                        watch.cancel()
+                        if watch is not None:
+                            watch.cancel()
             except _CONNECTION_LOST as err:
                 # A read on a connection the server dropped (a restart, a failover) is
                 # tried once more on a fresh one; a write is not (it may have committed).
@@ -1140,6 +1288,8 @@ class PostgresSessionStore:
             return first
 
         first = await self._run(body, write=True, isolation=None)
+        if first is not None:
+            self._bumps += 1
         if first is None:
             raise SessionNotFoundError(sid)
         return [
@@ -1772,7 +1922,7 @@ WITH s AS (
     SET messages = dsh_surface_sums.messages + excluded.messages,
         bytes = dsh_surface_sums.bytes + excluded.bytes
 ), notified AS (
-    SELECT pg_notify($8, $9)
+    SELECT pg_notify($8, $9), {_BUMP} FROM s
 )
 SELECT s.first FROM s, notified
 """

@@ -9,7 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.pgcluster import Cluster, find_binaries, running_cluster
+from tests.pgbouncer import Bouncer, find_pgbouncer, running_pgbouncer
+from tests.pgcluster import (
+    ALICE,
+    BOB,
+    SECRET_ROLE,
+    SUPERUSER,
+    Cluster,
+    find_binaries,
+    running_cluster,
+)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -48,3 +57,17 @@ def pg_cluster() -> Iterator[Cluster]:
         pytest.skip(reason)
     with running_cluster(bindir) as cluster:
         yield cluster
+
+
+@pytest.fixture(scope="session")
+def pg_bouncer(pg_cluster: Cluster) -> Iterator[Bouncer]:
+    """PgBouncer in transaction pooling mode in front of ``pg_cluster``, for the whole
+    session (its superuser, ``alice`` and ``bob``). Skips without the binary, except under
+    ``CI=true``, where that is a failure."""
+    if find_pgbouncer() is None:
+        reason = "pgbouncer not found on PATH or in /usr/sbin: install Debian's pgbouncer package"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(reason + " (CI=true: these tests must run)")
+        pytest.skip(reason)
+    with running_pgbouncer(pg_cluster, [SUPERUSER, ALICE, BOB, SECRET_ROLE]) as bouncer:
+        yield bouncer

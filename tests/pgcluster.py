@@ -97,6 +97,11 @@ def _server_user() -> pwd.struct_passwd | None:
     return pwd.getpwnam("nobody")
 
 
+def server_user() -> pwd.struct_passwd | None:
+    """The OS user the test servers (PostgreSQL, PgBouncer) run as; ``None`` unless root."""
+    return _server_user()
+
+
 @dataclass(frozen=True)
 class Cluster:
     """A running cluster: its socket folder and a superuser URL to its ``dsh`` database."""

@@ -16,9 +16,18 @@ from core.store import SessionStore
 from stores import MemorySessionStore, open_store
 from tests.pgcluster import Cluster
 
-__all__ = ["DURABLE_KINDS", "STORE_KINDS", "durable_location", "open_kind", "pg_schema_url"]
+__all__ = [
+    "DURABLE_KINDS",
+    "POOLED_KINDS",
+    "STORE_KINDS",
+    "durable_location",
+    "open_kind",
+    "pg_schema_url",
+]
 
 STORE_KINDS = ["memory", "sqlite", "postgres"]
+POOLED_KINDS = [*STORE_KINDS, "pgbouncer"]
+"""With PostgreSQL through PgBouncer in transaction mode too: the store's own tests."""
 
 
 @contextlib.contextmanager
@@ -41,6 +50,15 @@ async def open_kind(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIter
             yield store
         finally:
             await store.close()
+    elif kind == "pgbouncer":
+        cluster = request.getfixturevalue("pg_cluster")
+        bouncer = request.getfixturevalue("pg_bouncer")
+        name, _url = cluster.fresh_schema_url(migrated=True)
+        store = await open_store(bouncer.url(search_path=name))
+        try:
+            yield store
+        finally:
+            await store.close()
     else:
         cluster: Cluster = request.getfixturevalue("pg_cluster")
         with pg_schema_url(cluster, migrated=True) as url:
@@ -57,9 +75,13 @@ DURABLE_KINDS = ["sqlite", "postgres"]
 @contextlib.contextmanager
 def durable_location(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """Where a fresh store of the fixture's durable kind lives, as ``open_store`` takes it
-    (a SQLite file path, or a PostgreSQL URL to an empty schema): for child processes."""
+    (a SQLite file path, or a PostgreSQL URL to an empty schema, through PgBouncer for
+    ``pgbouncer``): for child processes."""
     if request.param == "sqlite":
         yield str(tmp_path / "dsh.sqlite3")
+    elif request.param == "pgbouncer":
+        name, _url = request.getfixturevalue("pg_cluster").fresh_schema_url(migrated=True)
+        yield request.getfixturevalue("pg_bouncer").url(search_path=name)
     else:
         with pg_schema_url(request.getfixturevalue("pg_cluster"), migrated=True) as url:
             yield url

@@ -388,8 +388,11 @@ async def test_the_readme_grants_are_what_the_migrations_grant(
     assert ("table dsh_sessions", "SELECT") in made
     assert ("column dsh_sessions.next_seq", "UPDATE") in made
     assert not any(privilege in ("DELETE", "TRUNCATE") for _, privilege in made)
+    # The change counter: bumped and read by every member, set back by none.
+    assert {p for what, p in made if what == "table dsh_changes"} == {"USAGE", "SELECT"}
     await alice_sql.execute(
         "REVOKE ALL ON ALL TABLES IN SCHEMA " + team.schema + " FROM dsh_users;"
+        "REVOKE ALL ON ALL SEQUENCES IN SCHEMA " + team.schema + " FROM dsh_users;"
         "REVOKE ALL ON ALL FUNCTIONS IN SCHEMA " + team.schema + " FROM dsh_users"
     )
     assert await acl() == set()

@@ -8,13 +8,14 @@ from pathlib import Path
 import pytest
 
 from stores import SessionStore
-from tests.storekinds import DURABLE_KINDS, STORE_KINDS, durable_location, open_kind
+from tests.storekinds import DURABLE_KINDS, POOLED_KINDS, durable_location, open_kind
 
 
-@pytest.fixture(params=STORE_KINDS)
+@pytest.fixture(params=POOLED_KINDS)
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[SessionStore]:
     """A fresh, empty store of each kind (SQLite on a real file in ``tmp_path``, PostgreSQL
-    in a schema of its own on the suite's throwaway cluster)."""
+    in a schema of its own on the suite's throwaway cluster, directly and through
+    PgBouncer in transaction mode)."""
     async with open_kind(request, tmp_path) as opened:
         yield opened
 

@@ -113,6 +113,8 @@ UNDO: dict[int, str] = {
     8: "DROP INDEX dsh_events_marks",
     # Step 9 (issue 33): that index with sources too; step 8 made it without them.
     9: ";".join(("DROP INDEX dsh_events_marks", *MIGRATIONS[8])),
+    # Step 10 (issue 34): the counter pollers behind a transaction pooler read.
+    10: "DROP SEQUENCE dsh_changes",
 }
 
 

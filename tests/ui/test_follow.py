@@ -34,7 +34,7 @@ from tui.shared.runtime import Runtime
 pytestmark = pytest.mark.timeout(60)
 
 
-@pytest.fixture(params=DURABLE_KINDS)
+@pytest.fixture(params=[*DURABLE_KINDS, "pgbouncer"])
 def location(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     with durable_location(request, tmp_path) as where:
         yield where
@@ -326,3 +326,25 @@ def test_appended_tail_of_a_window_of_the_newest_rows_only() -> None:
     assert appended_tail(window((11, 12, 13), 3), known) is None  # no overlap: reload
     assert appended_tail(window((7, 9, 11), 3), known) is None  # 8 is gone: reload
     assert appended_tail(window((8, 9, 11, 12), 1), known) is None  # more than was read
+
+
+@pytest.mark.parametrize("location", ["pgbouncer"], indirect=True)
+async def test_behind_a_pooler_a_dropped_server_connection_changes_nothing_the_user_sees(
+    runtime: Runtime, elsewhere: SessionStore, pg_cluster: Cluster
+) -> None:
+    """PgBouncer opens a new server connection for the next transaction: the app polls on
+    (it cannot LISTEN there) and says nothing, neither a warning nor a reconnection."""
+    app = make_app(runtime)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        assert getattr(runtime.store, "pooled", False)
+        await terminate_dsh_connections(pg_cluster)
+        await elsewhere.append(
+            "checkout",
+            USER_MESSAGE,
+            user_message("after the pooler reconnected"),
+            surface_op="append",
+        )
+        await wait_for(pilot, lambda: shown(app, "after the pooler reconnected"))
+        assert "connection" not in screen_text(app)
+        assert "-warning" not in app.notice.classes
