@@ -85,7 +85,13 @@ class Bouncer:
 
 
 def _ini(
-    cluster: Cluster, sockets: Path, root: Path, pool_mode: str, pool_size: int, ignore: str
+    cluster: Cluster,
+    sockets: Path,
+    root: Path,
+    pool_mode: str,
+    pool_size: int,
+    ignore: str,
+    max_db_connections: int = 0,
 ) -> str:
     return "\n".join(
         [
@@ -101,7 +107,7 @@ def _ini(
             f"pool_mode = {pool_mode}",
             f"default_pool_size = {pool_size}",
             "max_client_conn = 2000",
-            "max_db_connections = 0",
+            f"max_db_connections = {max_db_connections}",
             f"logfile = {root / 'pgbouncer.log'}",
             f"pidfile = {root / 'pgbouncer.pid'}",
             # By default what an install has: no startup parameter beyond the usual few
@@ -122,9 +128,13 @@ def running_pgbouncer(
     pool_size: int = 20,
     name: str | None = None,
     ignore_startup_parameters: Sequence[str] = ("extra_float_digits",),
+    max_db_connections: int = 0,
 ) -> Iterator[Bouncer]:
     """Start PgBouncer in front of ``cluster`` for ``users``; stop it on exit. ``name``:
-    its folder's (so a second start listens where the first did), else a new one."""
+    its folder's (so a second start listens where the first did), else a new one.
+    ``pool_size`` is per user (each member's role has a pool of its own);
+    ``max_db_connections`` caps the server connections of all of them together (0: no
+    cap), as a team that gives each member a role must to fold them into a few."""
     binary = find_pgbouncer()
     if binary is None:
         raise RuntimeError("pgbouncer not found: install Debian's pgbouncer package")
@@ -134,7 +144,15 @@ def running_pgbouncer(
     sockets.mkdir(parents=True)
     (root / "users.txt").write_text("".join(f'"{name}" ""\n' for name in users))
     (root / "pgbouncer.ini").write_text(
-        _ini(cluster, sockets, root, pool_mode, pool_size, ",".join(ignore_startup_parameters))
+        _ini(
+            cluster,
+            sockets,
+            root,
+            pool_mode,
+            pool_size,
+            ",".join(ignore_startup_parameters),
+            max_db_connections,
+        )
     )
     if user is not None:
         for path in (root, sockets, root / "users.txt", root / "pgbouncer.ini"):

@@ -28,6 +28,7 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any
 
+from core.config import PostgresLimits
 from core.engine import ChatSession, ReplyDelta, ReplyFinished, Submitted
 from core.errors import DshError
 from core.log import user_message
@@ -65,6 +66,7 @@ class UserSpec:
     search_every: float
     seed: int
     chunk_flush: float | None = None
+    poll: bool = False  # follow by polling the change counter (as behind a pooler), not LISTEN
 
 
 @dataclass
@@ -196,7 +198,8 @@ async def run_user(
     result = UserResult(spec.index)
     _chunk_flush(spec.chunk_flush)
     rng = random.Random(spec.seed)
-    store = await PostgresSessionStore.open(spec.url)
+    limits = PostgresLimits(pooler=True) if spec.poll else None
+    store = await PostgresSessionStore.open(spec.url, limits=limits)
     try:
         await setup(spec, store)
         ready.put(spec.index)

@@ -30,7 +30,10 @@ other sizes (``--pooler``: ``no``, ``yes`` or ``both``; the default ``both`` whe
 and ``tests.pgbouncer`` are present). The environment variables ``DSH_LOAD_USERS``
 ("10,50"), ``DSH_LOAD_SECONDS``, ``DSH_LOAD_POOLER`` and ``DSH_LOAD_CHUNK_FLUSH`` do the
 same for ``--only``. ``--chunk-flush 0.05`` writes a reply's chunks as often as before
-issue 34 (the engine's default; the PostgreSQL store now asks for 0.25 s), for comparing.
+issue 34 (the engine's default; the PostgreSQL store now asks for 0.25 s), for comparing;
+``--poll`` makes direct members follow by polling the change counter (as behind a pooler:
+``PostgresLimits(pooler=True)``) instead of LISTEN. "heard" counts the moves of the
+members' change tokens (notifications heard, or counter moves seen by polling).
 """
 
 from __future__ import annotations
@@ -64,7 +67,7 @@ SEARCH_EVERY = 3.0  # seconds between a searcher's searches, on average
 SEARCHERS_ONE_IN = 4
 SAMPLE_EVERY = 0.2  # pg_stat_activity
 MAX_CONNECTIONS = 400  # three per member (pool of up to two, one LISTEN) for N = 100, and spare
-POOL_SIZE = 20  # PgBouncer's server connections per user and database… see _bouncer
+POOL_SIZE = 2  # PgBouncer's server connections per user (a member's store needs one at a time)
 START_TIMEOUT = 180.0
 CLUSTER_SETTINGS = (
     f"max_connections={MAX_CONNECTIONS}",
@@ -80,6 +83,8 @@ class Config:
     pooler: bool
     seconds: float
     chunk_flush: float | None = None
+    poll: bool = False
+    server_conns: int = 0  # PgBouncer's max_db_connections (0: no cap)
 
 
 @dataclass
@@ -155,10 +160,17 @@ def pooler_available() -> bool:
 
 
 @contextlib.contextmanager
-def _bouncer(cluster: Any, users: int) -> Iterator[Any]:
+def _bouncer(cluster: Any, users: int, server_conns: int) -> Iterator[Any]:
+    """PgBouncer for the members: a pool per role (PgBouncer pools by user and database),
+    ``server_conns`` server connections for all of them together (0: one per member)."""
     from tests.pgbouncer import running_pgbouncer
 
-    with running_pgbouncer(cluster, [role(i) for i in range(users)], pool_size=POOL_SIZE) as b:
+    with running_pgbouncer(
+        cluster,
+        [role(i) for i in range(users)],
+        pool_size=POOL_SIZE,
+        max_db_connections=server_conns,
+    ) as b:
         yield b
 
 
@@ -265,6 +277,7 @@ def run_config(cluster: Any, config: Config, bouncer: Any = None) -> Outcome:
                     search_every=SEARCH_EVERY,
                     seed=1000 + i,
                     chunk_flush=config.chunk_flush,
+                    poll=config.poll,
                 ),
                 ready,
                 go,
@@ -358,7 +371,8 @@ def summary_line(o: Outcome) -> str:
     conns = o.connections or [0]
     return (
         f"N={o.config.users:>3} {'pgbouncer' if o.config.pooler else 'direct   '} "
-        f"chunks {o.config.chunk_flush or 'store'} | "
+        f"chunks {o.config.chunk_flush or 'store'}{' poll' if o.config.poll else ''}"
+        f"{f' cap {o.config.server_conns}' if o.config.server_conns else ''} | "
         f"first token p50 {_ms(pct(ft, 50))} p99 {_ms(pct(ft, 99))} ({len(ft)} sends) | "
         f"{o.events / o.elapsed:,.0f} ev/s | "
         f"search p50 {_ms(pct(se, 50))} p99 {_ms(pct(se, 99))} ({len(se)}) | "
@@ -374,6 +388,10 @@ def rows_of(o: Outcome) -> list[Row]:
     size = f"N={o.config.users}, {'PgBouncer' if o.config.pooler else 'direct'}"
     if o.config.chunk_flush is not None:
         size += f", chunks every {o.config.chunk_flush:g} s"
+    if o.config.poll and not o.config.pooler:
+        size += ", polling"
+    if o.config.pooler and o.config.server_conns:
+        size += f", {o.config.server_conns} server conns"
     ft, se, lag = o.first_token(), o.search(), o.follow_lag()
     conns = o.connections or [0]
     total = sum(o.waits.values()) or 1
@@ -443,6 +461,8 @@ def run_all(
     seconds: float,
     poolers: Sequence[bool],
     chunk_flush: float | None = None,
+    poll: bool = False,
+    server_conns: int = 0,
 ) -> list[Row]:
     rows: list[Row] = []
     with _cluster() as cluster:
@@ -455,10 +475,10 @@ def run_all(
         )
         for n in users:
             for pooled in poolers:
-                config = Config(n, pooled, seconds, chunk_flush)
+                config = Config(n, pooled, seconds, chunk_flush, poll, server_conns)
                 print(f"  team_load: N={n} pooler={pooled}…", file=sys.stderr, flush=True)
                 if pooled:
-                    with _bouncer(cluster, max(users)) as bouncer:
+                    with _bouncer(cluster, max(users), server_conns) as bouncer:
                         outcome = run_config(cluster, config, bouncer)
                 else:
                     outcome = run_config(cluster, config)
@@ -511,8 +531,27 @@ def main(argv: list[str] | None = None) -> int:
         metavar="SECONDS",
         help="write a reply's chunks this often (0.05: as before issue 34)",
     )
+    parser.add_argument(
+        "--poll",
+        action="store_true",
+        help="direct too: follow by polling the change counter, as behind a pooler (no LISTEN)",
+    )
+    parser.add_argument(
+        "--server-conns",
+        type=int,
+        default=0,
+        metavar="N",
+        help="PgBouncer's max_db_connections: server connections for all members (0: no cap)",
+    )
     args = parser.parse_args(argv)
-    rows = run_all(args.users, args.seconds, _poolers(args.pooler), args.chunk_flush)
+    rows = run_all(
+        args.users,
+        args.seconds,
+        _poolers(args.pooler),
+        args.chunk_flush,
+        args.poll,
+        args.server_conns,
+    )
     print(format_table(rows))
     return 0
 
