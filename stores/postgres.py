@@ -1093,7 +1093,16 @@ class PostgresSessionStore:
         while True:
             try:
                 async with pool.acquire(timeout=_LOCK_PROBE_AFTER_S) as probe:
-                    rows = await probe.fetch(_BLOCKERS_SQL, pid, timeout=_LOCK_PROBE_AFTER_S)
+                    try:
+                        rows = await probe.fetch(_BLOCKERS_SQL, pid, timeout=_LOCK_PROBE_AFTER_S)
+                    except BaseException:
+                        # Stopped before its answer (the statement it watched ended, or
+                        # its own timeout on a busy server): the connection may be left
+                        # mid-statement (the next transaction on it failed with "SET
+                        # TRANSACTION ISOLATION LEVEL must be called before any query",
+                        # issue 34), so it is closed, never handed to the next operation.
+                        probe.terminate()
+                        raise
             except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError):
                 return  # the names are a courtesy: the timeout itself still comes
             names = [str(row[0]) for row in rows]
