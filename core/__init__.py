@@ -12,6 +12,7 @@ from core.errors import (
     SessionReadOnlyError,
     ShareError,
     StoreError,
+    StoreUnreachableError,
 )
 from core.log import (
     COMPACT_CHECKPOINT_SOURCE,
@@ -56,6 +57,7 @@ __all__ = [
     "Share",
     "ShareError",
     "StoreError",
+    "StoreUnreachableError",
     "SurfaceFolder",
     "SurfaceOp",
     "SurfaceSnapshot",

@@ -17,7 +17,15 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
 from core.control import edit_run, replacing, retry_run
-from core.errors import DshError, InvalidEventError, LeaseLostError, SessionBusyError
+from core.errors import (
+    DshError,
+    InvalidEventError,
+    LeaseLostError,
+    ReplyUnsavedError,
+    SessionBusyError,
+    StoreError,
+    StoreUnreachableError,
+)
 from core.leases import lease_owner as lease_owner  # importable from here as before
 from core.leases import lease_owner_is_dead as lease_owner_is_dead
 from core.log import (
@@ -103,6 +111,12 @@ lease is taken over after this."""
 REPLY_LEASE_RENEW_SECONDS = 5.0
 """How often a holder renews its lease, and so how soon it learns that another writer took
 it (``dsh unlock``, or a stall past the TTL): it then stops (``LeaseLostError``)."""
+STORE_RETRY_SECONDS = 30.0
+"""How long a reply whose server went away (a restart, a failover) waits for it to come
+back to store the text already shown; after that the reply is kept in memory and stored
+before the session's next message."""
+STORE_RETRY_FIRST_DELAY = 0.25
+STORE_RETRY_MAX_DELAY = 2.0
 CHUNK_FLUSH_EVENTS = 256
 CHUNK_FLUSH_SECONDS = 0.05
 """How long a streamed reply's chunks are gathered before they are written (one write per
@@ -259,6 +273,15 @@ async def _unless_set(work: Awaitable[_T], event: asyncio.Event) -> _T | None:
     return task.result()
 
 
+async def _sleep_unless(seconds: float, event: asyncio.Event | None) -> None:
+    """Sleep ``seconds``, or less once ``event`` is set."""
+    if event is None:
+        await asyncio.sleep(seconds)
+        return
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(event.wait(), seconds)
+
+
 # --------------------------------------------------------------------------- updates
 
 
@@ -299,6 +322,9 @@ class ReplyFinished:
     message_event: Event | None
     error: ProviderError | None = None
     first_delta_seconds: float | None = None
+    store_error: StoreError | None = None
+    """The server went away during the reply: it ended there (status ``error``, unless
+    only its final write was delayed) and was stored once the server was back."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -479,6 +505,12 @@ class ChatSession:
         self.lease_ttl_ms = REPLY_LEASE_TTL_MS
         self.lease_renew_seconds = REPLY_LEASE_RENEW_SECONDS
         self._lease_owner: str | None = None  # set while this session holds the reply lease
+        self.store_retry_seconds = STORE_RETRY_SECONDS
+        # A reply the server could not take when it ended (its events, its message id):
+        # stored before anything else this session writes.
+        self._unsaved: tuple[list[NewEvent], str] | None = None
+        # A lease not given back (the server was gone): taken again by the same holder.
+        self._unreleased: str | None = None
         # Set (for the lease held now) once another writer took it: nothing more is written.
         self._lease_lost = asyncio.Event()
 
@@ -551,8 +583,33 @@ class ChatSession:
         prepared = await self.prepare_draft(draft, cancel=cancel)
         if self._lease_owner is not None and self._lease_lost.is_set():
             raise await self._lost_error("message")
-        events = await self.store.append_batch(self.session_id, prepared.batch)
+        events = await self._append_message(prepared.batch)
         return Submitted(tuple(events))
+
+    async def _append_message(self, batch: list[NewEvent]) -> list[Event]:
+        """Append the user's batch. When the connection was lost during the write, it may
+        have been stored all the same: then it is found and used, never written twice
+        (and the host does not hand back a draft that was sent)."""
+        try:
+            return await self.store.append_batch(self.session_id, batch)
+        except StoreUnreachableError:
+            message_id = batch[-1].data.get("id")
+            found = None
+            with contextlib.suppress(StoreError):
+                found = await self._stored_batch(message_id, len(batch))
+            if found is None:
+                raise
+            return found
+
+    async def _stored_batch(self, message_id: object, count: int) -> list[Event] | None:
+        """The ``count`` events ending with the user's message ``message_id``, if the
+        session's surface holds it."""
+        surface = (await self.query.read_surface(self.session_id)).events
+        for event in reversed(surface):
+            if event.type == USER_MESSAGE and event.data.get("id") == message_id:
+                first = event.seq - count + 1
+                return await self.store.read_events_at(self.session_id, range(first, event.seq + 1))
+        return None
 
     # -- replies -----------------------------------------------------------------------
 
@@ -569,21 +626,46 @@ class ChatSession:
         if self._lease_owner is not None:
             yield
             return
-        owner = lease_owner()
+        owner = self._unreleased or lease_owner()
         if not await self.store.take_reply_lease(
             self.session_id, owner, ttl_ms=self.lease_ttl_ms, dead=lease_owner_is_dead
         ):
             raise SessionBusyError(self.session_id, await self._lease_holder())
+        self._unreleased = None
         self._lease_owner = owner
         self._lease_lost = lost = asyncio.Event()
         renewing = asyncio.ensure_future(self._renew_lease(owner, lost))
         try:
+            await self._store_unsaved()
             yield
         finally:
             self._lease_owner = None
             renewing.cancel()
-            with contextlib.suppress(DshError):  # a lease not given back expires on its own
+            try:
                 await asyncio.shield(self.store.release_reply_lease(self.session_id, owner))
+            except DshError:  # it expires on its own; this session takes it again meanwhile
+                self._unreleased = owner
+
+    async def _store_unsaved(self) -> None:
+        """Store the reply kept in memory when its server went away (unless the write that
+        failed was stored after all): before anything else, so turns and seqs stay in
+        order. Raises the store's error when it still cannot (nothing else is written)."""
+        if self._unsaved is None:
+            return
+        tail, message_id = self._unsaved
+        if await self._stored_reply(message_id) is None:
+            await self.store.append_batch(self.session_id, tail)
+        self._unsaved = None
+
+    async def _stored_reply(self, message_id: str) -> Event | None:
+        """The reply message ``message_id`` if the log holds it (a write cut by a lost
+        connection may have been stored before the connection went)."""
+        surface = (await self.query.read_surface(self.session_id)).events
+        for event in reversed(surface):
+            message = event.data.get("message") if event.type == ASSISTANT_MESSAGE else None
+            if isinstance(message, Mapping) and message.get("id") == message_id:
+                return event
+        return None
 
     async def _lease_holder(self) -> str | None:
         """Who holds the session's lease now, for the busy error's words (``None``: none
@@ -721,7 +803,7 @@ class ChatSession:
             if self._lease_lost.is_set():
                 raise await self._lost_error("message")
             batch = replacing(prepared.batch, run)
-            events = await self.store.append_batch(self.session_id, batch)
+            events = await self._append_message(batch)
             yield Submitted(tuple(events))
             async with aclosing(self._reply(interrupt)) as updates:
                 async for update in updates:
@@ -844,6 +926,11 @@ class ChatSession:
                 return  # a closed generator may not yield (or raise) again
             raise await self._lost_error("reply")
 
+        store_error: StoreError | None = None
+        if isinstance(write_error, StoreUnreachableError) and (text_parts or reasoning_parts):
+            # The server went away (a restart, a failover): the reply ends here, as an
+            # error, and what was shown is stored once the server is back (below).
+            status, store_error, write_error = "error", write_error, None
         if write_error is not None:
             # The store refuses writes (a full disk…): the reply cannot be kept, and the
             # error is the store's, not the model's. Chunks stored so far stay as they are.
@@ -875,6 +962,8 @@ class ChatSession:
                 data["interrupted"] = True
             if error is not None:
                 data["error"] = {"kind": error.kind, "message": str(error)}
+            elif store_error is not None:
+                data["error"] = {"kind": "store", "message": str(store_error)}
             if self.profile is not None:
                 data["profile"] = self.profile.name
             if replace:
@@ -886,7 +975,11 @@ class ChatSession:
         end: dict[str, Any] = {"turn": turn, "status": status}
         if error is not None:
             end["error"] = {"kind": error.kind, "message": str(error)}
+        elif store_error is not None and status == "error":
+            end["error"] = {"kind": "store", "message": str(store_error)}
         tail.append(NewEvent(TURN_END, end))
+        message_event: Event | None = None
+        written: list[Event] | None = None
         try:
             written = await buffer.flush(*tail)
         except LeaseLostError:  # lost while the final write waited for a chunk write
@@ -897,6 +990,12 @@ class ChatSession:
             if closed:
                 return
             raise await self._lost_error("reply") from None
+        except StoreUnreachableError as err:
+            if len(tail) < 2:  # nothing was shown: nothing to keep (turn numbers stay)
+                with contextlib.suppress(Exception):
+                    await buffer.close()
+                raise
+            store_error = store_error or err
         except BaseException:
             with contextlib.suppress(Exception):
                 await buffer.close()
@@ -905,12 +1004,52 @@ class ChatSession:
         # the whole reply.
         with contextlib.suppress(Exception):
             await buffer.close()
-        message_event = written[-2] if len(tail) == 2 else None
+        if written is not None:
+            message_event = written[-2] if len(tail) == 2 else None
+        else:
+            # The server went away: wait for it (saying so) and store the reply then; a
+            # reply that cannot wait (closed, cancelled, stopped by the host's interrupt)
+            # or waited long enough is kept in memory and stored before this session's
+            # next write.
+            message_id = str(tail[0].data["message"]["id"])
+            deadline = time.monotonic() + self.store_retry_seconds
+            delay = STORE_RETRY_FIRST_DELAY
+            assert store_error is not None
+            latest: StoreError = store_error  # what the server said last, for the user
+            while message_event is None:
+                stopped = interrupt is not None and interrupt.is_set()
+                if cancelled or closed or stopped or time.monotonic() >= deadline:
+                    self._unsaved = (tail, message_id)
+                    if cancelled:
+                        raise asyncio.CancelledError
+                    if closed:
+                        return
+                    raise ReplyUnsavedError(str(latest)) from latest
+                try:
+                    yield ReplyWaiting(
+                        delay, f"{store_error}; the reply is stored when the server is back"
+                    )
+                    await _sleep_unless(delay, interrupt)
+                except (GeneratorExit, asyncio.CancelledError):
+                    self._unsaved = (tail, message_id)
+                    raise
+                if interrupt is not None and interrupt.is_set():
+                    continue  # stopped while waiting: kept in memory (above)
+                delay = min(delay * 2, STORE_RETRY_MAX_DELAY)
+                await self._check_lease()
+                if lost.is_set():
+                    raise await self._lost_error("reply")
+                try:
+                    message_event = await self._stored_reply(message_id)
+                    if message_event is None:
+                        message_event = (await self.store.append_batch(self.session_id, tail))[0]
+                except StoreUnreachableError as err:
+                    latest = err
         if cancelled:
             raise asyncio.CancelledError
         if closed:
             return  # a closed generator may not yield again
-        yield ReplyFinished(status, message_event, error, first_delta)
+        yield ReplyFinished(status, message_event, error, first_delta, store_error)
         if status != "error" and not lost.is_set():
             title = await self._ensure_title()
             if title is not None:

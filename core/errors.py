@@ -9,6 +9,7 @@ __all__ = [
     "DshError",
     "InvalidEventError",
     "LeaseLostError",
+    "ReplyUnsavedError",
     "SearchQueryError",
     "SessionBusyError",
     "SessionExistsError",
@@ -16,6 +17,7 @@ __all__ = [
     "SessionReadOnlyError",
     "ShareError",
     "StoreError",
+    "StoreUnreachableError",
 ]
 
 
@@ -45,6 +47,18 @@ class InvalidEventError(DshError, ValueError):
 
 class StoreError(DshError):
     """The store itself cannot be used (not a database, corrupt, newer schema, read-only…)."""
+
+
+class StoreUnreachableError(StoreError):
+    """The store's server cannot be reached now (down, restarting, the connection cut): a
+    fault that passes, so a host may wait and try again. A write it interrupted may or may
+    not have been stored; it is never repeated blindly."""
+
+
+class ReplyUnsavedError(StoreUnreachableError):
+    """The server stayed unreachable after a reply ended: the reply (the text already
+    shown) is kept in memory by its ``ChatSession`` and stored before anything else it
+    writes in that session (the next message), once the server is back."""
 
 
 class DiskFullError(StoreError):

@@ -13,7 +13,7 @@ import socket
 from dataclasses import dataclass
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from core.errors import StoreError
+from core.errors import StoreError, StoreUnreachableError
 from core.secrets import redact, redact_url
 
 __all__ = ["PgLocation", "connect_error"]
@@ -90,7 +90,28 @@ def connect_error(
     """One line saying why the server could not be used (down, refused login, no such
     database…), naming host and database, never the password."""
     reason = location.redact(_reason(err))
-    return StoreError(" ".join(f"{location.display}: {what}: {reason}".split()))
+    kind = StoreUnreachableError if _passes(err) else StoreError
+    return kind(" ".join(f"{location.display}: {what}: {reason}".split()))
+
+
+def _passes(err: BaseException) -> bool:
+    """Whether ``err`` says the server cannot be reached now (down, restarting, the
+    connection cut or timed out), rather than that it refuses us (a login, a database)."""
+    import asyncpg
+
+    return isinstance(
+        err,
+        (
+            ConnectionError,  # refused, reset, broken pipe
+            FileNotFoundError,  # no socket: the server is not running
+            TimeoutError,
+            asyncpg.CannotConnectNowError,  # starting up or shutting down
+            asyncpg.ConnectionDoesNotExistError,
+            asyncpg.AdminShutdownError,
+            asyncpg.ConnectionFailureError,
+            asyncpg.InternalClientError,  # the driver lost track of a dropped connection
+        ),
+    )
 
 
 def _reason(err: BaseException) -> str:
@@ -111,6 +132,8 @@ def _reason(err: BaseException) -> str:
         return f"no such database ({detail})"
     if isinstance(err, asyncpg.CannotConnectNowError):
         return f"the server is starting up or shutting down ({detail})"
+    if isinstance(err, asyncpg.InternalClientError):  # its words are the driver's state
+        return "the connection to the server was lost"
     if isinstance(err, (ConnectionError, asyncpg.ConnectionDoesNotExistError)):
         return f"the connection to the server was lost ({detail})"
     return detail

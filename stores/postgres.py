@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import dataclasses
 import functools
+import logging
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
@@ -80,6 +81,7 @@ from stores.columns import (
     encode_seqs,
     encode_text,
 )
+from stores.pglimits import LIMIT_NAMES, AppliedLimits, apply_limits, pooled_limits
 from stores.pglocation import PgLocation, connect_error
 from stores.pgpairs import MERGE_PAIRS, merge_stored_pairs, pairs_step
 from stores.pgpooling import (
@@ -140,6 +142,11 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+
+# The driver logs what it retries by itself (a pool reconnecting after a restart) with a
+# traceback; with no logging set up, Python would print that on stderr (over the app, or
+# after a command's one clear line). A host that sets up logging still gets it.
+logging.getLogger("asyncpg").addHandler(logging.NullHandler())
 
 _BACKFILL = "SELECT 'dsh: fold every surface into its nodes'"
 """A migration statement run as Python (``_backfill_surfaces``), a no-op as SQL."""
@@ -501,11 +508,32 @@ _CONNECTION_LOST = (
     asyncpg.CannotConnectNowError,
     ConnectionResetError,
     BrokenPipeError,
+    # The driver lost track of a connection the server dropped under it (seen during a
+    # server's shutdown): the connection is thrown away, as a lost one.
+    asyncpg.InternalClientError,
 )
+
+
+def _lost_cause(err: BaseException) -> BaseException | None:
+    """The lost connection behind ``err`` (itself, or what it was raised while handling),
+    or ``None`` when the connection was not lost."""
+    seen: BaseException | None = err
+    for _ in range(5):
+        if seen is None:
+            return None
+        if isinstance(seen, _CONNECTION_LOST):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 async def _no_reset(conn: asyncpg.Connection) -> None:
     return None
+
+
+_POOL_SETTINGS = {"application_name": "dsh"}
+"""What a pooled connection sends at its start; its time limits are set just after
+(``stores.pglimits``: an admin's stricter ones win, which startup parameters would hide)."""
 
 
 def _server_settings(limits: PostgresLimits) -> dict[str, str]:
@@ -522,10 +550,12 @@ def _server_settings(limits: PostgresLimits) -> dict[str, str]:
     }
 
 
-async def _init_connection(conn: asyncpg.Connection) -> None:
-    """Per connection, when the server knows it (PostgreSQL 14+): check every few seconds
-    during a long statement that the client is still there, so a killed dsh does not leave
-    its query running (a search of a huge term, a wait on a lock) until it ends."""
+async def _init_connection(applied: AppliedLimits, conn: asyncpg.Connection) -> None:
+    """Per connection: its time limits (dsh's, or an admin's stricter ones), and, when the
+    server knows it (PostgreSQL 14+), a check every few seconds during a long statement
+    that the client is still there, so a killed dsh does not leave its query running (a
+    search of a huge term, a wait on a lock) until it ends."""
+    await apply_limits(conn, applied)
     if conn.get_server_version() >= (14, 0):
         await conn.execute(f"SET client_connection_check_interval = {_CLIENT_CHECK_MS}")
 
@@ -617,6 +647,7 @@ class PostgresSessionStore:
         self._pool: asyncpg.Pool | None = pool
         self._location = location
         self._limits = limits or PostgresLimits()
+        self._applied = AppliedLimits(self._limits)  # the limits the server applies
         # Behind a transaction pooler (stores.pgpooling): settings per transaction
         # (``local_sql``), and other writers followed by polling ``dsh_changes``.
         self._pooled = pooled
@@ -692,14 +723,20 @@ class PostgresSessionStore:
         *,
         pooled: bool,
     ) -> PostgresSessionStore:
-        dsn, settings = location.dsn, _server_settings(limits)
-        options: dict[str, Any] = {"init": _init_connection}
-        startup: dict[str, str] = {}
+        applied = AppliedLimits(limits)
+        # The URL's own settings go to the server, except time limits: dsh's win over
+        # those (an admin's stricter ones win over dsh's: stores.pglimits).
+        dsn, from_url = split_server_settings(location.dsn)
+        for name in LIMIT_NAMES:
+            from_url.pop(name, None)
+        settings = {**from_url, **_POOL_SETTINGS}
+        # Direct: the limits are set as each connection starts (``_init_connection``).
+        options: dict[str, Any] = {"init": functools.partial(_init_connection, applied)}
+        startup = settings
         if pooled:
             # Only what PgBouncer forwards goes at startup; the rest is set per
             # transaction, and no prepared statement outlives one.
-            dsn, from_url = split_server_settings(location.dsn)
-            settings = {**from_url, **settings}  # dsh's limits win, as on a direct connection
+            settings = {**from_url, **_server_settings(limits)}
             options = {"statement_cache_size": 0}
             startup = {"application_name": settings.pop("application_name")}
         try:
@@ -709,7 +746,7 @@ class PostgresSessionStore:
                 max_size=_POOL_MAX,
                 timeout=_CONNECT_TIMEOUT_S,
                 command_timeout=None,
-                server_settings=startup if pooled else settings,
+                server_settings=startup,
                 # Every operation is a whole transaction that leaves no session state, so
                 # the pool's reset query (a round trip per operation) is not needed.
                 reset=_no_reset,
@@ -718,6 +755,7 @@ class PostgresSessionStore:
         except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError) as err:
             raise connect_error(location, err) from err
         store = cls(pool, location, limits, pooled=pooled)
+        store._applied = applied
         store._migration_progress = fold_progress or terminal_progress()
         store._index_progress = progress or terminal_progress(indexing_words)
         try:
@@ -756,6 +794,7 @@ class PostgresSessionStore:
             async with pool.acquire() as conn:
                 if conn.get_server_version() >= (14, 0):
                     settings["client_connection_check_interval"] = str(_CLIENT_CHECK_MS)
+                settings.update(await pooled_limits(conn, self._applied))
         except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError) as err:
             raise connect_error(self._location, err) from err
         try:
@@ -1055,6 +1094,9 @@ class PostgresSessionStore:
                         if write:
                             self._bumps += 1
                         return result
+                    except asyncpg.InternalClientError:
+                        conn.terminate()  # never handed out again
+                        raise
                     finally:
                         if watch is not None:
                             watch.cancel()
@@ -1078,7 +1120,19 @@ class PostgresSessionStore:
                 raise self._error(
                     what or ("write failed" if write else "read failed"), err, blockers
                 ) from err
-            except (OSError, asyncpg.InterfaceError, TimeoutError) as err:
+            except asyncpg.InterfaceError as err:
+                # A connection lost inside a transaction surfaces as the rollback's
+                # complaint that the connection is closed: the loss is what happened.
+                lost = _lost_cause(err)
+                if lost is None:
+                    raise connect_error(
+                        self._location, err, what or "the connection failed"
+                    ) from err
+                if write or attempt == 2:
+                    raise connect_error(
+                        self._location, lost, what or "lost the connection"
+                    ) from err
+            except (OSError, TimeoutError) as err:
                 raise connect_error(self._location, err, what or "the connection failed") from err
         raise AssertionError("unreachable")
 
@@ -1128,14 +1182,15 @@ class PostgresSessionStore:
         if state == "55P03":  # lock_not_available: lock_timeout ran out
             held = _roles(blockers) if blockers else "another connection"
             return StoreError(
-                f"{self.location}: {what}: waited {self._limits.lock_timeout:g} s for a lock "
-                f"held by {held} (lock_timeout); try again when it is released"
+                f"{self.location}: {what}: waited {self._applied.seconds('lock_timeout'):g} s "
+                f"for a lock held by {held} ({self._applied.words('lock_timeout')}); try "
+                "again when it is released"
             )
         if state == "57014" and "statement timeout" in said:  # query_canceled
             return StoreError(
                 f"{self.location}: {what}: the statement ran longer than "
-                f"{self._limits.statement_timeout:g} s and the server stopped it "
-                "(statement_timeout)"
+                f"{self._applied.seconds('statement_timeout'):g} s and the server stopped it "
+                f"({self._applied.words('statement_timeout')})"
             )
         return connect_error(self._location, err, what)
 

@@ -91,6 +91,7 @@ def _ini(
     pool_mode: str,
     pool_size: int,
     ignore: str,
+    more: Sequence[str] = (),
     max_db_connections: int = 0,
 ) -> str:
     return "\n".join(
@@ -114,6 +115,7 @@ def _ini(
             # is let through (dsh must not need any).
             f"ignore_startup_parameters = {ignore}",
             "server_reset_query =",
+            *more,
             "",
         ]
     )
@@ -128,13 +130,15 @@ def running_pgbouncer(
     pool_size: int = 20,
     name: str | None = None,
     ignore_startup_parameters: Sequence[str] = ("extra_float_digits",),
+    server_login_retry: float | None = None,
     max_db_connections: int = 0,
 ) -> Iterator[Bouncer]:
     """Start PgBouncer in front of ``cluster`` for ``users``; stop it on exit. ``name``:
     its folder's (so a second start listens where the first did), else a new one.
-    ``pool_size`` is per user (each member's role has a pool of its own);
-    ``max_db_connections`` caps the server connections of all of them together (0: no
-    cap), as a team that gives each member a role must to fold them into a few."""
+    ``server_login_retry``: how long it waits to log in again after the server refused
+    (a restart; PgBouncer's default is 15 s). ``pool_size`` is per user (each member's
+    role has a pool of its own); ``max_db_connections`` caps the server connections of
+    all of them together (0: no cap)."""
     binary = find_pgbouncer()
     if binary is None:
         raise RuntimeError("pgbouncer not found: install Debian's pgbouncer package")
@@ -151,6 +155,7 @@ def running_pgbouncer(
             pool_mode,
             pool_size,
             ",".join(ignore_startup_parameters),
+            () if server_login_retry is None else (f"server_login_retry = {server_login_retry:g}",),
             max_db_connections,
         )
     )

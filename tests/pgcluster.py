@@ -109,6 +109,7 @@ class Cluster:
     bindir: Path
     root: Path
     socket_dir: Path
+    settings: tuple[str, ...] = ()  # the server settings beyond the defaults it started with
     _ready: dict[bool, list[str]] = field(default_factory=dict, compare=False, repr=False)
 
     def url(self, database: str = DATABASE, *, user: str = SUPERUSER, **options: str) -> str:
@@ -163,6 +164,30 @@ class Cluster:
             sql += f";SET search_path = {name};" + ";".join(statements) + ";RESET search_path"
         return sql
 
+    # -- stopping and starting (tests of faults: a restart, a server that is down) --------
+
+    def stop(self, mode: str = "fast") -> None:
+        """Stop the server (``fast``: connections are ended, as by an admin's restart;
+        ``immediate``: as by a crash). Its data and socket folder stay."""
+        _run_as(
+            _server_user(),
+            [str(self.bindir / "pg_ctl"), "-D", str(self.root / "data"), "-m", mode, "-w", "stop"],
+            timeout=60,
+        )
+
+    def start(self) -> None:
+        """Start the server again, with the options it first started with."""
+        _run_as(
+            _server_user(),
+            _start_argv(self.bindir, self.root, self.socket_dir, self.settings),
+            timeout=90,
+        )
+
+    def restart(self, mode: str = "fast") -> None:
+        """Stop then start the server: every connection to it is lost."""
+        self.stop(mode)
+        self.start()
+
     def psql(self, sql: str, database: str = DATABASE) -> str:
         """Run ``sql`` as the superuser with ``psql`` and return its unaligned output.
 
@@ -215,6 +240,28 @@ def _run_as(
     )
 
 
+def _start_argv(bindir: Path, root: Path, sockets: Path, settings: Sequence[str] = ()) -> list[str]:
+    """``pg_ctl start`` of the cluster in ``root``, listening on ``sockets`` only, with
+    ``settings`` after the defaults."""
+    options = " ".join(
+        ["-c listen_addresses=''", f"-c unix_socket_directories={sockets}"]
+        + [f"-c {s}" for s in (*_SPEED, *settings)]
+    )
+    return [
+        str(bindir / "pg_ctl"),
+        "-D",
+        str(root / "data"),
+        "-l",
+        str(root / "log"),
+        "-o",
+        options,
+        "-w",
+        "-t",
+        "60",
+        "start",
+    ]
+
+
 @contextlib.contextmanager
 def running_cluster(bindir: Path, settings: Sequence[str] = ()) -> Iterator[Cluster]:
     """Start a cluster in a new temp dir; stop it and remove the dir on exit. ``settings``
@@ -248,29 +295,9 @@ def running_cluster(bindir: Path, settings: Sequence[str] = ()) -> Iterator[Clus
         hba.write_text(f"local all {SECRET_ROLE} scram-sha-256\nlocal all all trust\n")
         if user is not None:
             os.chown(hba, user.pw_uid, user.pw_gid)
-        options = " ".join(
-            ["-c listen_addresses=''", f"-c unix_socket_directories={sockets}"]
-            + [f"-c {s}" for s in (*_SPEED, *settings)]
-        )
-        _run_as(
-            user,
-            [
-                str(bindir / "pg_ctl"),
-                "-D",
-                str(data),
-                "-l",
-                str(root / "log"),
-                "-o",
-                options,
-                "-w",
-                "-t",
-                "60",
-                "start",
-            ],
-            timeout=90,
-        )
+        _run_as(user, _start_argv(bindir, root, sockets, settings), timeout=90)
         try:
-            cluster = Cluster(bindir, root, sockets)
+            cluster = Cluster(bindir, root, sockets, tuple(settings))
             cluster.psql(f"CREATE DATABASE {DATABASE}", database="postgres")
             # Where an admin would put it: in public, whose objects every role may use,
             # so that the tables every test schema makes (a member's included) get the

@@ -592,6 +592,14 @@ class DshAcpAgent:
                 elif isinstance(update, ReplyFinished):
                     if update.status == "interrupted":
                         stop = "cancelled"
+                    elif update.status == "error" and update.store_error is not None:
+                        failure = RequestError(
+                            INTERNAL_ERROR,
+                            "the connection to the server was lost mid-reply: "
+                            f"{client_label(str(update.store_error))} (your message and the "
+                            "partial reply are saved)",
+                            {"kind": "store"},
+                        )
                     elif update.status == "error":
                         detail = client_label(str(update.error)) if update.error else "unknown"
                         failure = RequestError(

@@ -47,9 +47,11 @@ from core.errors import (
     DiskFullError,
     DshError,
     LeaseLostError,
+    ReplyUnsavedError,
     SessionBusyError,
     SessionNotFoundError,
     StoreError,
+    StoreUnreachableError,
 )
 from core.log import Event, SessionHeader, now_ms
 from core.logfile import export_jsonl
@@ -87,6 +89,7 @@ from tui.app.transcript.history import ForkBanner
 from tui.app.transcript.navigation import MessageItem
 from tui.app.transcript.transcript import Transcript, last_assistant_text
 from tui.app.uistate import UiStateKeeper, default_state_path
+from tui.app.waiting import RETRY_SECONDS, open_when_reachable
 from tui.shared.errors import describe_error, fault_message, sentence, unlock_hint
 from tui.shared.export import export_markdown
 from tui.shared.files import write_new_file
@@ -228,6 +231,7 @@ class DshApp(App[int]):
         self._cancel_prepare: asyncio.Event | None = None
         self._interrupt: asyncio.Event | None = None
         self.startup_error: str | None = None
+        self.connect_retry_seconds = RETRY_SECONDS  # while the server cannot be reached
         self._sidebar_choice: bool | None = None  # None until the user toggles it
         self._remove_stop_handler: Callable[[], None] | None = None
         self._terminal_fds: tuple[int, ...] = ()
@@ -288,21 +292,55 @@ class DshApp(App[int]):
         return self._chat_screen
 
     async def on_ready(self) -> None:
-        """After the main screen is composed: open the store and show the session used last."""
+        """After the main screen is composed: open the store and show the session used last
+        (a server that cannot be reached yet is waited for: ``_wait_for_server``)."""
         await self._restore_ui_state()
         if self._runtime is None:
             try:
-                self._runtime = await self._stack.enter_async_context(
-                    open_runtime(
-                        self._config,
-                        offline_delay=self._offline_delay,
-                        progress=self._indexing_progress,
-                    )
-                )
+                self._runtime = await self._open_runtime()
+            except StoreUnreachableError as err:
+                self._wait_for_server(err)
+                return
             except (StoreError, DshError, OSError) as err:
                 self.startup_error = describe_error(err)
                 self.exit(1)
                 return
+        await self._start()
+
+    async def _open_runtime(self) -> Runtime:
+        return await self._stack.enter_async_context(
+            open_runtime(
+                self._config,
+                offline_delay=self._offline_delay,
+                progress=self._indexing_progress,
+            )
+        )
+
+    @work(exclusive=True, group="connect")
+    async def _wait_for_server(self, first: StoreUnreachableError) -> None:
+        """The store's server cannot be reached yet (down, restarting): say so, try again
+        every few seconds (nothing that needs the store can run meanwhile), then start."""
+        self.composer.focus()
+        self.activity = Activity(Busy.CONNECTING, "Waiting for the server…")
+        try:
+            runtime = await open_when_reachable(
+                self._open_runtime,
+                first,
+                lambda words: self.notice.show_notice(words, warning=True),
+                retry_seconds=self.connect_retry_seconds,
+            )
+        except (StoreError, DshError, OSError) as err:  # reached, and refused (a login…)
+            self.startup_error = describe_error(err)
+            self.exit(1)
+            return
+        finally:
+            self.activity = IDLE
+        self._runtime = runtime
+        self.notice.clear()
+        await self._start()
+
+    async def _start(self) -> None:
+        """The store is open: fill the screen, open the session used last, follow."""
         composer = self.composer
         composer.candidate_source = self._candidates
         self.sidebar.body_source = self._found_by_text
@@ -1086,9 +1124,19 @@ class DshApp(App[int]):
                     )
                 elif isinstance(update, ReplyFinished):
                     error = str(update.error) if update.error is not None else None
+                    lost = update.store_error if update.status == "error" else None
+                    if lost is not None:  # said beside the reply too: the notice line moves on
+                        error = f"{lost} — the reply so far is saved"
                     view.finish(update.status, error, event=update.message_event)
                     self._set_unanswered(update.message_event is None)
-                    if update.status == "error" and error is not None:
+                    if lost is not None:
+                        self.notice.show_notice(
+                            "The connection to the server was lost mid-reply: "
+                            f"{describe_error(lost)}. The reply so far is saved, marked as "
+                            "failed; r on it asks again.",
+                            warning=True,
+                        )
+                    elif update.status == "error" and error is not None:
                         self.notice.show_notice(
                             f"The model failed: {single_line(error, 200)}. "
                             + (
@@ -1105,6 +1153,14 @@ class DshApp(App[int]):
             words = describe_error(err)
             view.finish("error", words)
             self.notice.show_notice(sentence(words), warning=True)
+        except ReplyUnsavedError as err:  # the server stayed away: the reply waits here
+            view.finish("error", f"{err} — {KEPT_WORDS}")
+            self._set_unanswered(False)
+            self.notice.show_notice(
+                f"The server is unreachable: {describe_error(err)}. Your message is saved; "
+                f"{KEPT_WORDS}.",
+                warning=True,
+            )
         except FAULTS as err:
             view.finish("error", str(err))
             self.notice.show_notice(self._reply_not_stored(err))
@@ -1508,6 +1564,10 @@ class DshApp(App[int]):
         yield SystemCommand(
             "Toggle sidebar", "Show or hide the session list (Ctrl+B)", self.action_toggle_sidebar
         )
+
+
+KEPT_WORDS = "the reply shown is kept here and saved with your next message in this session"
+"""What became of a reply whose server stayed away (``ReplyUnsavedError``)."""
 
 
 def run_app(config: DshConfig, runtime: Runtime | None = None) -> int:

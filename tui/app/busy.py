@@ -21,6 +21,7 @@ class Busy(enum.Enum):
     PREPARING = "preparing"  # the referenced sessions of a message are being read
     STREAMING = "streaming"  # a reply is arriving (or waiting to retry)
     COMPACTING = "compacting"  # F4: the model is summarising the session
+    CONNECTING = "connecting"  # at start: the store's server cannot be reached yet
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,7 @@ _REASONS = {
     Busy.PREPARING: "the last message is being prepared",
     Busy.STREAMING: "a reply is arriving",
     Busy.COMPACTING: "the session is being compacted",
+    Busy.CONNECTING: "dsh is waiting for the server",
 }
 
 

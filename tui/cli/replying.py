@@ -209,7 +209,15 @@ async def stream_reply(rt: Runtime, answering: Answering, mode: Mode, updates_of
                 if wrote:
                     out.write("\n")
                     wrote = False
-                if update.status == "error" and update.error is not None:
+                if update.status == "error" and update.store_error is not None:
+                    print(
+                        "dsh: error: the connection to the server was lost mid-reply: "
+                        f"{describe_error(update.store_error)} (your message and the partial "
+                        "reply are saved)",
+                        file=sys.stderr,
+                    )
+                    status = 1
+                elif update.status == "error" and update.error is not None:
                     print(_model_failed_line(update, mode, chat.session_id), file=sys.stderr)
                     status = 1
                 elif update.status == "interrupted":

@@ -1,0 +1,45 @@
+"""Faults on a real PostgreSQL server (issue 34): the folder starts a cluster of its own,
+which its tests may restart, stop or cut connections of (the session's ``pg_cluster`` is
+shared by other tests and never touched here).
+
+Skips locally (saying why) without the PostgreSQL binaries; fails under ``CI=true``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+
+import pytest
+
+from tests.pgcluster import Cluster, find_binaries, running_cluster
+
+
+@pytest.fixture(scope="package")
+def own_cluster() -> Iterator[Cluster]:
+    """A cluster for this folder alone (one start for all its tests: starting one costs
+    seconds on a busy machine): its tests may restart and stop it, and start it again
+    before they end (``url`` checks)."""
+    bindir = find_binaries()
+    if bindir is None:
+        reason = (
+            "PostgreSQL binaries (initdb, pg_ctl, postgres) not found on PATH or in "
+            "/usr/lib/postgresql/*/bin: install Debian's postgresql package"
+        )
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(reason + " (CI=true: these tests must run)")
+        pytest.skip(reason)
+    with running_cluster(bindir) as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def url(own_cluster: Cluster) -> str:
+    """A new, empty schema of ``own_cluster`` (the first store opened on it migrates it).
+    A server an earlier test left stopped (it failed midway) is started first."""
+    try:
+        own_cluster.psql("SELECT 1")
+    except subprocess.CalledProcessError:
+        own_cluster.start()
+    return own_cluster.fresh_schema_url()[1]
