@@ -86,6 +86,7 @@ __all__ = [
     "ReplyWaiting",
     "Submitted",
     "TitleChanged",
+    "chunk_flush_seconds",
     "fallback_title",
     "provider_messages",
     "summarize",
@@ -118,6 +119,19 @@ STORE_RETRY_FIRST_DELAY = 0.25
 STORE_RETRY_MAX_DELAY = 2.0
 CHUNK_FLUSH_EVENTS = 256
 CHUNK_FLUSH_SECONDS = 0.05
+"""How long a streamed reply's chunks are gathered before they are written (one write per
+batch, not per token), unless the store asks for longer (``chunk_flush_seconds``)."""
+
+
+def chunk_flush_seconds(store: SessionStore) -> float:
+    """How long to gather a reply's chunks before writing them to ``store``: a store whose
+    every write costs its other clients something (PostgreSQL's writes wake every member's
+    follower) says how long it wants (``store.chunk_flush_seconds()``), never less than
+    ``CHUNK_FLUSH_SECONDS``; the others get ``CHUNK_FLUSH_SECONDS``."""
+    asked = getattr(store, "chunk_flush_seconds", None)
+    if not callable(asked):
+        return CHUNK_FLUSH_SECONDS
+    return max(CHUNK_FLUSH_SECONDS, float(asked()))
 
 
 # --------------------------------------------------------------------------- model context
@@ -376,8 +390,9 @@ class CompactionResult:
 class _ChunkBuffer:
     """Collects chunk events and writes them in batches, not one transaction per token.
 
-    A timer writes pending chunks ``CHUNK_FLUSH_SECONDS`` after the first of them even when
-    no further delta arrives: a stalled stream must not hold back text already shown.
+    A timer writes pending chunks ``flush_seconds`` after the first of them even when no
+    further delta arrives: a stalled stream must not hold back text already shown. That is
+    ``CHUNK_FLUSH_SECONDS`` unless the store asks for longer (``chunk_flush_seconds``).
     Writes are serialised (FIFO lock), so chunks are stored in order. Once ``lost`` is set
     (another writer took the session's lease) nothing more is written: pending chunks are
     dropped and ``flush`` raises ``LeaseLostError``.
@@ -386,6 +401,7 @@ class _ChunkBuffer:
     store: SessionStore
     session_id: str
     lost: asyncio.Event = field(default_factory=asyncio.Event)
+    flush_seconds: float = CHUNK_FLUSH_SECONDS
     pending: list[NewEvent] = field(default_factory=list)
     first_pending_at: float = 0.0
     written: int = 0
@@ -398,13 +414,13 @@ class _ChunkBuffer:
             self.first_pending_at = time.monotonic()
             if self._timer is None:
                 loop = asyncio.get_running_loop()
-                self._timer = loop.call_later(CHUNK_FLUSH_SECONDS, self._on_timer)
+                self._timer = loop.call_later(self.flush_seconds, self._on_timer)
         self.pending.append(event)
 
     def due(self) -> bool:
         return bool(self.pending) and (
             len(self.pending) >= CHUNK_FLUSH_EVENTS
-            or time.monotonic() - self.first_pending_at >= CHUNK_FLUSH_SECONDS
+            or time.monotonic() - self.first_pending_at >= self.flush_seconds
         )
 
     def _on_timer(self) -> None:
@@ -425,7 +441,7 @@ class _ChunkBuffer:
             self._background = asyncio.ensure_future(self.flush())
         else:  # a write is still running: look again later rather than queue behind it
             loop = asyncio.get_running_loop()
-            self._timer = loop.call_later(CHUNK_FLUSH_SECONDS, self._on_timer)
+            self._timer = loop.call_later(self.flush_seconds, self._on_timer)
 
     async def flush(self, *tail: NewEvent) -> list[Event]:
         async with self._lock:
@@ -832,7 +848,7 @@ class ChatSession:
             surface = surface[: -len(replace)]
         turn = await self._last_turn(snapshot) + 1
         messages = provider_messages(surface, system=self.system_prompt)
-        buffer = _ChunkBuffer(self.store, self.session_id, lost)
+        buffer = _ChunkBuffer(self.store, self.session_id, lost, chunk_flush_seconds(self.store))
         text_parts: list[str] = []
         reasoning_parts: list[str] = []
         usage: Mapping[str, Any] | None = None

@@ -485,6 +485,10 @@ store's own token, so each store counts the commits of the others without pollin
 also bumps the ``dsh_changes`` sequence, which stores behind a pooler poll."""
 _BUMP = f"nextval('{CHANGES_SEQUENCE}')"
 
+CHUNK_FLUSH_SECONDS = 0.25
+"""How long a streamed reply's chunks are gathered before one write (see
+``PostgresSessionStore.chunk_flush_seconds``)."""
+
 # An arbitrary constant: the advisory lock that serialises migrations across clients.
 _MIGRATION_LOCK = 0x64736873  # "dshs"
 
@@ -844,6 +848,15 @@ class PostgresSessionStore:
     def read_only_reason(self) -> str | None:
         return None
 
+    def chunk_flush_seconds(self) -> float:
+        """How long the engine gathers a streamed reply's chunks before writing them
+        (``core.engine.chunk_flush_seconds``): every write here is a round trip, a row
+        lock on the session and a notification that wakes every member's follower, so a
+        reply is written a few times a second rather than twenty (issue 34: with 100
+        members streaming, the notifications, not the inserts, were what the server and
+        the clients spent their time on). The text is shown as it arrives either way."""
+        return CHUNK_FLUSH_SECONDS
+
     async def _migrate(self) -> None:
         """Create or upgrade dsh's tables. An up-to-date database is only read (so a
         read-only server or a hot standby opens, for reading); a newer one is refused."""
@@ -1134,7 +1147,16 @@ class PostgresSessionStore:
         while True:
             try:
                 async with pool.acquire(timeout=_LOCK_PROBE_AFTER_S) as probe:
-                    rows = await probe.fetch(_BLOCKERS_SQL, pid, timeout=_LOCK_PROBE_AFTER_S)
+                    try:
+                        rows = await probe.fetch(_BLOCKERS_SQL, pid, timeout=_LOCK_PROBE_AFTER_S)
+                    except BaseException:
+                        # Stopped before its answer (the statement it watched ended, or
+                        # its own timeout on a busy server): the connection may be left
+                        # mid-statement (the next transaction on it failed with "SET
+                        # TRANSACTION ISOLATION LEVEL must be called before any query",
+                        # issue 34), so it is closed, never handed to the next operation.
+                        probe.terminate()
+                        raise
             except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError):
                 return  # the names are a courtesy: the timeout itself still comes
             names = [str(row[0]) for row in rows]

@@ -92,6 +92,7 @@ def _ini(
     pool_size: int,
     ignore: str,
     more: Sequence[str] = (),
+    max_db_connections: int = 0,
 ) -> str:
     return "\n".join(
         [
@@ -107,7 +108,7 @@ def _ini(
             f"pool_mode = {pool_mode}",
             f"default_pool_size = {pool_size}",
             "max_client_conn = 2000",
-            "max_db_connections = 0",
+            f"max_db_connections = {max_db_connections}",
             f"logfile = {root / 'pgbouncer.log'}",
             f"pidfile = {root / 'pgbouncer.pid'}",
             # By default what an install has: no startup parameter beyond the usual few
@@ -130,11 +131,14 @@ def running_pgbouncer(
     name: str | None = None,
     ignore_startup_parameters: Sequence[str] = ("extra_float_digits",),
     server_login_retry: float | None = None,
+    max_db_connections: int = 0,
 ) -> Iterator[Bouncer]:
     """Start PgBouncer in front of ``cluster`` for ``users``; stop it on exit. ``name``:
     its folder's (so a second start listens where the first did), else a new one.
     ``server_login_retry``: how long it waits to log in again after the server refused
-    (a restart; PgBouncer's default is 15 s)."""
+    (a restart; PgBouncer's default is 15 s). ``pool_size`` is per user (each member's
+    role has a pool of its own); ``max_db_connections`` caps the server connections of
+    all of them together (0: no cap)."""
     binary = find_pgbouncer()
     if binary is None:
         raise RuntimeError("pgbouncer not found: install Debian's pgbouncer package")
@@ -152,6 +156,7 @@ def running_pgbouncer(
             pool_size,
             ",".join(ignore_startup_parameters),
             () if server_login_retry is None else (f"server_login_retry = {server_login_retry:g}",),
+            max_db_connections,
         )
     )
     if user is not None:

@@ -21,7 +21,7 @@ import shutil
 import subprocess
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote
@@ -109,6 +109,7 @@ class Cluster:
     bindir: Path
     root: Path
     socket_dir: Path
+    settings: tuple[str, ...] = ()  # the server settings beyond the defaults it started with
     _ready: dict[bool, list[str]] = field(default_factory=dict, compare=False, repr=False)
 
     def url(self, database: str = DATABASE, *, user: str = SUPERUSER, **options: str) -> str:
@@ -176,7 +177,11 @@ class Cluster:
 
     def start(self) -> None:
         """Start the server again, with the options it first started with."""
-        _run_as(_server_user(), _start_argv(self.bindir, self.root, self.socket_dir), timeout=90)
+        _run_as(
+            _server_user(),
+            _start_argv(self.bindir, self.root, self.socket_dir, self.settings),
+            timeout=90,
+        )
 
     def restart(self, mode: str = "fast") -> None:
         """Stop then start the server: every connection to it is lost."""
@@ -235,11 +240,12 @@ def _run_as(
     )
 
 
-def _start_argv(bindir: Path, root: Path, sockets: Path) -> list[str]:
-    """``pg_ctl start`` of the cluster in ``root``, listening on ``sockets`` only."""
+def _start_argv(bindir: Path, root: Path, sockets: Path, settings: Sequence[str] = ()) -> list[str]:
+    """``pg_ctl start`` of the cluster in ``root``, listening on ``sockets`` only, with
+    ``settings`` after the defaults."""
     options = " ".join(
         ["-c listen_addresses=''", f"-c unix_socket_directories={sockets}"]
-        + [f"-c {s}" for s in _SPEED]
+        + [f"-c {s}" for s in (*_SPEED, *settings)]
     )
     return [
         str(bindir / "pg_ctl"),
@@ -257,8 +263,10 @@ def _start_argv(bindir: Path, root: Path, sockets: Path) -> list[str]:
 
 
 @contextlib.contextmanager
-def running_cluster(bindir: Path) -> Iterator[Cluster]:
-    """Start a cluster in a new temp dir; stop it and remove the dir on exit."""
+def running_cluster(bindir: Path, settings: Sequence[str] = ()) -> Iterator[Cluster]:
+    """Start a cluster in a new temp dir; stop it and remove the dir on exit. ``settings``
+    (``name=value``) are passed to the server after the defaults, so they win (a load
+    benchmark's ``max_connections=400``)."""
     user = _server_user()
     # A short path: a unix socket path must fit in ~100 bytes.
     root = Path(tempfile.mkdtemp(prefix="dshpg-", dir="/tmp"))
@@ -287,9 +295,9 @@ def running_cluster(bindir: Path) -> Iterator[Cluster]:
         hba.write_text(f"local all {SECRET_ROLE} scram-sha-256\nlocal all all trust\n")
         if user is not None:
             os.chown(hba, user.pw_uid, user.pw_gid)
-        _run_as(user, _start_argv(bindir, root, sockets), timeout=90)
+        _run_as(user, _start_argv(bindir, root, sockets, settings), timeout=90)
         try:
-            cluster = Cluster(bindir, root, sockets)
+            cluster = Cluster(bindir, root, sockets, tuple(settings))
             cluster.psql(f"CREATE DATABASE {DATABASE}", database="postgres")
             # Where an admin would put it: in public, whose objects every role may use,
             # so that the tables every test schema makes (a member's included) get the

@@ -31,6 +31,7 @@ from tests.benchmarks import (
     bench_search,
     bench_storage,
     bench_stores,
+    bench_team_load,
     bench_team_search,
     bench_ui,
 )
@@ -50,6 +51,7 @@ WORKLOADS: dict[str, Callable[[Settings], Any]] = {
     "open": bench_open.run_workload,
     "rls": bench_rls.run_workload,
     "team_search": bench_team_search.run_workload,
+    "team_load": bench_team_load.run_workload,
     "big_session": bench_big_session.run_workload,
     "latest_events": bench_latest_events.run_workload,
     "meter": bench_meter.run_workload,

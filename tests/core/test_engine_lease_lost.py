@@ -114,6 +114,13 @@ def of_type(events: Sequence[Event], *types: str) -> list[Event]:
     return [e for e in events if e.type in types]
 
 
+async def until_chunks_stored(store: SessionStore, updates: AsyncIterator[Any]) -> None:
+    """Read the reply's deltas until some of its chunks are stored (a store may gather
+    them for a while first: ``chunk_flush_seconds``)."""
+    while not of_type(await store.read_events("s"), ASSISTANT_CHUNK):
+        assert isinstance(await anext(updates), ReplyDelta)
+
+
 async def test_a_reply_stops_when_another_writer_takes_its_lease(store: SessionStore) -> None:
     header = await store.create_session("s")
     provider = Dripping()
@@ -123,7 +130,7 @@ async def test_a_reply_stops_when_another_writer_takes_its_lease(store: SessionS
     assert isinstance(submitted, Submitted)
     for _ in range(15):  # some renewals and chunk writes pass
         assert isinstance(await anext(updates), ReplyDelta)
-    assert of_type(await store.read_events("s"), ASSISTANT_CHUNK)
+    await until_chunks_stored(store, updates)
 
     await take_over(store, "s")
     taken = time.monotonic()
@@ -166,6 +173,7 @@ async def test_a_lease_broken_by_unlock_alone_stops_the_reply_and_is_not_taken_b
     await anext(updates)
     for _ in range(15):
         await anext(updates)
+    await until_chunks_stored(store, updates)
     await unlock(store, "s")  # `dsh unlock`; nobody takes the lease after it
     with pytest.raises(LeaseLostError) as caught:
         async for _ in updates:

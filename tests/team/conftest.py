@@ -13,7 +13,20 @@ from collections.abc import Iterator
 
 import pytest
 
+from core.engine import CHUNK_FLUSH_SECONDS
+from stores.postgres import PostgresSessionStore
 from tests.pgcluster import Cluster, find_binaries, running_cluster
+
+
+@pytest.fixture
+def writes_every_50ms(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reply's chunks written every 50 ms (the engine's default) rather than the
+    PostgreSQL store's 0.25 s: a restart mid-reply then surely meets a write in flight,
+    the fault these tests are about. (With fewer writes a restart may fall between two:
+    the pool reconnects and the reply ends whole, which is as good.)"""
+    monkeypatch.setattr(
+        PostgresSessionStore, "chunk_flush_seconds", lambda self: CHUNK_FLUSH_SECONDS
+    )
 
 
 @pytest.fixture(scope="package")

@@ -103,6 +103,7 @@ async def test_ctrl_q_quits_while_waiting_for_the_server(own_cluster: Cluster, u
         await store.close()
 
 
+@pytest.mark.usefixtures("writes_every_50ms")
 async def test_a_restart_mid_reply_in_the_app(own_cluster: Cluster, url: str) -> None:
     config = DshConfig(database=url)
     async with open_runtime(config, provider=OfflineProvider(chunk_delay=0.01)) as rt:

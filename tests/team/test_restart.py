@@ -31,6 +31,7 @@ def _chat(store: PostgresSessionStore, header: object, delay: float) -> ChatSess
     )
 
 
+@pytest.mark.usefixtures("writes_every_50ms")
 async def test_a_restart_mid_reply_keeps_the_text_shown(own_cluster: Cluster, url: str) -> None:
     store = await PostgresSessionStore.open(url)
     try:

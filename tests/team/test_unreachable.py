@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from core.engine import CHUNK_FLUSH_SECONDS
 from stores.postgres import PostgresSessionStore
 from tests.pgcluster import Cluster
 from tests.team.soundness import assert_store_sound
@@ -21,6 +22,15 @@ from tests.team.soundness import assert_store_sound
 pytestmark = pytest.mark.timeout(60)
 
 REPO = Path(__file__).resolve().parents[2]
+
+
+WRITE_EVERY_50MS = (
+    "import stores.postgres as p; "
+    f"p.PostgresSessionStore.chunk_flush_seconds = lambda self: {CHUNK_FLUSH_SECONDS}; "
+    "import runpy; runpy.run_module('tui.cli', run_name='__main__')"
+)
+"""``python -c`` code running ``python -m tui.cli`` with a reply's chunks written every
+50 ms (``writes_every_50ms`` in ``conftest``)."""
 
 
 def _env(tmp_path: Path, url: str, **more: str) -> dict[str, str]:
@@ -85,7 +95,8 @@ def test_dsh_send_whose_server_restarts_mid_reply(
     sid = made.stdout.strip()
     long = " ".join(f"word{i}" for i in range(300))
     child = subprocess.Popen(
-        [sys.executable, "-m", "tui.cli", "send", sid, f"Please repeat: {long}"],
+        # Chunks written every 50 ms, so the restart meets a write (see writes_every_50ms).
+        [sys.executable, "-c", WRITE_EVERY_50MS, "send", sid, f"Please repeat: {long}"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
