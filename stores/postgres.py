@@ -532,6 +532,11 @@ async def _no_reset(conn: asyncpg.Connection) -> None:
 
 
 _POOL_SETTINGS = {"application_name": "dsh"}
+
+_AS_THE_SERVER_SAYS = {"client_encoding": "UTF8"}
+"""Sent after the driver's own ``'utf-8'`` (the same encoding, spelt otherwise): a pooler
+compares the words with the server's and, when they differ, sets the encoding again before
+every transaction it hands over (PgBouncer: a ``SET`` per transaction)."""
 """What a pooled connection sends at its start; its time limits are set just after
 (``stores.pglimits``: an admin's stricter ones win, which startup parameters would hide)."""
 
@@ -738,7 +743,7 @@ class PostgresSessionStore:
             # transaction, and no prepared statement outlives one.
             settings = {**from_url, **_server_settings(limits)}
             options = {"statement_cache_size": 0}
-            startup = {"application_name": settings.pop("application_name")}
+            startup = {"application_name": settings.pop("application_name"), **_AS_THE_SERVER_SAYS}
         try:
             pool = await asyncpg.create_pool(
                 dsn,

@@ -371,3 +371,26 @@ def test_own_bumps_are_not_counted() -> None:
     assert poller.observe(12, None, 6, own=2) == start  # two of our own
     assert poller.wants_bound(13, 2)
     assert poller.observe(13, 7, 7, own=2) == start + 1  # one of someone else's
+
+
+async def test_the_pooler_sets_nothing_before_each_transaction(pg_bouncer: Bouncer) -> None:
+    """asyncpg names the encoding ``'utf-8'``, the server ``UTF8``: a pooler that compares
+    the words would set it again before every transaction it hands over (a statement per
+    transaction, seen under load). dsh names it as the server does."""
+    from tests.pgcluster import find_binaries, running_cluster
+
+    bindir = find_binaries()
+    assert bindir is not None  # the pg_bouncer fixture's cluster needs them too
+    with running_cluster(bindir, settings=("log_statement=all",)) as cluster:
+        schema, _url = cluster.fresh_schema_url(migrated=True)
+        with running_pgbouncer(cluster, [SUPERUSER]) as bouncer:
+            store = await PostgresSessionStore.open(bouncer.url(search_path=schema))
+            try:
+                header = await store.create_session(cwd="/enc")
+                for _ in range(10):
+                    await store.read_header(header.id)
+            finally:
+                await store.close()
+        log = (cluster.root / "log").read_text(errors="replace")
+        assert "dsh_sessions" in log  # the statements are logged
+        assert "client_encoding" not in log
