@@ -37,6 +37,6 @@ def test_the_test_command_block_keeps_the_shape_ci_reads() -> None:
     assert lines[marker + 1] == "```sh"
     assert lines[marker + 2] == (
         "python3 -m venv .venv && .venv/bin/pip install -q -e '.[dev]' "
-        "&& .venv/bin/python -m pytest -q"
+        "&& .venv/bin/python -m pytest -q -n 3"
     )
     assert lines[marker + 3] == "```"

@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from tests.cli.test_streamed_memory import _build
@@ -35,13 +34,13 @@ def test_ctrl_c_stops_show_of_a_long_session(tmp_path: Path) -> None:
     try:
         assert proc.stdout.readline()  # it is drawing
         proc.send_signal(signal.SIGINT)
-        sent = time.monotonic()
-        proc.stdout.read()  # drain, so a blocked write cannot hold it
+        rest = proc.stdout.read()  # drain, so a blocked write cannot hold it
         code = proc.wait(timeout=60)
-        waited = time.monotonic() - sent
     finally:
         proc.kill()
         proc.wait()
     assert code == 130
-    assert waited < 2.0, f"it took {waited:.1f} s to stop"
+    # What it drew after the signal, not how long that took (a busy machine's clock says
+    # little): the whole session is about 9 MB; stopping within a page leaves next to none.
+    assert len(rest) < 1_000_000, f"it drew {len(rest):,} bytes after Ctrl+C"
     assert b"Traceback" not in (proc.stderr.read() if proc.stderr else b"")

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from core.config import DshConfig
+from core.engine import STORE_RETRY_SECONDS
 from core.providers.offline import OfflineProvider
 from stores import open_store
 from tests.pgcluster import Cluster
@@ -26,6 +27,9 @@ from tui.shared.runtime import open_runtime
 pytestmark = pytest.mark.timeout(60)
 
 LONG = " ".join(f"word{i}" for i in range(300))
+# The engine waits up to STORE_RETRY_SECONDS for the server; a test waits a little longer
+# (a restart on a busy machine, with other workers' tests beside it, takes seconds).
+STORE_WAIT = STORE_RETRY_SECONDS + 5
 
 
 def _app(url: str, **kwargs: object) -> DshApp:
@@ -63,13 +67,13 @@ async def test_the_app_waits_for_a_server_that_is_down_then_works(
 
             await asyncio.to_thread(own_cluster.start)
             started = True
-            await wait_for(pilot, lambda: app.activity.state is Busy.IDLE)
+            await wait_for(pilot, lambda: app.activity.state is Busy.IDLE, limit=STORE_WAIT)
             assert "Waiting for the server" not in app.notice.visible_text
             await pilot.press("enter")  # the same app sends, without restarting
             await wait_for(
                 pilot, lambda: "Earlier messages in this conversation" in screen_text(app)
             )
-            await wait_for(pilot, lambda: app.activity.state is Busy.IDLE)
+            await wait_for(pilot, lambda: app.activity.state is Busy.IDLE, limit=STORE_WAIT)
             assert app.startup_error is None
     finally:
         if not started:
@@ -114,7 +118,7 @@ async def test_a_restart_mid_reply_in_the_app(own_cluster: Cluster, url: str) ->
             await pilot.press("enter")
             await wait_for(pilot, lambda: "word10 " in screen_text(app).replace("\n", " "))
             await asyncio.to_thread(own_cluster.restart)
-            await wait_for(pilot, lambda: app.activity.state is Busy.IDLE)
+            await wait_for(pilot, lambda: app.activity.state is Busy.IDLE, limit=STORE_WAIT)
             error = app.query(ReplyView).last().record.error or ""
             assert "reply so far is saved" in error, error
             session = app.current_id
@@ -138,7 +142,7 @@ async def test_a_restart_mid_reply_in_the_app(own_cluster: Cluster, url: str) ->
                 await pilot.pause(0.02)
             else:
                 raise AssertionError(f"the next send did not complete: {events[-3:]}")
-            await wait_for(pilot, lambda: app.activity.state is Busy.IDLE)
+            await wait_for(pilot, lambda: app.activity.state is Busy.IDLE, limit=STORE_WAIT)
         await assert_store_sound(rt.store)
 
 
@@ -157,7 +161,7 @@ async def test_esc_while_the_reply_waits_for_the_server_keeps_it_for_the_next_se
                 await asyncio.to_thread(own_cluster.stop)
                 await wait_for(pilot, lambda: "before retrying" in (app.activity.status or ""))
                 await pilot.press("escape")  # stop waiting: the reply stays in memory
-                await wait_for(pilot, lambda: app.activity.state is Busy.IDLE)
+                await wait_for(pilot, lambda: app.activity.state is Busy.IDLE, limit=STORE_WAIT)
                 error = app.query(ReplyView).last().record.error or ""
                 assert "postgresql://dsh@" in error and "kept here" in error, error
                 await asyncio.to_thread(own_cluster.start)
@@ -175,7 +179,7 @@ async def test_esc_while_the_reply_waits_for_the_server_keeps_it_for_the_next_se
                     await pilot.pause(0.02)
                 else:
                     raise AssertionError(f"the next send did not complete: {events[-3:]}")
-                await wait_for(pilot, lambda: app.activity.state is Busy.IDLE)
+                await wait_for(pilot, lambda: app.activity.state is Busy.IDLE, limit=STORE_WAIT)
             users = [e.data["content"][0]["text"] for e in events if e.type == "user/message"]
             assert users == [f"Please repeat: {LONG}", "and now?"]  # kept, in order
             first = next(e for e in events if e.type == "assistant/message")
