@@ -16,7 +16,7 @@ from tests.pgcluster import (
     SECRET_ROLE,
     SUPERUSER,
     Cluster,
-    find_binaries,
+    binaries_or_skip,
     running_cluster,
 )
 
@@ -46,16 +46,7 @@ def pg_cluster() -> Iterator[Cluster]:
     Skips (saying why) when the PostgreSQL binaries are missing, except under ``CI=true``,
     where that is a failure: CI must run these tests, never pass by skipping them.
     """
-    bindir = find_binaries()
-    if bindir is None:
-        reason = (
-            "PostgreSQL binaries (initdb, pg_ctl, postgres) not found on PATH or in "
-            "/usr/lib/postgresql/*/bin: install Debian's postgresql package"
-        )
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(reason + " (CI=true: these tests must run)")
-        pytest.skip(reason)
-    with running_cluster(bindir) as cluster:
+    with running_cluster(binaries_or_skip()) as cluster:
         yield cluster
 
 

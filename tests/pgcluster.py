@@ -97,6 +97,23 @@ def _server_user() -> pwd.struct_passwd | None:
     return pwd.getpwnam("nobody")
 
 
+def binaries_or_skip() -> Path:
+    """``find_binaries()``, or skip the test saying why, except under ``CI=true``, where
+    that is a failure: CI must run the PostgreSQL tests, never pass by skipping them."""
+    import pytest
+
+    bindir = find_binaries()
+    if bindir is None:
+        reason = (
+            "PostgreSQL binaries (initdb, pg_ctl, postgres) not found on PATH or in "
+            "/usr/lib/postgresql/*/bin: install Debian's postgresql package"
+        )
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(reason + " (CI=true: these tests must run)")
+        pytest.skip(reason)
+    return bindir
+
+
 def server_user() -> pwd.struct_passwd | None:
     """The OS user the test servers (PostgreSQL, PgBouncer) run as; ``None`` unless root."""
     return _server_user()

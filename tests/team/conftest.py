@@ -7,7 +7,6 @@ Skips locally (saying why) without the PostgreSQL binaries; fails under ``CI=tru
 
 from __future__ import annotations
 
-import os
 import subprocess
 from collections.abc import Iterator
 
@@ -15,7 +14,7 @@ import pytest
 
 from core.engine import CHUNK_FLUSH_SECONDS
 from stores.postgres import PostgresSessionStore
-from tests.pgcluster import Cluster, find_binaries, running_cluster
+from tests.pgcluster import Cluster, binaries_or_skip, running_cluster
 
 
 @pytest.fixture
@@ -34,16 +33,7 @@ def own_cluster() -> Iterator[Cluster]:
     """A cluster for this folder alone (one start for all its tests: starting one costs
     seconds on a busy machine): its tests may restart and stop it, and start it again
     before they end (``url`` checks)."""
-    bindir = find_binaries()
-    if bindir is None:
-        reason = (
-            "PostgreSQL binaries (initdb, pg_ctl, postgres) not found on PATH or in "
-            "/usr/lib/postgresql/*/bin: install Debian's postgresql package"
-        )
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(reason + " (CI=true: these tests must run)")
-        pytest.skip(reason)
-    with running_cluster(bindir) as cluster:
+    with running_cluster(binaries_or_skip()) as cluster:
         yield cluster
 
 

@@ -9,10 +9,13 @@ import asyncio
 from pathlib import Path
 
 import pytest
+from textual.pilot import Pilot
 
 from core.config import DshConfig
 from core.engine import STORE_RETRY_SECONDS
+from core.log import Event
 from core.providers.offline import OfflineProvider
+from core.store import SessionStore
 from stores import open_store
 from tests.pgcluster import Cluster
 from tests.team.soundness import assert_store_sound
@@ -30,6 +33,19 @@ LONG = " ".join(f"word{i}" for i in range(300))
 # The engine waits up to STORE_RETRY_SECONDS for the server; a test waits a little longer
 # (a restart on a busy machine, with other workers' tests beside it, takes seconds).
 STORE_WAIT = STORE_RETRY_SECONDS + 5
+
+
+async def failed_then_completed(
+    store: SessionStore, session: str, pilot: Pilot[int]
+) -> list[Event]:
+    """The session's events once its turns ended as failed, then completed (the reply the
+    fault cut, then the next send); fails after about ten seconds."""
+    for _ in range(500):
+        events = await store.read_events(session)
+        if [e.data["status"] for e in events if e.type == "turn/end"] == ["error", "completed"]:
+            return events
+        await pilot.pause(0.02)
+    raise AssertionError(f"the next send did not complete: {events[-3:]}")
 
 
 def _app(url: str, **kwargs: object) -> DshApp:
@@ -132,16 +148,7 @@ async def test_a_restart_mid_reply_in_the_app(own_cluster: Cluster, url: str) ->
             # The next message goes out from the same app, on the same store.
             app.composer.set_draft("once more")
             await pilot.press("enter")
-            for _ in range(500):
-                events = await rt.store.read_events(session)
-                if [e.data["status"] for e in events if e.type == "turn/end"] == [
-                    "error",
-                    "completed",
-                ]:
-                    break
-                await pilot.pause(0.02)
-            else:
-                raise AssertionError(f"the next send did not complete: {events[-3:]}")
+            events = await failed_then_completed(rt.store, session, pilot)
             await wait_for(pilot, lambda: app.activity.state is Busy.IDLE, limit=STORE_WAIT)
         await assert_store_sound(rt.store)
 
@@ -169,16 +176,7 @@ async def test_esc_while_the_reply_waits_for_the_server_keeps_it_for_the_next_se
                 assert session is not None
                 app.composer.set_draft("and now?")
                 await pilot.press("enter")
-                for _ in range(500):
-                    events = await rt.store.read_events(session)
-                    if [e.data["status"] for e in events if e.type == "turn/end"] == [
-                        "error",
-                        "completed",
-                    ]:
-                        break
-                    await pilot.pause(0.02)
-                else:
-                    raise AssertionError(f"the next send did not complete: {events[-3:]}")
+                events = await failed_then_completed(rt.store, session, pilot)
                 await wait_for(pilot, lambda: app.activity.state is Busy.IDLE, limit=STORE_WAIT)
             users = [e.data["content"][0]["text"] for e in events if e.type == "user/message"]
             assert users == [f"Please repeat: {LONG}", "and now?"]  # kept, in order
