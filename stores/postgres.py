@@ -532,13 +532,13 @@ async def _no_reset(conn: asyncpg.Connection) -> None:
 
 
 _POOL_SETTINGS = {"application_name": "dsh"}
+"""What a pooled connection sends at its start; its time limits are set just after
+(``stores.pglimits``: an admin's stricter ones win, which startup parameters would hide)."""
 
 _AS_THE_SERVER_SAYS = {"client_encoding": "UTF8"}
 """Sent after the driver's own ``'utf-8'`` (the same encoding, spelt otherwise): a pooler
 compares the words with the server's and, when they differ, sets the encoding again before
 every transaction it hands over (PgBouncer: a ``SET`` per transaction)."""
-"""What a pooled connection sends at its start; its time limits are set just after
-(``stores.pglimits``: an admin's stricter ones win, which startup parameters would hide)."""
 
 
 def _server_settings(limits: PostgresLimits) -> dict[str, str]:
@@ -646,7 +646,6 @@ class PostgresSessionStore:
         limits: PostgresLimits | None = None,
         *,
         pooled: bool = False,
-        local_sql: str = "",
     ) -> None:
         """Internal: use :meth:`open`, which connects and migrates."""
         self._pool: asyncpg.Pool | None = pool
@@ -654,9 +653,9 @@ class PostgresSessionStore:
         self._limits = limits or PostgresLimits()
         self._applied = AppliedLimits(self._limits)  # the limits the server applies
         # Behind a transaction pooler (stores.pgpooling): settings per transaction
-        # (``local_sql``), and other writers followed by polling ``dsh_changes``.
+        # (``_local_sql``, set at open), and other writers followed by polling.
         self._pooled = pooled
-        self._local_sql = local_sql
+        self._local_sql = ""
         self._poller = ChangePoller()
         self._bumps = 0  # this store's own bumps of dsh_changes (its committed writes)
         self._poll_lost = False
@@ -712,8 +711,10 @@ class PostgresSessionStore:
             try:
                 return await cls._open(location, limits, progress, fold_progress, pooled=False)
             except StoreError as err:
-                # A transaction pooler (PgBouncer) refuses dsh's startup parameters, or
-                # loses its prepared statements: go on as behind one, without a word.
+                # A transaction pooler (PgBouncer) refuses a startup parameter of the URL
+                # (``?search_path=``), or loses prepared statements: go on as behind one,
+                # without a word. (One that lets them through is found by its process id,
+                # ``_behind_a_proxy``.)
                 if not _pooler_said(err):
                     raise
         return await cls._open(location, limits, progress, fold_progress, pooled=True)
@@ -739,11 +740,12 @@ class PostgresSessionStore:
         options: dict[str, Any] = {"init": functools.partial(_init_connection, applied)}
         startup = settings
         if pooled:
-            # Only what PgBouncer forwards goes at startup; the rest is set per
-            # transaction, and no prepared statement outlives one.
-            settings = {**from_url, **_server_settings(limits)}
+            # Only what PgBouncer forwards goes at startup; the URL's settings are set per
+            # transaction (with the limits: ``_local_settings``), and no prepared statement
+            # outlives one.
+            settings = from_url
             options = {"statement_cache_size": 0}
-            startup = {"application_name": settings.pop("application_name"), **_AS_THE_SERVER_SAYS}
+            startup = {**_POOL_SETTINGS, **_AS_THE_SERVER_SAYS}
         try:
             pool = await asyncpg.create_pool(
                 dsn,
@@ -1067,18 +1069,20 @@ class PostgresSessionStore:
         what: str | None,
         isolation: str | None,
     ) -> T:
+        # A body of one statement (``isolation=None``) notifies and bumps by itself.
+        notify = write and isolation is not None
+        if self._pooled:
+            # Behind a pooler a statement runs in a transaction (parse and execution on
+            # one server connection).
+            isolation = isolation or "read_committed"
         for attempt in (1, 2):
             blockers: list[str] = []
             try:
                 async with pool.acquire() as conn:
-                    # Nothing but a timer unless the statement waits (see _watch_locks).
-                    # Behind a pooler the pid is the pooler's (nobody to look up), and a
-                    # statement runs in a transaction (parse and execution on one server
-                    # connection).
+                    # Nothing but a timer unless the statement waits (see _watch_locks);
+                    # behind a pooler the pid is the pooler's: nobody to look up.
                     watch = None
-                    if self._pooled:
-                        isolation = isolation or "read_committed"
-                    else:
+                    if not self._pooled:
                         watch = _Later(
                             min(_LOCK_PROBE_AFTER_S, self._limits.lock_timeout / 3),
                             functools.partial(self._watch_locks, pool, conn, blockers),
@@ -1090,13 +1094,13 @@ class PostgresSessionStore:
                             if self._local_sql:
                                 await conn.execute(self._local_sql)
                             result = await body(conn)
-                            if write:
+                            if notify:
                                 await conn.execute(
                                     f"SELECT pg_notify($1, $2), {_BUMP}",
                                     CHANGES_CHANNEL,
                                     self._token,
                                 )
-                        if write:
+                        if notify:
                             self._bumps += 1
                         return result
                     except asyncpg.InternalClientError:
@@ -1357,10 +1361,9 @@ class PostgresSessionStore:
             return first
 
         first = await self._run(body, write=True, isolation=None)
-        if first is not None:
-            self._bumps += 1
         if first is None:
             raise SessionNotFoundError(sid)
+        self._bumps += 1  # its statement bumped the counter
         return [
             Event(seq=first + i, type=v.type, time=v.time, data=v.data, surface_op=v.surface_op)
             for i, v in enumerate(batch)

@@ -19,9 +19,9 @@ from hypothesis import strategies as st
 
 from core.config import ConfigError, PostgresLimits, load_config
 from core.errors import StoreError
-from core.log import USER_MESSAGE
+from core.log import USER_MESSAGE, NewEvent
 from stores import open_store
-from stores.pgpooling import ChangePoller, local_settings_sql, split_server_settings
+from stores.pgpooling import POLL_SQL, ChangePoller, local_settings_sql, split_server_settings
 from stores.postgres import PostgresSessionStore
 from tests.pgbouncer import Bouncer, running_pgbouncer
 from tests.pgcluster import ALICE, BOB, SUPERUSER, Cluster
@@ -394,3 +394,18 @@ async def test_the_pooler_sets_nothing_before_each_transaction(pg_bouncer: Bounc
         log = (cluster.root / "log").read_text(errors="replace")
         assert "dsh_sessions" in log  # the statements are logged
         assert "client_encoding" not in log
+
+
+async def test_a_write_bumps_the_counter_once(pooled: PostgresSessionStore) -> None:
+    """An append that notifies and bumps in its own statement is not notified again by the
+    transaction a pooler wraps it in (a second statement per reply write, and two counts)."""
+
+    async def counter(conn: asyncpg.Connection) -> int:
+        return int(await conn.fetchval(POLL_SQL))
+
+    header = await pooled.create_session(cwd="/once")
+    before = await pooled._run(counter, write=False)
+    await pooled.append(header.id, USER_MESSAGE, user_message("once"), surface_op="append")
+    assert await pooled._run(counter, write=False) == before + 1
+    await pooled.append_batch(header.id, [NewEvent("chunk", {"t": "x"})] * 3)
+    assert await pooled._run(counter, write=False) == before + 2
