@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import aclosing, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
@@ -604,12 +604,19 @@ class ChatSession:
     async def _stored_batch(self, message_id: object, count: int) -> list[Event] | None:
         """The ``count`` events ending with the user's message ``message_id``, if the
         session's surface holds it."""
+        event = await self._newest_on_surface(
+            lambda e: e.type == USER_MESSAGE and e.data.get("id") == message_id
+        )
+        if event is None:
+            return None
+        first = event.seq - count + 1
+        return await self.store.read_events_at(self.session_id, range(first, event.seq + 1))
+
+    async def _newest_on_surface(self, match: Callable[[Event], bool]) -> Event | None:
+        """The newest event of the session's surface that ``match``es (a write cut by a
+        lost connection may have been stored before the connection went)."""
         surface = (await self.query.read_surface(self.session_id)).events
-        for event in reversed(surface):
-            if event.type == USER_MESSAGE and event.data.get("id") == message_id:
-                first = event.seq - count + 1
-                return await self.store.read_events_at(self.session_id, range(first, event.seq + 1))
-        return None
+        return next((event for event in reversed(surface) if match(event)), None)
 
     # -- replies -----------------------------------------------------------------------
 
@@ -658,14 +665,13 @@ class ChatSession:
         self._unsaved = None
 
     async def _stored_reply(self, message_id: str) -> Event | None:
-        """The reply message ``message_id`` if the log holds it (a write cut by a lost
-        connection may have been stored before the connection went)."""
-        surface = (await self.query.read_surface(self.session_id)).events
-        for event in reversed(surface):
+        """The reply message ``message_id`` if the log holds it."""
+
+        def match(event: Event) -> bool:
             message = event.data.get("message") if event.type == ASSISTANT_MESSAGE else None
-            if isinstance(message, Mapping) and message.get("id") == message_id:
-                return event
-        return None
+            return isinstance(message, Mapping) and message.get("id") == message_id
+
+        return await self._newest_on_surface(match)
 
     async def _lease_holder(self) -> str | None:
         """Who holds the session's lease now, for the busy error's words (``None``: none
