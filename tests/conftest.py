@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.pgbouncer import Bouncer, find_pgbouncer, running_pgbouncer
+from tests.pgbouncer import Bouncer, pgbouncer_or_skip, running_pgbouncer
 from tests.pgcluster import (
     ALICE,
     BOB,
@@ -55,10 +55,6 @@ def pg_bouncer(pg_cluster: Cluster) -> Iterator[Bouncer]:
     """PgBouncer in transaction pooling mode in front of ``pg_cluster``, for the whole
     session (its superuser, ``alice`` and ``bob``). Skips without the binary, except under
     ``CI=true``, where that is a failure."""
-    if find_pgbouncer() is None:
-        reason = "pgbouncer not found on PATH or in /usr/sbin: install Debian's pgbouncer package"
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(reason + " (CI=true: these tests must run)")
-        pytest.skip(reason)
+    pgbouncer_or_skip()
     with running_pgbouncer(pg_cluster, [SUPERUSER, ALICE, BOB, SECRET_ROLE]) as bouncer:
         yield bouncer

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
-from tests.pgcluster import DATABASE, SUPERUSER, Cluster, server_user
+from tests.pgcluster import DATABASE, SUPERUSER, Cluster, server_user, skip_unless_ci
 
-__all__ = ["Bouncer", "find_pgbouncer", "running_pgbouncer"]
+__all__ = ["Bouncer", "find_pgbouncer", "pgbouncer_or_skip", "running_pgbouncer"]
 
 PORT = 6432
 
@@ -34,6 +34,17 @@ def find_pgbouncer() -> Path | None:
         if candidate and Path(candidate).is_file():
             return Path(candidate)
     return None
+
+
+def pgbouncer_or_skip() -> Path:
+    """``find_pgbouncer()``, or skip the test saying why (a failure under ``CI=true``)."""
+    binary = find_pgbouncer()
+    if binary is None:
+        skip_unless_ci(
+            "pgbouncer not found on PATH or in /usr/sbin: install Debian's pgbouncer package"
+        )
+    assert binary is not None
+    return binary
 
 
 @dataclass(frozen=True)

@@ -100,18 +100,23 @@ def _server_user() -> pwd.struct_passwd | None:
 def binaries_or_skip() -> Path:
     """``find_binaries()``, or skip the test saying why, except under ``CI=true``, where
     that is a failure: CI must run the PostgreSQL tests, never pass by skipping them."""
-    import pytest
-
     bindir = find_binaries()
     if bindir is None:
-        reason = (
+        skip_unless_ci(
             "PostgreSQL binaries (initdb, pg_ctl, postgres) not found on PATH or in "
             "/usr/lib/postgresql/*/bin: install Debian's postgresql package"
         )
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(reason + " (CI=true: these tests must run)")
-        pytest.skip(reason)
+    assert bindir is not None
     return bindir
+
+
+def skip_unless_ci(reason: str) -> None:
+    """Skip the test saying ``reason``; under ``CI=true`` fail it instead."""
+    import pytest
+
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(reason + " (CI=true: these tests must run)")
+    pytest.skip(reason)
 
 
 def server_user() -> pwd.struct_passwd | None:

@@ -6,7 +6,6 @@ line naming the limit and who set it."""
 
 from __future__ import annotations
 
-import os
 import time
 
 import asyncpg
@@ -16,7 +15,7 @@ from core.config import PostgresLimits
 from core.errors import StoreError
 from core.log import USER_MESSAGE, user_message
 from stores.postgres import PostgresSessionStore
-from tests.pgbouncer import find_pgbouncer, running_pgbouncer
+from tests.pgbouncer import pgbouncer_or_skip, running_pgbouncer
 from tests.pgcluster import ALICE, BOB, Cluster
 from tests.team.soundness import assert_store_sound
 
@@ -104,11 +103,7 @@ async def test_an_admins_database_lock_timeout_wins_and_is_named(own_cluster: Cl
 async def test_behind_a_pooler_the_admins_stricter_limit_wins_too(own_cluster: Cluster) -> None:
     """Through PgBouncer (transaction pooling) the limits are set per transaction: the
     admin's stricter one is read once and set in each."""
-    if find_pgbouncer() is None:
-        reason = "pgbouncer not found on PATH or in /usr/sbin: install Debian's pgbouncer package"
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(reason + " (CI=true: these tests must run)")
-        pytest.skip(reason)
+    pgbouncer_or_skip()
     schema = own_cluster.team_schema()
     own_cluster.psql(f"ALTER ROLE {ALICE} SET statement_timeout = '500ms'")
     try:

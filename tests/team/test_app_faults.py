@@ -35,6 +35,14 @@ LONG = " ".join(f"word{i}" for i in range(300))
 STORE_WAIT = STORE_RETRY_SECONDS + 5
 
 
+async def reply_under_way(app: DshApp, pilot: Pilot[int]) -> None:
+    """Send a message whose reply is long, and wait until part of it is shown."""
+    await pilot.pause()
+    app.composer.set_draft(f"Please repeat: {LONG}")
+    await pilot.press("enter")
+    await wait_for(pilot, lambda: "word10 " in screen_text(app).replace("\n", " "))
+
+
 async def failed_then_completed(
     store: SessionStore, session: str, pilot: Pilot[int]
 ) -> list[Event]:
@@ -129,10 +137,7 @@ async def test_a_restart_mid_reply_in_the_app(own_cluster: Cluster, url: str) ->
     async with open_runtime(config, provider=OfflineProvider(chunk_delay=0.01)) as rt:
         app = DshApp(rt, now=lambda: FIXED_NOW, cwd=SHOP, cursor_blink=False, keep_drafts=False)
         async with app.run_test(size=SIZE) as pilot:
-            await pilot.pause()
-            app.composer.set_draft(f"Please repeat: {LONG}")
-            await pilot.press("enter")
-            await wait_for(pilot, lambda: "word10 " in screen_text(app).replace("\n", " "))
+            await reply_under_way(app, pilot)
             await asyncio.to_thread(own_cluster.restart)
             await wait_for(pilot, lambda: app.activity.state is Busy.IDLE, limit=STORE_WAIT)
             error = app.query(ReplyView).last().record.error or ""
@@ -161,10 +166,7 @@ async def test_esc_while_the_reply_waits_for_the_server_keeps_it_for_the_next_se
         async with open_runtime(config, provider=OfflineProvider(chunk_delay=0.01)) as rt:
             app = DshApp(rt, now=lambda: FIXED_NOW, cwd=SHOP, cursor_blink=False, keep_drafts=False)
             async with app.run_test(size=SIZE) as pilot:
-                await pilot.pause()
-                app.composer.set_draft(f"Please repeat: {LONG}")
-                await pilot.press("enter")
-                await wait_for(pilot, lambda: "word10 " in screen_text(app).replace("\n", " "))
+                await reply_under_way(app, pilot)
                 await asyncio.to_thread(own_cluster.stop)
                 await wait_for(pilot, lambda: "before retrying" in (app.activity.status or ""))
                 await pilot.press("escape")  # stop waiting: the reply stays in memory

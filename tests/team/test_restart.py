@@ -5,23 +5,42 @@ and the next send works on the same store object."""
 from __future__ import annotations
 
 import asyncio
-import os
 
 import pytest
 
-from core.engine import ChatSession, ReplyDelta, ReplyFinished, Submitted
+from core.engine import ChatSession, ReplyDelta, ReplyFinished
 from core.errors import ReplyUnsavedError, StoreUnreachableError
 from core.providers.offline import OfflineProvider
 from core.references import SessionReferenceService
 from stores import SessionQuery
 from stores.postgres import PostgresSessionStore
-from tests.pgbouncer import find_pgbouncer, running_pgbouncer
+from tests.pgbouncer import pgbouncer_or_skip, running_pgbouncer
 from tests.pgcluster import SUPERUSER, Cluster
 from tests.team.soundness import assert_store_sound
 
 pytestmark = pytest.mark.timeout(60)
 
 LONG = " ".join(f"word{i}" for i in range(300))  # the offline model echoes it: a long reply
+
+
+async def send_through_a_restart(
+    chat: ChatSession, cluster: Cluster
+) -> tuple[list[str], list[ReplyFinished]]:
+    """Send a message with a long reply and restart the server well into it (some chunks
+    already stored): the text shown, and the reply's end."""
+    shown: list[str] = []
+    finished: list[ReplyFinished] = []
+    restarted: asyncio.Task[None] | None = None
+    async for update in chat.send(f"Please repeat: {LONG}"):
+        if isinstance(update, ReplyDelta):
+            shown.append(update.text)
+            if len(shown) == 20:
+                restarted = asyncio.ensure_future(asyncio.to_thread(cluster.restart))
+        elif isinstance(update, ReplyFinished):
+            finished.append(update)
+    assert restarted is not None
+    await restarted
+    return shown, finished
 
 
 def _chat(store: PostgresSessionStore, header: object, delay: float) -> ChatSession:
@@ -37,20 +56,7 @@ async def test_a_restart_mid_reply_keeps_the_text_shown(own_cluster: Cluster, ur
     try:
         header = await store.create_session("s")
         chat = _chat(store, header, 0.01)
-        shown: list[str] = []
-        finished: list[ReplyFinished] = []
-        restarted: asyncio.Task[None] | None = None
-        async for update in chat.send(f"Please repeat: {LONG}"):
-            if isinstance(update, Submitted):
-                continue
-            if isinstance(update, ReplyDelta):
-                shown.append(update.text)
-                if len(shown) == 20:  # well into the reply, some chunks already stored
-                    restarted = asyncio.ensure_future(asyncio.to_thread(own_cluster.restart))
-            elif isinstance(update, ReplyFinished):
-                finished.append(update)
-        assert restarted is not None
-        await restarted
+        shown, finished = await send_through_a_restart(chat, own_cluster)
         # The reply ended as an error (the store failed under it), with what was shown.
         [end] = finished
         assert end.status == "error"
@@ -124,11 +130,7 @@ async def test_a_restart_mid_reply_behind_a_pooler(own_cluster: Cluster, url: st
     """Through PgBouncer the client's connection may survive the restart (the pooler holds
     the next statement until the server is back) or be cut: either way the reply shown is
     stored whole, or up to the cut and marked, and the next send works."""
-    if find_pgbouncer() is None:
-        reason = "pgbouncer not found on PATH or in /usr/sbin: install Debian's pgbouncer package"
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(reason + " (CI=true: these tests must run)")
-        pytest.skip(reason)
+    pgbouncer_or_skip()
     schema = url.rpartition("search_path=")[2]
     # (PgBouncer waits server_login_retry, 15 s by default, before it logs in again after
     # the restart: the reply stalls that long, as it would for a user.)
@@ -138,18 +140,7 @@ async def test_a_restart_mid_reply_behind_a_pooler(own_cluster: Cluster, url: st
             assert store.pooled
             header = await store.create_session("pooled")
             chat = _chat(store, header, 0.01)
-            shown: list[str] = []
-            finished: list[ReplyFinished] = []
-            restarted: asyncio.Task[None] | None = None
-            async for update in chat.send(f"Please repeat: {LONG}"):
-                if isinstance(update, ReplyDelta):
-                    shown.append(update.text)
-                    if len(shown) == 20:
-                        restarted = asyncio.ensure_future(asyncio.to_thread(own_cluster.restart))
-                elif isinstance(update, ReplyFinished):
-                    finished.append(update)
-            assert restarted is not None
-            await restarted
+            shown, finished = await send_through_a_restart(chat, own_cluster)
             [end] = finished
             assert end.message_event is not None
             text = end.message_event.data["message"]["content"][0]["text"]
