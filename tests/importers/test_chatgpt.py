@@ -18,6 +18,9 @@ from typing import Any
 import pytest
 
 from core.importers import chatgpt
+from core.importers.chatgpt import array as chatgpt_array
+from core.importers.chatgpt import conversations as chatgpt_conversations
+from core.importers.chatgpt import files as chatgpt_files
 from core.importers.foreign import (
     FOREIGN_TOOLS,
     SNIFF_BYTES,
@@ -330,8 +333,8 @@ def test_strings_with_escaped_quotes_and_backslashes_are_delimited_exactly(
     data = path.read_bytes()
     for chunk in (1, 2, 3, 7, len(data)):  # every split of a string or escape across reads
         for window in (1, 2, 3, 5, 4096):  # ... and across the scanner's windows
-            monkeypatch.setattr(chatgpt, "_FIRST_WINDOW", window)
-            monkeypatch.setattr(chatgpt, "_LAST_WINDOW", max(window, 7))
+            monkeypatch.setattr(chatgpt_array, "_FIRST_WINDOW", window)
+            monkeypatch.setattr(chatgpt_array, "_LAST_WINDOW", max(window, 7))
             elements = list(chatgpt.split_array(_pieces(data, chunk)))
             assert [json.loads(e.text) for e in elements] == conversations
     sessions = _sessions(path)
@@ -346,8 +349,8 @@ def _pieces(data: bytes, size: int) -> Iterator[bytes]:
 def test_a_conversation_past_its_bound_is_refused_and_skipped(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(chatgpt, "MAX_CONVERSATION_BYTES", 4000)
-    monkeypatch.setattr(chatgpt, "_READ", 256)
+    monkeypatch.setattr(chatgpt_array, "MAX_CONVERSATION_BYTES", 4000)
+    monkeypatch.setattr(chatgpt_files, "_READ", 256)
     path = tmp_path / "conversations.json"
     text = json.dumps(
         [
@@ -487,7 +490,7 @@ def test_a_zip_member_that_lies_about_its_size_is_stopped(
         assert struct.unpack_from("<I", raw, at + offset)[0] == len(data)
         struct.pack_into("<I", raw, at + offset, declared)
     path.write_bytes(bytes(raw))
-    monkeypatch.setattr(chatgpt, "_READ", 64)  # the damage is seen at the member's end
+    monkeypatch.setattr(chatgpt_files, "_READ", 64)  # the damage is seen at the member's end
     results = _read(path)
     assert isinstance(results[0], ForeignSession) and results[0].provenance.original_id == "a"
     assert isinstance(results[-1], ForeignImportError) and len(results) == 2
@@ -496,7 +499,7 @@ def test_a_zip_member_that_lies_about_its_size_is_stopped(
 def test_a_zip_declaring_too_much_is_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(chatgpt, "MAX_ZIP_MEMBER_BYTES", 1000)
+    monkeypatch.setattr(chatgpt_files, "MAX_ZIP_MEMBER_BYTES", 1000)
     path = _zip(tmp_path / "big.zip", {"conversations.json": EXPORT.read_bytes()})
     (error,) = _read(path)
     assert "would decompress to" in str(error) and "more than the 1,000 dsh reads" in str(error)
@@ -681,7 +684,7 @@ def test_without_current_node_the_leaf_written_last_is_the_branch(tmp_path: Path
 def test_a_zip_listing_too_many_entries_is_refused_before_it_is_read(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(chatgpt, "_MAX_ZIP_ENTRIES", 2)
+    monkeypatch.setattr(chatgpt_files, "_MAX_ZIP_ENTRIES", 2)
     path = _zip(tmp_path / "many.zip", {"a": b"", "b": b"", "conversations.json": b"[]"})
     (error,) = _read(path)
     assert str(error).startswith("the zip archive lists 3 entries in ")
@@ -763,7 +766,7 @@ def test_a_long_run_of_backslashes_is_read_in_linear_time(
 ) -> None:
     """Each byte of a string is looked at once, however the reads cut it: a run of
     backslashes is never walked back over."""
-    monkeypatch.setattr(chatgpt, "_READ", 4096)
+    monkeypatch.setattr(chatgpt_files, "_READ", 4096)
     text = "\\" * 4_000_000
     path = _write_export(tmp_path / "conversations.json", [_conversation("c", text, "ok")])
     (session,) = _sessions(path)
@@ -773,7 +776,7 @@ def test_a_long_run_of_backslashes_is_read_in_linear_time(
 def test_a_file_of_nothing_but_damaged_conversations_is_given_up(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(chatgpt, "MAX_FAILED_IN_A_ROW", 5)
+    monkeypatch.setattr(chatgpt_conversations, "MAX_FAILED_IN_A_ROW", 5)
     path = tmp_path / "conversations.json"
     ok = json.dumps(_conversation("ok", "fine"))
     path.write_text("[" + ",".join(["1"] * 4 + [ok] + ["\n2"] * 100) + "]")
