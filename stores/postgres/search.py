@@ -13,18 +13,13 @@ from typing import Any
 import asyncpg
 
 from core.log import Event
-from core.search import (
-    RANK_WINDOW,
-    SearchHit,
-    check_search_limit,
-    like_pattern,
-    rank_hits,
-    search_terms,
-)
+from core.search import RANK_WINDOW, SearchHit, like_pattern
 from core.surface import SurfaceFolder
 from stores.postgres.connection import PgConnection
 from stores.postgres.rows import IDS_OF_KEYS_SQL, read_id
 from stores.postgres.team import REINDEX_SQL
+from stores.search import plan_search
+from stores.surfaces import shadowed_seqs
 
 _REINDEX_BATCH = 20
 """Sessions indexed per statement by the upgrade to schema 7 (its progress steps)."""
@@ -87,11 +82,7 @@ async def _index_events(
     append's transaction): the table's trigger indexes their messages; this drops those
     their replaces shadowed (``folder`` holds the surface after the batch whenever it has
     a replace), through the owner's function (members may not delete search rows)."""
-    gone: list[int] = []
-    for event in events:
-        op = event.surface_op
-        if op is not None and op != "append":
-            gone.extend(seq for seq in event.source_event_seqs or () if seq not in folder)
+    gone = shadowed_seqs(events, folder)
     if gone:
         await conn.execute("SELECT dsh_unindex($1, $2::bigint[])", key, gone)
 
@@ -100,10 +91,10 @@ class Search(PgConnection):
     """``search_messages``."""
 
     async def search_messages(self, query: str, *, limit: int = 20) -> list[SearchHit]:
-        terms = search_terms(query)
-        wanted = check_search_limit(limit)
-        if not terms:
+        plan = plan_search(query, limit)
+        if plan is None:
             return []
+        terms = plan.terms
         regexes = [_case_regex(t) for t in terms]
         patterns = [
             like_pattern(t) if r is None else r for t, r in zip(terms, regexes, strict=True)
@@ -131,6 +122,6 @@ class Search(PgConnection):
         def rank() -> list[SearchHit]:
             names = {key: sid for key, raw, size in ids if (sid := read_id(raw, size)) is not None}
             rows = [(names[key], seq, text) for key, seq, text in found if key in names]
-            return rank_hits(rows, terms, wanted)
+            return plan.rank(rows)
 
         return await asyncio.to_thread(rank)

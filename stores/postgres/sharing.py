@@ -13,7 +13,7 @@ from core.limits import MAX_SESSION_ID_BYTES
 from core.sharing import Share
 from stores.postgres.connection import PgConnection
 from stores.postgres.rows import read_id, within
-from stores.sharing import check_grantee, check_user
+from stores.sharing import check_grantee, share_target
 from stores.validation import check_session_id
 
 
@@ -23,8 +23,7 @@ class Sharing(PgConnection):
     # ------------------------------------------------------------------ sharing
 
     async def share(self, session_id: str, user: str) -> bool:
-        sid = check_session_id(session_id)
-        grantee = check_user(user)
+        sid, grantee = share_target(session_id, user)
 
         async def body(conn: asyncpg.Connection) -> bool:
             key, header = await self._require_own(conn, sid)
@@ -43,8 +42,7 @@ class Sharing(PgConnection):
         return await self._run(body, write=True)
 
     async def unshare(self, session_id: str, user: str) -> bool:
-        sid = check_session_id(session_id)
-        grantee = check_user(user)
+        sid, grantee = share_target(session_id, user)
 
         async def body(conn: asyncpg.Connection) -> bool:
             key, _ = await self._require_own(conn, sid)

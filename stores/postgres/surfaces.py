@@ -10,10 +10,11 @@ import asyncpg
 
 from core.errors import StoreError
 from core.jsoncodec import loads_exact
-from core.log import Replace, SurfaceOutline, ValidatedEvent, build_event
-from core.references.projection import MessageSums, projection_code
+from core.log import SurfaceOutline, ValidatedEvent, build_event
+from core.references.projection import projection_code
 from core.surface import fold_surface
 from stores.columns import decode_op, decode_seqs, decode_text
+from stores.surfaces import folded_nodes, node_runs
 from stores.validation import KIND_SURFACE
 
 _IS_REPLACE = """kind = 1 AND surface_op <> '"append"'"""
@@ -35,19 +36,21 @@ async def _track_surface(
     codes: Sequence[int | None],
 ) -> None:
     """Keep ``dsh_surface_nodes`` and ``dsh_surface_sums`` in step with a batch whose
-    surface operations were checked (so every replace's range is on the surface)."""
-    pending: list[tuple[int, int, int, int]] = []
-    sums = MessageSums()
-    for offset, v in enumerate(batch):
-        op = v.surface_op
-        code = codes[offset]
-        if op is None or code is None:
-            continue
-        seq = first + offset
-        if isinstance(op, Replace):
-            if pending:
-                await conn.executemany(_INSERT_NODE_SQL, pending)
-                pending.clear()
+    surface operations were checked (so every replace's range is on the surface): the
+    runs of nodes it adds (``stores.surfaces.node_runs``), each written after the nodes
+    its replace shadows went."""
+    runs, sums = node_runs(
+        first,
+        [
+            (offset, v.surface_op, code)
+            for offset, (v, code) in enumerate(zip(batch, codes, strict=True))
+            if v.surface_op is not None and code is not None
+        ],
+    )
+    for run in runs:
+        lo = None
+        op = run.replace
+        if op is not None:
             ends = await conn.fetch(
                 "SELECT pos FROM dsh_surface_nodes WHERE session_key = $1 "
                 "AND seq IN ($2, $3) ORDER BY pos",
@@ -65,12 +68,7 @@ async def _track_surface(
                 hi,
             ):
                 sums.remove(gone)
-            pending.append((key, lo, seq, code))
-        else:
-            pending.append((key, seq, seq, code))
-        sums.add(code)
-    if pending:
-        await conn.executemany(_INSERT_NODE_SQL, pending)
+        await conn.executemany(_INSERT_NODE_SQL, run.rows(key, lo))
     if sums.messages or sums.bytes:
         await conn.execute(
             "INSERT INTO dsh_surface_sums (session_key, messages, bytes) VALUES ($1, $2, $3) "
@@ -135,10 +133,8 @@ async def _backfill_surfaces(
             nodes = fold_surface(outline)
         except (ValueError, TypeError) as err:  # InvalidEventError is a ValueError
             raise StoreError(f"cannot upgrade: a stored event is corrupt ({err})") from err
-        await conn.executemany(
-            _INSERT_NODE_SQL, [(key, pos, n.seq, n.projection) for pos, n in enumerate(nodes)]
-        )
-        sums = MessageSums(n.projection for n in nodes)
+        rows, sums = folded_nodes(key, nodes)
+        await conn.executemany(_INSERT_NODE_SQL, rows)
         if sums.messages:
             await conn.execute(
                 "INSERT INTO dsh_surface_sums (session_key, messages, bytes) VALUES ($1, $2, $3)",

@@ -16,10 +16,11 @@ from core.errors import SessionExistsError, SessionNotFoundError, SessionReadOnl
 from core.log import Event, NewEvent, SessionHeader, SurfaceOp, ValidatedEvent, build_event
 from core.references.projection import MessageSums, projection_code
 from core.surface import SurfaceFolder
-from stores.columns import APPEND_JSON, decode_op, decode_seqs, encode_op, encode_seqs, encode_text
+from stores.columns import APPEND_JSON, encode_op, encode_seqs, encode_text
 from stores.postgres.connection import _BUMP, _BY_ID, CHANGES_CHANNEL, PgConnection
 from stores.postgres.search import _index_events
 from stores.postgres.surfaces import _track_surface
+from stores.surfaces import fold_stored
 from stores.validation import (
     KIND_SURFACE,
     batch_has_replace,
@@ -92,14 +93,13 @@ class Writes(PgConnection):
                 return []
             folder: SurfaceFolder[None] = SurfaceFolder()
             if batch_has_replace(batch):
-                for seq, op, seqs in await conn.fetch(
-                    "SELECT seq, surface_op, source_event_seqs FROM dsh_events "
-                    f"WHERE session_key = $1 AND kind = {KIND_SURFACE} ORDER BY seq",
-                    key,
-                ):
-                    folder.apply(
-                        seq, decode_op(op), None if seqs is None else decode_seqs(seqs), None
+                folder = fold_stored(
+                    await conn.fetch(
+                        "SELECT seq, surface_op, source_event_seqs FROM dsh_events "
+                        f"WHERE session_key = $1 AND kind = {KIND_SURFACE} ORDER BY seq",
+                        key,
                     )
+                )
             return await _insert_events(conn, key, first, folder, batch)
 
         return await self._run(body, write=True)
