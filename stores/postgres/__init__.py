@@ -14,13 +14,14 @@ primary key is only the last line of defence. Every operation is one transaction
 asyncpg was chosen over psycopg 3 by measuring both on dsh's append and read shapes
 (see the commit that added this file): about 1.5x faster appends and 1.2x faster reads.
 
-
 One module per concern: ``connection`` (the pool, transactions, retries), ``schema``
 (``MIGRATIONS``), ``security`` (row-level security), ``team`` (what members may do),
 ``pairs`` and ``pooling`` (schema steps of their own), ``writes``, ``reads``, ``surfaces``,
 ``search``, ``leases``, ``sharing``, ``listen`` (change tracking), ``rows`` (listings),
 ``limits`` and ``location`` (time limits, URLs); ``store`` puts them together. Those
-modules import one another directly, never this one.
+modules import one another directly, never this one. What every store decides the same
+way is not here but beside it, backend-free: ``stores.surfaces``, ``stores.search``,
+``stores.sharing``.
 
 The names below load their module when first asked for: importing a light module of the
 package (``stores.postgres.location``, to show a URL) does not load the driver; asyncpg
