@@ -26,7 +26,7 @@ from tui.shared.signals import (
     terminal_gone,
 )
 
-__all__ = ["AppLifetime"]
+__all__ = ["STOP_GRACE_SECONDS", "AppLifetime"]
 
 STOP_GRACE_SECONDS = 10.0
 """After SIGTERM/SIGHUP, how long a reply in flight gets to store what it received."""

@@ -30,7 +30,7 @@ from tui.app.transcript.cards import ReferenceCard, source_name
 from tui.app.transcript.transcript import Transcript
 from tui.shared.errors import fault_message
 
-__all__ = ["AppOpening"]
+__all__ = ["HISTORY_EVENTS", "SOURCE_GONE", "AppOpening"]
 
 HISTORY_EVENTS = 2000
 """How many surface events before the newest page are read for Up/Down history."""

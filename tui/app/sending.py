@@ -27,7 +27,7 @@ from tui.app.faults import FAULTS
 from tui.app.opening import AppOpening
 from tui.shared.errors import describe_error, sentence, unlock_hint
 
-__all__ = ["AppSending"]
+__all__ = ["KEPT_WORDS", "AppSending"]
 
 KEPT_WORDS = "the reply shown is kept here and saved with your next message in this session"
 """What became of a reply whose server stayed away (``ReplyUnsavedError``)."""
