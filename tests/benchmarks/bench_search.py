@@ -7,7 +7,7 @@
 * picker update: ``SessionReferenceService.discover`` (what one keystroke in the ``@``
   picker asks: candidates and body matches); target median <= 50 ms;
 * append throughput with the index beside the same appends with it switched off
-  (``stores.sqlite.SEARCH_INDEX``), interleaved in one run on the same database: one
+  (``stores.sqlite.search.SEARCH_INDEX``), interleaved in one run on the same database: one
   message per transaction (the index's worst case) and a streamed turn (a user message,
   40 chunks in 4 batches, the reply); target: within 10 %;
 * the index's size on disk (``dbstat``: the ``search_messages`` rows and the FTS5 tables)
@@ -173,7 +173,7 @@ async def _append_rates(
         await store.create_session(f"append-{indexed}", created_at=BASE_TIME)
     for round_no in range(rounds):
         for indexed in (True, False) if round_no % 2 == 0 else (False, True):
-            sqlite_store.SEARCH_INDEX = indexed
+            sqlite_store.search.SEARCH_INDEX = indexed
             try:
                 sid, chat = chats[indexed]
                 before = await store.last_surface_seq(sid) or 0
@@ -194,7 +194,7 @@ async def _append_rates(
                 spent.setdefault(("message", indexed), []).append(time.perf_counter() - started)
                 counts.setdefault(("message", indexed), []).append(per_round)
             finally:
-                sqlite_store.SEARCH_INDEX = True
+                sqlite_store.search.SEARCH_INDEX = True
     # Rates over groups of 5 blocks: a median of rates, each over enough work to count.
     rates: dict[tuple[str, bool], list[float]] = {}
     for key, times in spent.items():

@@ -19,6 +19,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from core.importers import chatgpt
+from core.importers.chatgpt import array as chatgpt_array
+from core.importers.chatgpt import files as chatgpt_files
+from core.importers.chatgpt import reader as chatgpt_reader
 from core.importers.foreign import ForeignImportError, ForeignSession
 from core.limits import MAX_JSON_DEPTH
 
@@ -158,9 +161,9 @@ def test_a_valid_export_reads_back_to_its_current_branches(
     else:
         path.write_text(text, encoding="utf-8")
     with (
-        mock.patch.object(chatgpt, "_READ", read),
-        mock.patch.object(chatgpt, "_FIRST_WINDOW", window),
-        mock.patch.object(chatgpt, "_LAST_WINDOW", max(window, 16)),
+        mock.patch.object(chatgpt_files, "_READ", read),
+        mock.patch.object(chatgpt_array, "_FIRST_WINDOW", window),
+        mock.patch.object(chatgpt_array, "_LAST_WINDOW", max(window, 16)),
     ):
         results = list(chatgpt.read_sessions([path]))
     assert all(isinstance(r, ForeignSession) for r in results), results
@@ -232,7 +235,7 @@ def test_a_damaged_conversation_is_one_error_inside_it_and_the_others_read(
         text = text[: data.draw(st.integers(start + 1, start + len(pieces[bad]) - 1))]
     path = tmp_path / "conversations.json"
     path.write_text(text, encoding="utf-8")
-    with mock.patch.object(chatgpt, "MAX_CONVERSATION_BYTES", 30_000):
+    with mock.patch.object(chatgpt_array, "MAX_CONVERSATION_BYTES", 30_000):
         results = list(chatgpt.read_sessions([path]))
     assert len(results) == len(conversations)
     for i, result in enumerate(results):
@@ -287,7 +290,7 @@ def test_many_conversations_are_read_one_at_a_time(tmp_path: Path, indent: int |
     path.write_text(json.dumps(conversations, indent=indent))
     reads = 0
 
-    real = chatgpt._file_chunks
+    real = chatgpt_files._file_chunks
 
     def counted(file: Any, head: bytes) -> Any:
         nonlocal reads
@@ -296,8 +299,8 @@ def test_many_conversations_are_read_one_at_a_time(tmp_path: Path, indent: int |
             yield chunk
 
     with (
-        mock.patch.object(chatgpt, "_READ", 16),
-        mock.patch.object(chatgpt, "_file_chunks", counted),
+        mock.patch.object(chatgpt_files, "_READ", 16),
+        mock.patch.object(chatgpt_reader, "_file_chunks", counted),
     ):
         sessions = chatgpt.read_sessions([path])
         first = next(sessions)
@@ -360,7 +363,7 @@ def test_a_zip_bomb_around_any_export_is_one_error_and_nothing_imported(
     path = tmp_path / "export.zip"
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
         archive.writestr("conversations.json", text[:-2] + " " * padding + "]\n")
-    with mock.patch.object(chatgpt, "_RATIO_FLOOR", 64 * 1024):
+    with mock.patch.object(chatgpt_files, "_RATIO_FLOOR", 64 * 1024):
         results = list(chatgpt.read_sessions([path]))
     (error,) = results
     assert isinstance(error, ForeignImportError) and error.file == str(path)

@@ -277,7 +277,7 @@ async def test_other_store_calls_proceed_while_a_search_ranks(
         release.wait(30)
         return rank_hits(found, terms, limit)
 
-    monkeypatch.setattr("stores.sqlite.rank_hits", gated)
+    monkeypatch.setattr("stores.sqlite.search.rank_hits", gated)
     monkeypatch.setattr("stores.postgres.rank_hits", gated)
     async with await open_store(location) as store:
         await store.create_session("s", created_at=1)

@@ -136,8 +136,8 @@ async def test_forward_migration_step_runs_on_an_old_database(
 ) -> None:
     await make_db(db_path)
     step = ("CREATE TABLE extra (x INTEGER NOT NULL) STRICT", "INSERT INTO extra VALUES (42)")
-    monkeypatch.setattr(sqlite_module, "MIGRATIONS", (*MIGRATIONS, step))
-    monkeypatch.setattr(sqlite_module, "SCHEMA_VERSION", SCHEMA_VERSION + 1)
+    monkeypatch.setattr(sqlite_module.schema, "MIGRATIONS", (*MIGRATIONS, step))
+    monkeypatch.setattr(sqlite_module.schema, "SCHEMA_VERSION", SCHEMA_VERSION + 1)
     async with await SqliteSessionStore.open(db_path) as store:
         assert [e.seq for e in await store.read_events("s")] == [0, 1]
     with raw(db_path) as conn:
@@ -287,7 +287,7 @@ async def test_listings_are_built_off_the_event_loop(
     """100,000 headers or titles take a second to build: never on the loop's thread."""
     await make_db(db_path)
     seen: list[tuple[str, threading.Thread]] = []
-    real_dec, real_title = sqlite_module.decode_text, sqlite_module.stored_title
+    real_dec, real_title = sqlite_module.listing.decode_text, sqlite_module.listing.stored_title
 
     def dec(value: bytes) -> str:
         seen.append(("header", threading.current_thread()))
@@ -298,8 +298,8 @@ async def test_listings_are_built_off_the_event_loop(
         return real_title(*args)  # type: ignore[arg-type]
 
     async with await SqliteSessionStore.open(db_path) as store:
-        monkeypatch.setattr(sqlite_module, "decode_text", dec)
-        monkeypatch.setattr(sqlite_module, "stored_title", stored_title)
+        monkeypatch.setattr(sqlite_module.listing, "decode_text", dec)
+        monkeypatch.setattr(sqlite_module.listing, "stored_title", stored_title)
         headers = await store.list_headers()
         titles = await store.read_titles()
         assert [h.id for h in headers] == ["s"] and titles["s"].title == "T"

@@ -35,7 +35,7 @@ TEXT = st.text(
 def unlinked(monkeypatch: pytest.MonkeyPatch) -> None:
     """Messages stored whole in their rows: without a search index to link to (see
     tests/stores/test_sqlite_linked.py for the rows that link)."""
-    monkeypatch.setattr(sqlite_store, "SEARCH_INDEX", False)
+    monkeypatch.setattr(sqlite_store.search, "SEARCH_INDEX", False)
 
 
 def message(kind: int, text: str) -> NewEvent:

@@ -261,8 +261,8 @@ async def test_the_v2_fixture_upgrades_through_v3_to_the_surface_nodes(tmp_path:
 async def test_a_large_upgrade_reports_its_progress(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(sqlite_module, "_BACKFILL_REPORT_MIN", 10)
-    monkeypatch.setattr(sqlite_module, "_BACKFILL_BATCH", 7)
+    monkeypatch.setattr(sqlite_module.surfaces, "_BACKFILL_REPORT_MIN", 10)
+    monkeypatch.setattr(sqlite_module.surfaces, "_BACKFILL_BATCH", 7)
     calls: list[tuple[int, int]] = []
     path = copy_v3(tmp_path)
     with sqlite3.connect(path) as conn:
@@ -274,7 +274,7 @@ async def test_a_large_upgrade_reports_its_progress(
     assert [d for d, _ in calls] == sorted(d for d, _ in calls)
     assert {t for _, t in calls} == {total}
     # An upgrade below the threshold says nothing.
-    monkeypatch.setattr(sqlite_module, "_BACKFILL_REPORT_MIN", total + 1)
+    monkeypatch.setattr(sqlite_module.surfaces, "_BACKFILL_REPORT_MIN", total + 1)
     calls.clear()
     later = copy_v3(tmp_path / "b")
     async with await SqliteSessionStore.open(
@@ -291,7 +291,7 @@ def test_the_upgrade_progress_is_a_line_on_the_terminal(tmp_path: Path) -> None:
     code = (
         "import asyncio, sys\n"
         "import stores.sqlite as s\n"
-        "s._BACKFILL_REPORT_MIN = 1\n"
+        "s.surfaces._BACKFILL_REPORT_MIN = 1\n"
         "async def main():\n"
         "    store = await s.SqliteSessionStore.open(sys.argv[1])\n"
         "    await store.close()\n"

@@ -88,13 +88,13 @@ def texts(events: list[Event]) -> list[tuple[int, str, int, str, str]]:
 def python_path(on: bool) -> Iterator[None]:
     """The Python decoding of packs (and unlinking of their runs) instead of the C one,
     when ``on``."""
-    saved = sqlite_store._C_UNPACK_EVENTS, sqlite_store._C_UNLINK_RUNS
+    saved = sqlite_store.packs._C_UNPACK_EVENTS, sqlite_store.packs._C_UNLINK_RUNS
     if on:
-        sqlite_store._C_UNPACK_EVENTS = sqlite_store._C_UNLINK_RUNS = None
+        sqlite_store.packs._C_UNPACK_EVENTS = sqlite_store.packs._C_UNLINK_RUNS = None
     try:
         yield
     finally:
-        sqlite_store._C_UNPACK_EVENTS, sqlite_store._C_UNLINK_RUNS = saved
+        sqlite_store.packs._C_UNPACK_EVENTS, sqlite_store.packs._C_UNLINK_RUNS = saved
 
 
 # --------------------------------------------------------------------- random replies
@@ -286,7 +286,7 @@ async def test_a_whole_read_decodes_each_reply_once_from_its_own_rows(
         written = await store.append_batch("s", [*reply(1, parts), *reply(2, ["x", "y"])])
         fetched: list[int] = []
         decoded: list[str] = []
-        loads = sqlite_store.loads_exact
+        loads = sqlite_store.packs.loads_exact
 
         def fetch(seq: int) -> None:
             fetched.append(seq)
@@ -298,7 +298,8 @@ async def test_a_whole_read_decodes_each_reply_once_from_its_own_rows(
         monkeypatch.setattr(
             sqlite_store._ReplyTexts, "of", classmethod(lambda cls, raw, key: cls(fetch))
         )
-        monkeypatch.setattr(sqlite_store, "loads_exact", counting_loads)
+        monkeypatch.setattr(sqlite_store.packs, "loads_exact", counting_loads)
+        monkeypatch.setattr(sqlite_store.reads, "loads_exact", counting_loads)
         for on in (False, True):
             with python_path(on):
                 fetched.clear()

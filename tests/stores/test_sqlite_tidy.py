@@ -113,7 +113,7 @@ async def test_a_store_that_only_read_leaves_the_file_as_it_was(tmp_path: Path) 
 async def test_a_large_index_is_left_to_automerge_but_free_pages_still_go_back(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(sqlite_store, "_TIDY_MAX_BLOCKS", 8)
+    monkeypatch.setattr(sqlite_store.tidy, "_TIDY_MAX_BLOCKS", 8)
     db = tmp_path / "dsh.sqlite3"
     store = await SqliteSessionStore.open(db)
     ids = await write(store)

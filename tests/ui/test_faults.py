@@ -79,7 +79,7 @@ async def compact_confirmed(app: DshApp, pilot: Any) -> None:
 @pytest.fixture
 def db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     # A write that finds the lock taken gives up after about half a second, not 40.
-    monkeypatch.setattr(stores.sqlite, "_RETRY_WINDOW_S", 0.3)
+    monkeypatch.setattr(stores.sqlite.connection, "_RETRY_WINDOW_S", 0.3)
     return tmp_path / "faults.sqlite3"
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-import core.engine
+import core.engine.state
 from core.log import ASSISTANT_MESSAGE, USER_MESSAGE, assistant_message, user_message
 from core.providers.base import ProviderMessage, StreamEvent, TextDelta
 from stores import SqliteSessionStore
@@ -59,7 +59,7 @@ async def elsewhere(tmp_path: Path) -> AsyncIterator[SqliteSessionStore]:
 async def test_a_reply_whose_lease_another_process_takes_stops_with_a_notice(
     runtime: Runtime, elsewhere: SqliteSessionStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(core.engine, "REPLY_LEASE_RENEW_SECONDS", 0.05)
+    monkeypatch.setattr(core.engine.state, "REPLY_LEASE_RENEW_SECONDS", 0.05)
     provider = StallingProvider()
     rt = Runtime(runtime.config, runtime.store, runtime.query, runtime.service, provider)
     app = make_app(rt)

@@ -1,26 +1,14 @@
-"""A ``ModelProvider`` for any OpenAI-compatible chat-completions endpoint (DeepSeek by default).
-
-Streams over server-sent events. Failures become ``ProviderError`` with a ``kind`` a UI can
-explain; rate limits, 5xx answers and unreachable hosts are retried with backoff, but only
-until the first event has been yielded, so a caller never sees a reply twice.
-
-A hostile or broken server cannot hang or flood a reply: ``reply_timeout`` bounds the whole
-reply, ``max_reply_bytes`` bounds its text and every single event or body, and decoding is
-linear. The key is a ``Secret`` sent by an ``httpx.Auth`` that writes the header on the
-request itself, so no frame holds it in a local; every message passes through ``redact``.
-"""
+"""``OpenAICompatibleProvider``: the request, its retries with backoff until the first
+event, the reply read under its deadline and bounds, errors with a ``kind``."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import email.utils
 import json
-import re
-import time
-from collections.abc import AsyncGenerator, Awaitable, Generator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Generator, Mapping, Sequence
 from contextlib import aclosing
-from typing import Any, Final, TypeVar
+from typing import Any, Final
 
 import httpx
 
@@ -35,54 +23,28 @@ from core.providers.base import (
     Usage,
     Waiting,
 )
-from core.secrets import (
-    Secret,
-    clean_api_key,
-    install_log_redaction,
-    redact,
-    redact_url,
-    url_secrets,
+from core.providers.openai.deadlines import _Cancelled, _DeadlineReached, _next_before
+from core.providers.openai.errors import (
+    _after,
+    _describe,
+    _one_line,
+    _read_limited,
+    _retry_after,
+    _server_message,
 )
-from core.surrogates import merge_surrogate_pairs
-
-__all__ = [
-    "DEFAULT_API_KEY_ENV",
-    "DEFAULT_BASE_URL",
-    "DEFAULT_MAX_REPLY_BYTES",
-    "DEFAULT_MODEL",
-    "DEFAULT_REPLY_TIMEOUT",
-    "OpenAICompatibleProvider",
-    "chat_completions_url",
-    "wire_text",
-]
-
-DEFAULT_BASE_URL: Final = "https://api.deepseek.com"
-DEFAULT_MODEL: Final = "deepseek-chat"
-DEFAULT_API_KEY_ENV: Final = "DEEPSEEK_API_KEY"
-DEFAULT_REPLY_TIMEOUT: Final = 600.0
-DEFAULT_MAX_REPLY_BYTES: Final = 4 * 1024 * 1024
+from core.providers.openai.settings import (
+    DEFAULT_API_KEY_ENV,
+    DEFAULT_BASE_URL,
+    DEFAULT_MAX_REPLY_BYTES,
+    DEFAULT_MODEL,
+    DEFAULT_REPLY_TIMEOUT,
+)
+from core.providers.openai.sse import _sse_messages, _TooLarge
+from core.providers.openai.wire import _deltas, _first_choice, chat_completions_url, wire_text
+from core.secrets import Secret, clean_api_key, install_log_redaction, redact_url, url_secrets
 
 _RETRYABLE: Final[frozenset[ProviderErrorKind]] = frozenset({"rate_limited", "server", "network"})
 _ERROR_BODY_LIMIT: Final = 64 * 1024
-_MESSAGE_LIMIT: Final = 300
-_LINE_END: Final = re.compile(rb"\r\n|\r|\n")
-_WHITESPACE: Final = re.compile(r"\s+")
-_SURROGATE: Final = re.compile("[\ud800-\udfff]")
-_BOM: Final = b"\xef\xbb\xbf"
-
-_T = TypeVar("_T")
-
-
-class _Cancelled(Exception):
-    """The caller's cancel event fired while we were waiting."""
-
-
-class _DeadlineReached(Exception):
-    """``reply_timeout`` passed while we were waiting."""
-
-
-class _TooLarge(Exception):
-    """One event, line or body is larger than ``max_reply_bytes``."""
 
 
 class _BearerAuth(httpx.Auth):
@@ -458,253 +420,3 @@ class OpenAICompatibleProvider:
         self, message: str, kind: ProviderErrorKind, *, status: int | None = None
     ) -> ProviderError:
         return ProviderError(_one_line(message), kind, status=status)
-
-
-def chat_completions_url(base_url: str) -> str:
-    """``{base_url}/chat/completions`` with the endpoint in the path, before any query;
-    a base that already names the endpoint is kept."""
-    url = httpx.URL(base_url.strip())
-    path = url.path.rstrip("/")
-    if not path.endswith("/chat/completions"):
-        path += "/chat/completions"
-    return str(url.copy_with(path=path))
-
-
-def wire_text(text: str) -> str:
-    """``text`` as it may go over the wire: valid UTF-8, a surrogate pair as its character
-    (SPEC §4.1: the model receives 🚀, not two U+FFFD), each lone surrogate as U+FFFD.
-
-    Only what is sent changes; the session log keeps the text exactly.
-    """
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return _SURROGATE.sub("\ufffd", merge_surrogate_pairs(text))
-    return text
-
-
-async def _next_before(
-    awaitable: Awaitable[_T], cancel: asyncio.Event | None, deadline: float
-) -> _T:
-    """Await ``awaitable``; cancel it and raise ``_Cancelled`` once ``cancel`` is set, or
-    ``_DeadlineReached`` once the loop clock passes ``deadline``.
-
-    The awaitable always runs to its end (result, error or cancellation) before we return,
-    so a generator behind it is never left running.
-    """
-    loop = asyncio.get_running_loop()
-    remaining = deadline - loop.time()
-    if remaining <= 0:
-        if asyncio.iscoroutine(awaitable):
-            awaitable.close()
-        raise _DeadlineReached
-    task = asyncio.ensure_future(awaitable)
-    waiter = asyncio.ensure_future(cancel.wait()) if cancel is not None else None
-    try:
-        await asyncio.wait(
-            {task} if waiter is None else {task, waiter},
-            timeout=remaining,
-            return_when=asyncio.FIRST_COMPLETED,
-        )
-    except BaseException:
-        task.cancel()
-        await asyncio.wait({task})
-        _forget(task)
-        raise
-    finally:
-        if waiter is not None:
-            waiter.cancel()
-    if task.done():
-        return task.result()
-    task.cancel()
-    await asyncio.wait({task})
-    _forget(task)  # we stop waiting; whatever the work ended with is moot
-    if cancel is not None and cancel.is_set():
-        raise _Cancelled
-    raise _DeadlineReached
-
-
-def _forget(task: asyncio.Future[Any]) -> None:
-    if not task.cancelled():
-        task.exception()  # mark it retrieved so asyncio does not log it
-
-
-async def _sse_messages(
-    response: httpx.Response, max_event_bytes: int
-) -> AsyncGenerator[tuple[str, str], None]:
-    decoder = _SSEDecoder(max_event_bytes)
-    async for chunk in response.aiter_bytes():
-        for message in decoder.feed(chunk):
-            yield message
-    for message in decoder.close():
-        yield message
-
-
-class _SSEDecoder:
-    """Incremental server-sent-events parser: bytes in, ``(event type, data)`` out.
-
-    Handles LF/CR/CRLF line ends split across chunks, comments, multi-line data and UTF-8
-    split across chunks. An unterminated last event is still delivered (lenient at EOF).
-    Linear in its input: bytes are scanned once and a line is decoded once, when complete.
-    A line or an event's data over ``max_event_bytes`` raises ``_TooLarge`` (memory bound).
-    """
-
-    def __init__(self, max_event_bytes: int = DEFAULT_MAX_REPLY_BYTES) -> None:
-        self._max = max_event_bytes
-        self._buffer = bytearray()
-        self._scan = 0  # where to look for the next line end in the buffer
-        self._started = False
-        self._skip_lf = False  # the last line ended with a CR at a chunk border
-        self._event = ""
-        self._data: list[str] = []
-        self._data_size = 0
-
-    def feed(self, chunk: bytes) -> list[tuple[str, str]]:
-        return self._consume(chunk, final=False)
-
-    def close(self) -> list[tuple[str, str]]:
-        out = self._consume(b"", final=True)
-        if self._buffer:
-            out.extend(self._line(bytes(self._buffer)))
-            self._buffer.clear()
-        out.extend(self._line(b""))
-        return out
-
-    def _consume(self, chunk: bytes, *, final: bool) -> list[tuple[str, str]]:
-        buffer = self._buffer
-        if self._skip_lf and chunk:
-            self._skip_lf = False
-            if chunk[:1] == b"\n":
-                chunk = chunk[1:]
-        buffer += chunk
-        if not self._started:
-            if not final and len(buffer) < len(_BOM) and _BOM.startswith(buffer):
-                return []  # maybe a BOM split across chunks
-            self._started = True
-            if buffer.startswith(_BOM):
-                del buffer[: len(_BOM)]
-        out: list[tuple[str, str]] = []
-        start = 0
-        end = len(buffer)
-        while True:
-            match = _LINE_END.search(buffer, self._scan)
-            if match is None:
-                break
-            if match.group() == b"\r" and match.end() == end and not final:
-                self._skip_lf = True  # a CRLF may be split here: drop a leading LF next time
-            out.extend(self._line(bytes(buffer[start : match.start()])))
-            start = self._scan = match.end()
-        if start:
-            del buffer[:start]
-            self._scan = 0
-        if len(buffer) > self._max:
-            raise _TooLarge
-        self._scan = len(buffer)
-        return out
-
-    def _line(self, raw: bytes) -> list[tuple[str, str]]:
-        if not raw:
-            data, event = "\n".join(self._data), self._event
-            self._data, self._event, self._data_size = [], "", 0
-            return [(event or "message", data)] if data else []
-        if raw[:1] == b":":
-            return []
-        line = raw.decode("utf-8", "replace")
-        field, colon, value = line.partition(":")
-        if colon and value.startswith(" "):
-            value = value[1:]
-        if field == "data":
-            self._data_size += len(raw) + 1
-            if self._data_size > self._max:
-                raise _TooLarge
-            self._data.append(value)
-        elif field == "event":
-            self._event = value
-        return []
-
-
-def _first_choice(chunk: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    choices = chunk.get("choices")
-    if not isinstance(choices, list):
-        return None
-    for choice in choices:
-        if isinstance(choice, Mapping) and choice.get("index", 0) == 0:
-            return choice
-    return None
-
-
-def _deltas(delta: Mapping[str, Any]) -> list[StreamEvent]:
-    events: list[StreamEvent] = []
-    reasoning = delta.get("reasoning_content")
-    if not isinstance(reasoning, str) or not reasoning:
-        reasoning = delta.get("reasoning")
-    if isinstance(reasoning, str) and reasoning:
-        events.append(ReasoningDelta(reasoning))
-    content = delta.get("content")
-    if isinstance(content, str) and content:
-        events.append(TextDelta(content))
-    return events
-
-
-async def _read_limited(response: httpx.Response, limit: int) -> tuple[bytes, bool]:
-    """At most ``limit`` bytes of the body, and whether that was all of it."""
-    body = bytearray()
-    async for chunk in response.aiter_bytes():
-        body += chunk
-        if len(body) > limit:
-            return bytes(body[:limit]), False
-    return bytes(body), True
-
-
-def _server_message(raw: bytes | str) -> str:
-    """The human part of an error body: ``error.message`` and friends, else short plain text."""
-    text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
-    try:
-        value = json.loads(text)
-    except (ValueError, RecursionError):
-        value = None
-    message: object = None
-    if isinstance(value, dict):
-        error = value.get("error")
-        if isinstance(error, dict):
-            message = error.get("message") or error.get("code")
-        elif isinstance(error, str):
-            message = error
-        if not message:
-            message = value.get("message") or value.get("detail")
-    elif value is None and not text.lstrip().startswith("<"):
-        message = text  # plain text, not an HTML error page
-    if not isinstance(message, str):
-        return ""
-    return _one_line(message)
-
-
-def _one_line(text: str) -> str:
-    """Secrets redacted (before any cut, so no part of one survives), one line, bounded."""
-    text = _WHITESPACE.sub(" ", redact(text)).strip()
-    if len(text) > _MESSAGE_LIMIT:
-        text = text[: _MESSAGE_LIMIT - 1].rstrip() + "…"
-    return text
-
-
-def _retry_after(value: str | None) -> float | None:
-    """``Retry-After`` as seconds: delta-seconds (decimals tolerated) or an HTTP date."""
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
-
-
-def _after(attempt: int) -> str:
-    return f" after {attempt} attempts" if attempt > 1 else ""
-
-
-def _describe(err: BaseException) -> str:
-    return str(err) or type(err).__name__

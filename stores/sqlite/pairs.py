@@ -27,10 +27,15 @@ from core.log import build_event
 from core.references.projection import projection_code
 from core.surrogates import merge_escaped_pairs, merge_surrogate_pairs
 from stores.columns import decode_op, decode_seqs, decode_text, encode_text
+from stores.sqlite.encoding import _ZLIB_LEVEL, _stored_data, _text
+from stores.sqlite.packs import _ReplyTexts, _unlink_runs
+from stores.sqlite.search import _reindex_session
+from stores.sqlite.sql import _DATA, KIND_PACK
+from stores.sqlite.surfaces import _backfill_surfaces
 from stores.validation import KIND_SURFACE
 
 if TYPE_CHECKING:
-    from stores.sqlite import SqliteSessionStore
+    from stores.sqlite.reads import _Decoding
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -51,13 +56,11 @@ def _merged_bytes(raw: bytes) -> bytes:
     return encode_text(merge_surrogate_pairs(decode_text(raw)))
 
 
-def merge_stored_pairs(raw: sqlite3.Connection, store: SqliteSessionStore) -> None:
+def merge_stored_pairs(raw: sqlite3.Connection, store: _Decoding) -> None:
     """Write every stored surrogate pair as its character (see the module doc), in the
     migration's transaction. A session whose merged id another session already has (the
     same id, spelt apart and whole) gets that id followed by `` (2)`` (or the first
     number free): both stay reachable, neither is lost."""
-    from stores import sqlite as s
-
     affected: set[int] = set()
     # Ids and cwds.
     for key, id_, cwd in raw.execute(
@@ -79,9 +82,9 @@ def merge_stored_pairs(raw: sqlite3.Connection, store: SqliteSessionStore) -> No
     # Single rows holding an escaped pair (read whole: linked and compressed ones too).
     singles: list[tuple[int, int, str]] = []
     for key, seq, data in raw.execute(
-        f"SELECT session, seq, {s._DATA} FROM events WHERE kind <> {s.KIND_PACK}"
+        f"SELECT session, seq, {_DATA} FROM events WHERE kind <> {KIND_PACK}"
     ):
-        text = s._text(data)
+        text = _text(data)
         if _escaped_pair(text):
             singles.append((key, seq, text))
             affected.add(key)
@@ -90,7 +93,7 @@ def merge_stored_pairs(raw: sqlite3.Connection, store: SqliteSessionStore) -> No
     old_replies: dict[int, Any] = {}
     packs: list[tuple[bytes, int, int]] = []
     for key, seq, blob in raw.execute(
-        f"SELECT session, seq, data FROM events WHERE kind = {s.KIND_PACK}"
+        f"SELECT session, seq, data FROM events WHERE kind = {KIND_PACK}"
     ).fetchall():
         body = zlib.decompress(blob).decode("utf-8")
         if not _escaped_pair(body) and not (key in affected and _has_runs(body)):
@@ -98,16 +101,16 @@ def merge_stored_pairs(raw: sqlite3.Connection, store: SqliteSessionStore) -> No
         replies = old_replies.get(key)
         if replies is None:
             replies = old_replies[key] = _OldReplyTexts.of(raw, key)
-        unlinked = s._unlink_runs(body.encode("utf-8"), seq, None, replies, _old_pieces)
+        unlinked = _unlink_runs(body.encode("utf-8"), seq, None, replies, _old_pieces)
         merged = merge_escaped_pairs(unlinked.decode("utf-8"))
-        packs.append((zlib.compress(merged.encode("utf-8"), s._ZLIB_LEVEL), key, seq))
+        packs.append((zlib.compress(merged.encode("utf-8"), _ZLIB_LEVEL), key, seq))
         affected.add(key)
     raw.executemany("UPDATE events SET data = ? WHERE session = ? AND seq = ?", packs)
     # Single rows last (the packs above read the replies as they were): written plain or
     # compressed (no longer linked: the search rows are made again), projection anew.
     raw.executemany(
         "UPDATE events SET data = ? WHERE session = ? AND seq = ?",
-        [(s._stored_data(merge_escaped_pairs(text)), key, seq) for key, seq, text in singles],
+        [(_stored_data(merge_escaped_pairs(text)), key, seq) for key, seq, text in singles],
     )
     # Their projections (surface rows: the UTF-8 bytes of the text changed).
     projections = []
@@ -123,7 +126,7 @@ def merge_stored_pairs(raw: sqlite3.Connection, store: SqliteSessionStore) -> No
                 seq,
                 decode_text(type_),
                 time,
-                loads_exact(s._text(data)),
+                loads_exact(_text(data)),
                 decode_op(op),
                 None if seqs is None else decode_seqs(seqs),
             )
@@ -133,9 +136,9 @@ def merge_stored_pairs(raw: sqlite3.Connection, store: SqliteSessionStore) -> No
     for key in keys:  # (the projections of the rows written anew are computed again)
         raw.execute("DELETE FROM surface_nodes WHERE session = ?", (key,))
         raw.execute("DELETE FROM surface_sums WHERE session = ?", (key,))
-    s._backfill_surfaces(raw, None, keys)
+    _backfill_surfaces(raw, None, keys)
     for key in keys:
-        s._reindex_session(raw, store, key)
+        _reindex_session(raw, store, key)
 
 
 def _free_id(raw: sqlite3.Connection, merged: str) -> bytes:
@@ -154,13 +157,11 @@ def _has_runs(body: str) -> bool:
 
 
 class _OldReplyTexts:
-    """``stores.sqlite._ReplyTexts`` reading replies as dsh read them before schema v10."""
+    """``stores.sqlite.packs._ReplyTexts`` reading replies as dsh read them before schema v10."""
 
     @classmethod
     def of(cls, raw: sqlite3.Connection, key: int) -> Any:
-        from stores import sqlite as s
-
-        class Old(s._ReplyTexts):
+        class Old(_ReplyTexts):
             __slots__ = ()
             _loads = staticmethod(loads_unmerged)
 
