@@ -43,7 +43,7 @@ async def open_store(
 def display_location(location: str | os.PathLike[str]) -> str:
     """How a user reads ``location``: the path, or the URL without its password."""
     if isinstance(location, str) and is_database_url(location):
-        from stores.pglocation import PgLocation
+        from stores.postgres.location import PgLocation
 
         try:
             return PgLocation.parse(location).display

@@ -27,10 +27,12 @@ from core.log import (
 )
 from core.query import MessageTail, SessionTitle, message_tail
 from core.references.projection import projection_code
-from core.search import SearchHit, check_search_limit, indexed_text, rank_hits, search_terms
+from core.search import SearchHit, indexed_text
 from core.sharing import Share
 from core.surface import SurfaceFolder, fold_surface
+from stores.search import plan_search
 from stores.sharing import check_grantee, check_owner, check_user, os_user
+from stores.surfaces import shadowed_seqs
 from stores.validation import (
     KIND_TITLE,
     MARK_TYPES,
@@ -516,9 +518,8 @@ class MemorySessionStore:
 
     async def search_messages(self, query: str, *, limit: int = 20) -> list[SearchHit]:
         self._open()
-        terms = search_terms(query)
-        wanted = check_search_limit(limit)
-        if not terms:
+        plan = plan_search(query, limit)
+        if plan is None:
             return []
         found = [
             (order, sid, seq, text)
@@ -527,7 +528,7 @@ class MemorySessionStore:
             for seq, (order, text) in session.texts.items()
         ]
         found.sort(reverse=True)  # newest first
-        return rank_hits([row[1:] for row in found], terms, wanted)
+        return plan.rank([row[1:] for row in found])
 
 
 _INDEX_ORDER = itertools.count()
@@ -539,10 +540,9 @@ def _index(session: _Session, events: Sequence[Event]) -> None:
     for event in events:
         if event.surface_op is None:
             continue
-        if event.surface_op != "append":
-            for seq in event.source_event_seqs or ():
-                if seq not in session.folder:
-                    texts.pop(seq, None)
         text = indexed_text(event)
         if text is not None:
             texts[event.seq] = (next(_INDEX_ORDER), text)
+    # (After the adds: a message a replace of the same batch shadows goes too.)
+    for seq in shadowed_seqs(events, session.folder):
+        texts.pop(seq, None)

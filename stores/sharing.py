@@ -15,8 +15,16 @@ import pwd
 
 from core.display import single_line
 from core.errors import SessionReadOnlyError, ShareError
+from stores.validation import check_session_id
 
-__all__ = ["MAX_USER_LENGTH", "check_grantee", "check_owner", "check_user", "os_user"]
+__all__ = [
+    "MAX_USER_LENGTH",
+    "check_grantee",
+    "check_owner",
+    "check_user",
+    "os_user",
+    "share_target",
+]
 
 MAX_USER_LENGTH = 63
 """The longest user name (PostgreSQL's limit on role names, in bytes)."""
@@ -50,6 +58,14 @@ def check_grantee(user: object, owner: str) -> str:
     if grantee == owner:
         raise ShareError(f"{grantee} owns the session already")
     return grantee
+
+
+def share_target(session_id: object, user: object) -> tuple[str, str]:
+    """The session and the user a ``share`` or ``unshare`` names, checked (the id, then
+    the name) before the session is read; the store then requires that its user owns the
+    session (``SessionReadOnlyError`` otherwise) and checks the name with
+    ``check_grantee``."""
+    return check_session_id(session_id), check_user(user)
 
 
 def check_owner(session_id: str, owner: str | None, user: str) -> None:

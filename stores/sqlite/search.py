@@ -20,19 +20,18 @@ from core.search import (
     MIN_INDEXED_TERM,
     RANK_WINDOW,
     SearchHit,
-    check_search_limit,
     indexed_text,
     like_pattern,
-    rank_hits,
-    search_terms,
 )
 from core.surface import SurfaceFolder, fold_surface
 from stores.columns import decode_text
+from stores.search import plan_search
 from stores.sqlite.encoding import _stored_data, _text
 from stores.sqlite.packs import _DamagedPack
 from stores.sqlite.reads import _Decoding
 from stores.sqlite.sharing import _readable
 from stores.sqlite.sql import _DATA, _EVENT_COLUMNS, _SEQS_PER_QUERY, _is_linked
+from stores.surfaces import shadowed_seqs
 from stores.validation import KIND_SURFACE
 
 _PENDING_PER_TRANSACTION = 20
@@ -59,16 +58,13 @@ def _index_events(
     if not SEARCH_INDEX:
         return
     added: list[tuple[int, int, str]] = []
-    gone: list[tuple[int, int]] = []
     for i, event in enumerate(events):
-        op = event.surface_op
-        if op is None:
+        if event.surface_op is None:
             continue
-        if op != "append":
-            gone.extend((key, seq) for seq in event.source_event_seqs or () if seq not in folder)
         text = texts[i]
         if text is not None:
             added.append((key, event.seq, text))
+    gone = [(key, seq) for seq in shadowed_seqs(events, folder)]
     if added:
         raw.executemany(_INSERT_SEARCH_SQL, added)
     if gone:
@@ -195,10 +191,10 @@ class _SearchMixin(_Decoding):
     """Searching messages, and indexing the sessions an upgrade left pending."""
 
     async def search_messages(self, query: str, *, limit: int = 20) -> list[SearchHit]:
-        terms = search_terms(query)
-        wanted = check_search_limit(limit)
-        if not terms:
+        plan = plan_search(query, limit)
+        if plan is None:
             return []
+        terms, wanted = plan.terms, plan.limit
         long_terms = [t for t in terms if len(t) >= MIN_INDEXED_TERM]
         short_terms = [t for t in terms if len(t) < MIN_INDEXED_TERM]
         wide = [_like_superset(t) for t in long_terms]
@@ -220,7 +216,7 @@ class _SearchMixin(_Decoding):
         found = await self._run_sync(body, write=False)
         # Ranking (BM25 counts and highlight spans over whole texts) takes seconds for a
         # common word over large messages: off the connection, so other calls proceed.
-        return await asyncio.to_thread(rank_hits, found, terms, wanted)
+        return await asyncio.to_thread(plan.rank, found)
 
     async def unindexed_sessions(self) -> int:
         """How many sessions the user may read await indexing: an upgrade's backlog, left

@@ -12,7 +12,7 @@ from core.errors import SessionNotFoundError
 from core.log import SessionHeader
 from core.sharing import Share
 from stores.columns import decode_text, encode_text
-from stores.sharing import check_grantee, check_owner, check_user
+from stores.sharing import check_grantee, check_owner, share_target
 from stores.sqlite.connection import _Connection
 from stores.validation import check_session_id
 
@@ -82,8 +82,7 @@ class _SharingMixin(_Access):
     """Sharing a session with another user, and the shares one may see."""
 
     async def share(self, session_id: str, user: str) -> bool:
-        sid = check_session_id(session_id)
-        grantee = check_user(user)
+        sid, grantee = share_target(session_id, user)
 
         def body(raw: sqlite3.Connection) -> bool:
             key, _ = self._own(raw, sid)
@@ -96,8 +95,7 @@ class _SharingMixin(_Access):
         return await self._run_sync(body, write=True)
 
     async def unshare(self, session_id: str, user: str) -> bool:
-        sid = check_session_id(session_id)
-        grantee = check_user(user)
+        sid, grantee = share_target(session_id, user)
 
         def body(raw: sqlite3.Connection) -> bool:
             key, _ = self._own(raw, sid)

@@ -14,7 +14,6 @@ from core.errors import InvalidEventError, StoreError
 from core.jsoncodec import loads_exact
 from core.log import (
     Event,
-    Replace,
     SessionHeader,
     SurfaceOutline,
     SurfaceRow,
@@ -22,12 +21,13 @@ from core.log import (
     build_event,
 )
 from core.query import MessageTail, TailWalk
-from core.references.projection import MessageSums, projection_code
+from core.references.projection import projection_code
 from core.surface import fold_surface
 from stores.columns import decode_op, decode_seqs, decode_text
 from stores.sqlite.encoding import _text
 from stores.sqlite.reads import _Decoding
 from stores.sqlite.sql import _EVENT_COLUMNS, _IS_REPLACE
+from stores.surfaces import folded_nodes, node_runs
 from stores.validation import KIND_SURFACE, check_count, check_session_id
 
 T = TypeVar("T")
@@ -84,16 +84,21 @@ def _track_surface(
 ) -> None:
     """Keep ``surface_nodes`` and ``surface_sums`` in step with a batch whose surface
     operations were checked (so every replace's range is on the surface); ``codes``: the
-    projection code of each surface event, by its index in the batch (in order)."""
-    pending: list[tuple[int, int, int, int]] = []
-    sums = MessageSums()
-    for offset, code in codes.items():
-        op = batch[offset].surface_op
-        seq = first + offset
-        if isinstance(op, Replace):
-            if pending:
-                raw.executemany(_INSERT_NODE_SQL, pending)
-                pending.clear()
+    projection code of each surface event, by its index in the batch (in order): the runs
+    of nodes it adds (``stores.surfaces.node_runs``), each written after the nodes its
+    replace shadows went."""
+    runs, sums = node_runs(
+        first,
+        [
+            (offset, op, code)
+            for offset, code in codes.items()
+            if (op := batch[offset].surface_op) is not None
+        ],
+    )
+    for run in runs:
+        lo = None
+        op = run.replace
+        if op is not None:
             ends = raw.execute(
                 "SELECT pos FROM surface_nodes WHERE session = ? AND seq IN (?, ?) ORDER BY pos",
                 (key, op.start, op.end),
@@ -110,12 +115,7 @@ def _track_surface(
                 "DELETE FROM surface_nodes WHERE session = ? AND pos BETWEEN ? AND ?",
                 (key, lo, hi),
             )
-            pending.append((key, lo, seq, code))
-        else:
-            pending.append((key, seq, seq, code))
-        sums.add(code)
-    if pending:
-        raw.executemany(_INSERT_NODE_SQL, pending)
+        raw.executemany(_INSERT_NODE_SQL, run.rows(key, lo))
     if sums.messages or sums.bytes:
         raw.execute(
             "INSERT INTO surface_sums (session, messages, bytes) VALUES (?, ?, ?) "
@@ -165,10 +165,8 @@ def _backfill_surfaces(
             nodes = fold_surface(outline)
         except InvalidEventError as err:
             raise StoreError(f"cannot upgrade: a stored surface is invalid ({err})") from err
-        raw.executemany(
-            _INSERT_NODE_SQL, [(key, pos, n.seq, n.projection) for pos, n in enumerate(nodes)]
-        )
-        sums = MessageSums(n.projection for n in nodes)
+        rows, sums = folded_nodes(key, nodes)
+        raw.executemany(_INSERT_NODE_SQL, rows)
         if sums.messages:
             raw.execute(
                 "INSERT INTO surface_sums (session, messages, bytes) VALUES (?, ?, ?)",

@@ -29,7 +29,7 @@ from core.log import (
 from core.references.projection import projection_code
 from core.search import indexed_text
 from core.surface import SurfaceFolder
-from stores.columns import decode_op, decode_seqs, encode_op, encode_seqs, encode_text
+from stores.columns import encode_op, encode_seqs, encode_text
 from stores.sharing import check_owner
 from stores.sqlite.drafts import (
     _fill_draft,
@@ -51,6 +51,7 @@ from stores.sqlite.search import _index_events
 from stores.sqlite.sharing import _Access
 from stores.sqlite.sql import KIND_PACK
 from stores.sqlite.surfaces import _track_surface
+from stores.surfaces import fold_stored
 from stores.validation import (
     KIND_LOG,
     KIND_SURFACE,
@@ -304,10 +305,7 @@ class _WritesMixin(_Access):
                     f"WHERE session = ? AND kind = {KIND_SURFACE} ORDER BY seq",
                     (key,),
                 )
-                for seq, op, seqs in surface:
-                    folder.apply(
-                        seq, decode_op(op), None if seqs is None else decode_seqs(seqs), None
-                    )
+                folder = fold_stored(surface)
             open_pack = (last_seq, last_n, last_data) if last_kind == KIND_PACK else None
             try:
                 return _insert_events(raw, key, first, folder, batch, open_pack)

@@ -40,7 +40,7 @@ from stores.postgres import PostgresSessionStore
 
 FOLLOW_INTERVAL = 0.5  # tui.app.follow.FOLLOW_INTERVAL_SECONDS
 SEARCH_WORD = "received"  # every offline reply says "here is what I received"
-PAGE = 41  # the transcript's newest page (page size + 1), as tui.app.app._read_window
+PAGE = 41  # the transcript's newest page (page size + 1), as DshApp.read_window
 
 
 def role(i: int) -> str:

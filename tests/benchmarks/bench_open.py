@@ -119,9 +119,9 @@ async def measure_open(path: Path, reps: int) -> tuple[list[float], list[float],
                 for _ in range(reps):
                     short.append(await _open_once(app, SHORT, short_last))
                     ours.append(await _open_once(app, LONG, last))
-                    app._read_window = whole_window  # type: ignore[method-assign,assignment]
+                    app.read_window = whole_window  # type: ignore[method-assign,assignment]
                     before.append(await _open_once(app, LONG, last))
-                    del app._read_window
+                    del app.read_window
     return ours, before, short
 
 

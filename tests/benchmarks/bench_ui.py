@@ -104,7 +104,7 @@ async def measure(
                     items = (await runtime.query.read_surface(BIG_ID)).events
                     reads.append(time.perf_counter() - started)
                     started = time.perf_counter()
-                    # What the app reads to open it (``DshApp._read_window``).
+                    # What the app reads to open it (``DshApp.read_window``).
                     await runtime.query.read_surface_page(BIG_ID, PAGE_SIZE + 1)
                     window_reads.append(time.perf_counter() - started)
                 count = len(items)

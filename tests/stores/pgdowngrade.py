@@ -4,9 +4,9 @@ upgrade tests: each step's undo, newest first. A new migration step needs its un
 
 from __future__ import annotations
 
-from stores.pgteam import _JSON as _TEAM_JSON
-from stores.pgteam import MEMBER_FUNCTIONS
 from stores.postgres import MIGRATIONS, SCHEMA_VERSION, session_row_security
+from stores.postgres.team import _JSON as _TEAM_JSON
+from stores.postgres.team import MEMBER_FUNCTIONS
 
 _RLS_TABLES = (
     "dsh_sessions",

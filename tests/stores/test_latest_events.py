@@ -454,7 +454,7 @@ async def test_postgres_reads_them_through_their_index_under_row_security(
 ) -> None:
     """As a member, the planner proves the statement's type is one of the index's: one
     seek in ``dsh_events_marks`` per session (with statistics of a log of chunks)."""
-    from stores.pgrows import latest_events_sql as pg_sql
+    from stores.postgres.rows import latest_events_sql as pg_sql
     from tests.sharing.team import plain_sql
 
     schema = pg_cluster.team_schema()

@@ -13,8 +13,9 @@ import time
 import asyncpg
 import pytest
 
-import stores.postgres as pg
+import stores.postgres.connection as pg_connection
 from stores import open_store
+from stores.postgres import PostgresSessionStore
 from tests.pgcluster import Cluster
 
 pytestmark = pytest.mark.timeout(120)
@@ -27,12 +28,12 @@ async def test_a_probe_stopped_before_its_answer_closes_its_connection(
     pg_cluster: Cluster, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _, url = pg_cluster.fresh_schema_url(migrated=True)
-    monkeypatch.setattr(pg, "_LOCK_PROBE_AFTER_S", 0.05)
-    monkeypatch.setattr(pg, "_BLOCKERS_SQL", SLOW_PROBE)
+    monkeypatch.setattr(pg_connection, "_LOCK_PROBE_AFTER_S", 0.05)
+    monkeypatch.setattr(pg_connection, "_BLOCKERS_SQL", SLOW_PROBE)
     root = await asyncpg.connect(pg_cluster.url())
     try:
         async with await open_store(url) as store:
-            assert isinstance(store, pg.PostgresSessionStore)
+            assert isinstance(store, PostgresSessionStore)
             # Both of the pool's connections open now: the probe's acquire (which waits
             # as briefly as the probe's delay) never has to connect on a busy machine.
             pool = store._live()

@@ -9,8 +9,8 @@ import pytest
 
 from core.log import SESSION_FORK, SESSION_MARK_TYPES, SESSION_PROFILE, SESSION_SOURCE, NewEvent
 from stores import MemorySessionStore, open_store
-from stores.pgrows import latest_events_sql
 from stores.postgres import SCHEMA_VERSION
+from stores.postgres.rows import latest_events_sql
 from tests.pgcluster import Cluster
 from tests.storekinds import pg_schema_url
 from tests.stores.pgdowngrade import downgrade_sql

@@ -1,4 +1,4 @@
-"""SPEC §4.1 (issue 31) on PostgreSQL: schema 8 (``stores.pgpairs``) writes each stored
+"""SPEC §4.1 (issue 31) on PostgreSQL: schema 8 (``stores.postgres.pairs``) writes each stored
 surrogate pair as its character and makes what was counted over the halves again; its
 ``dsh_json`` indexes a pair as its character (a JSON file written by Python's
 ``json.dumps``: ``dsh search 🚀`` finds it)."""

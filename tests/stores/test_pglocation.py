@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from core.errors import StoreError
-from stores.pglocation import PgLocation, connect_error
+from stores.postgres.location import PgLocation, connect_error
 
 SECRET = "s3cret-Passw0rd"
 

@@ -21,8 +21,13 @@ from core.config import ConfigError, PostgresLimits, load_config
 from core.errors import StoreError
 from core.log import USER_MESSAGE, NewEvent
 from stores import open_store
-from stores.pgpooling import POLL_SQL, ChangePoller, local_settings_sql, split_server_settings
 from stores.postgres import PostgresSessionStore
+from stores.postgres.pooling import (
+    POLL_SQL,
+    ChangePoller,
+    local_settings_sql,
+    split_server_settings,
+)
 from tests.pgbouncer import Bouncer, running_pgbouncer
 from tests.pgcluster import ALICE, BOB, SUPERUSER, Cluster
 

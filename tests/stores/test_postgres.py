@@ -338,7 +338,7 @@ async def test_a_schema_2_database_gains_the_surface_nodes(
     before gets them on open, folded from its events (a projection NULL since schema 1
     computed), reporting its progress when large, and then answers read_message_tail
     exactly as the memory store does."""
-    import stores.postgres as pg_module
+    import stores.postgres.surfaces as pg_module
     from tests.references.test_prepare_bounded import write
 
     monkeypatch.setattr(pg_module, "_BACKFILL_REPORT_MIN", 5)

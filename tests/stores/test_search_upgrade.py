@@ -277,8 +277,7 @@ async def test_other_store_calls_proceed_while_a_search_ranks(
         release.wait(30)
         return rank_hits(found, terms, limit)
 
-    monkeypatch.setattr("stores.sqlite.search.rank_hits", gated)
-    monkeypatch.setattr("stores.postgres.rank_hits", gated)
+    monkeypatch.setattr("stores.search.rank_hits", gated)  # where every store ranks
     async with await open_store(location) as store:
         await store.create_session("s", created_at=1)
         await store.append("s", MSG, user_message("chi words"), surface_op="append")

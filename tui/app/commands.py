@@ -5,17 +5,14 @@ Titles and labels are untrusted: they are shown as plain ``Content``, never pars
 from __future__ import annotations
 
 from functools import partial
-from typing import TYPE_CHECKING
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.content import Content
 from textual.widget import Widget
 
 from core.display import single_line
+from tui.app.host import AppHost
 from tui.app.transcript.cards import ReferenceCard, source_name
-
-if TYPE_CHECKING:
-    from tui.app.app import DshApp
 
 __all__ = ["OPEN_REFERENCED", "ReferenceCommands", "SessionCommands", "focused_card"]
 
@@ -25,7 +22,7 @@ OPEN_REFERENCED = "Open referenced session"
 
 class SessionCommands(Provider):
     def _entries(self) -> list[tuple[str, str]]:
-        app: DshApp = self.app  # type: ignore[assignment]
+        app: AppHost = self.app  # type: ignore[assignment]
         try:
             entries = app.sidebar.entries
         except Exception:  # the main screen is not up (e.g. a modal is)
@@ -33,7 +30,7 @@ class SessionCommands(Provider):
         return [(e.header.id, single_line(e.label, 80)) for e in entries]
 
     async def discover(self) -> Hits:
-        app: DshApp = self.app  # type: ignore[assignment]
+        app: AppHost = self.app  # type: ignore[assignment]
         for session_id, label in self._entries()[:20]:
             yield DiscoveryHit(
                 Content(f"Switch to: {label}"),
@@ -43,7 +40,7 @@ class SessionCommands(Provider):
             )
 
     async def search(self, query: str) -> Hits:
-        app: DshApp = self.app  # type: ignore[assignment]
+        app: AppHost = self.app  # type: ignore[assignment]
         matcher = self.matcher(query)
         for session_id, label in self._entries():
             text = f"Switch to: {label}"
@@ -81,7 +78,7 @@ class ReferenceCommands(Provider):
         return [(sid, name, f"{OPEN_REFERENCED}: {name}") for sid, name in names]
 
     async def discover(self) -> Hits:
-        app: DshApp = self.app  # type: ignore[assignment]
+        app: AppHost = self.app  # type: ignore[assignment]
         for session_id, name, text in self._entries():
             yield DiscoveryHit(
                 Content(text),
@@ -91,7 +88,7 @@ class ReferenceCommands(Provider):
             )
 
     async def search(self, query: str) -> Hits:
-        app: DshApp = self.app  # type: ignore[assignment]
+        app: AppHost = self.app  # type: ignore[assignment]
         matcher = self.matcher(query)
         for session_id, name, text in self._entries():
             score = matcher.match(text)

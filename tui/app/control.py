@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual.app import SystemCommand
@@ -32,13 +31,11 @@ from core.errors import DshError
 from core.log import SESSION_FORK, SESSION_PROFILE, USER_MESSAGE, Event, message_text
 from core.log import SessionHeader as Header
 from tui.app.busy import IDLE, Activity, Busy
+from tui.app.host import AppHost
 from tui.app.sent_history import rebuild_draft
 from tui.app.transcript.navigation import MessageItem
 from tui.shared.lineage import fork_parent
 from tui.shared.runtime import read_latest_events
-
-if TYPE_CHECKING:
-    from tui.app.app import DshApp
 
 __all__ = ["CONTROL_ACTIONS", "ConversationControl", "Editing", "EditingBar"]
 
@@ -80,7 +77,7 @@ class EditingBar(Static):
 class ConversationControl:
     """Retry, edit and fork for one app (see the module docstring)."""
 
-    def __init__(self, app: DshApp) -> None:
+    def __init__(self, app: AppHost) -> None:
         self._app = app
         self.editing: Editing | None = None
         self._bar: EditingBar | None = None
@@ -90,7 +87,7 @@ class ConversationControl:
     def focused_event(self) -> Event | None:
         """The stored surface event of the message that has focus on the main screen."""
         app = self._app
-        screen = app._chat_screen
+        screen = app.main_screen
         if screen is None or not screen.is_mounted:
             return None
         return app.transcript.event_of(screen.focused)
@@ -112,11 +109,11 @@ class ConversationControl:
             return True
         if app.busy:
             return False
-        if app.chat is None or app._read_only:
+        if app.chat is None or app.read_only:
             return None
         if action == "fork_session":  # a fork is one's own session, even of a shared one
             return True
-        if app._foreign_owner is not None:
+        if app.foreign_owner is not None:
             return None
         if action == "edit_message" and isinstance(app.transcript.focused_item(), MessageItem):
             event = self.focused_event()  # a reply, or a message not stored yet: not yours
@@ -133,13 +130,13 @@ class ConversationControl:
             return False
         if state is False:
             doing = {"retry_reply": "retrying", "fork_session": "forking"}
-            app._say_busy(doing.get(action, "editing"))
+            app.say_busy(doing.get(action, "editing"))
         elif app.chat is None:
             pass
-        elif app._read_only:
-            app.notice.show_notice(f"{app._read_only_why()}: nothing can be changed.", warning=True)
-        elif (owner := app._foreign_owner) is not None:
-            app.notice.show_notice(app._foreign_notice(owner), warning=True)
+        elif app.read_only:
+            app.notice.show_notice(f"{app.read_only_why()}: nothing can be changed.", warning=True)
+        elif (owner := app.foreign_owner) is not None:
+            app.notice.show_notice(app.foreign_notice(owner), warning=True)
         else:
             app.notice.show_notice(
                 "Only your own messages can be edited; press e on one of them.", warning=True
@@ -162,7 +159,7 @@ class ConversationControl:
     async def _retry(self, chat: ChatSession) -> None:
         app = self._app
         try:
-            await app._leased(
+            await app.leased(
                 chat,
                 lambda: self._retry_leased(chat),
                 doing="retry the reply",
@@ -189,16 +186,16 @@ class ConversationControl:
             if event is not None and event.seq in run:
                 widget.display = False
         interrupt = asyncio.Event()
-        await app._stream_reply(chat, stream=chat.retry(interrupt=interrupt), interrupt=interrupt)
+        await app.stream_reply(chat, stream=chat.retry(interrupt=interrupt), interrupt=interrupt)
 
     async def reload(self, chat: ChatSession) -> None:
         """Show the session's surface again (what a retry or an edit replaced, folded)."""
         app = self._app
         with app.faults("show the conversation"):
-            window = await app._read_window(chat.session_id)
+            window = await app.read_window(chat.session_id)
             if app.chat is chat:
-                await app._show_window(window)
-                app._set_unanswered(unanswered_message(window.events) is not None)
+                await app.show_window(window)
+                app.set_unanswered(unanswered_message(window.events) is not None)
 
     # ------------------------------------------------------------------ edit
 
@@ -227,8 +224,7 @@ class ConversationControl:
             if editing is not None and editing.session_id == chat.session_id
             else composer.draft
         )
-        if app._drafts.set(chat.session_id, saved):  # kept across restarts, not the edit
-            app._schedule_drafts_flush()
+        app.keep_draft(chat.session_id, saved)  # kept across restarts, not the edit
         self.editing = Editing(chat.session_id, event.seq, saved)
         composer.set_draft(rebuild_draft(message_text(event.data), references))
         composer.focus()
@@ -271,7 +267,7 @@ class ConversationControl:
         editing = self.editing
         self._end_edit()
         if editing is not None and editing.saved_draft:
-            self._app._restore_draft(editing.saved_draft)
+            self._app.restore_draft(editing.saved_draft)
         await self.reload(chat)
 
     def leave_session(self) -> None:
@@ -327,7 +323,7 @@ class ConversationControl:
             app.activity = IDLE
         if header is not None:
             where = "" if seq is None else f" at message #{seq}"
-            app.notify(f"Forked {single_line(app._label_of(chat.session_id), 60)}{where}.")
+            app.notify(f"Forked {single_line(app.label_of(chat.session_id), 60)}{where}.")
 
     # ------------------------------------------------------------------ lineage
 
@@ -366,7 +362,7 @@ class ConversationControl:
         app = self._app
         if app.chat is None:
             return
-        event = self.focused_event() if screen is app._chat_screen else None
+        event = self.focused_event() if screen is app.main_screen else None
         yield SystemCommand(
             "Retry last reply",
             "Answer the last message again; the earlier reply stays, folded (r on a message)",

@@ -12,14 +12,13 @@ are added at the end, anything else (a compaction elsewhere) reloads its newest 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from core.errors import DshError, SessionNotFoundError
 from core.log import Event
 from core.query import SurfaceWindow
-
-if TYPE_CHECKING:
-    from tui.app.app import DshApp
+from tui.app.host import AppHost
+from tui.app.meter import ContextMeter
+from tui.app.profiles import ProfileKeeper
 
 __all__ = ["FOLLOW_INTERVAL_SECONDS", "StoreFollower", "appended_tail"]
 
@@ -56,8 +55,10 @@ def appended_tail(window: SurfaceWindow, known: frozenset[int]) -> Sequence[Even
 class StoreFollower:
     """Polls the store for changes made elsewhere and brings the app up to date."""
 
-    def __init__(self, app: DshApp) -> None:
+    def __init__(self, app: AppHost, profiles: ProfileKeeper, meter: ContextMeter) -> None:
         self._app = app
+        self._profiles = profiles
+        self._meter = meter
         self._seen: int | None = None  # the token the whole app is up to date with
         self._listed: int | None = None  # the token the session list is up to date with
         self._checking = False
@@ -93,7 +94,7 @@ class StoreFollower:
         """A store on a server says when its connection was lost and when it is back
         (``take_notice``); the user reads it in the notice line."""
         app = self._app
-        take = getattr(app.runtime.store, "take_notice", None) if app._runtime else None
+        take = getattr(app.runtime.store, "take_notice", None) if app.has_runtime else None
         news = take() if callable(take) else None
         if news is not None:
             message, warning = news
@@ -102,7 +103,7 @@ class StoreFollower:
     async def check(self) -> bool:
         """One look at the store; ``True`` when it had changed and the app was updated."""
         app = self._app
-        if app._runtime is None:
+        if not app.has_runtime:
             return False
         token = await app.runtime.store.change_token()
         if token == self._seen:
@@ -112,7 +113,7 @@ class StoreFollower:
             self._listed = token
         if app.busy:
             return True  # not marked seen: the transcript follows once the reply is stored
-        await app.profiles.follow()  # its profile switched elsewhere (dsh send --profile)
+        await self._profiles.follow()  # its profile switched elsewhere (dsh send --profile)
         if await self._follow_transcript():
             self._seen = token
         return True
@@ -144,7 +145,7 @@ class StoreFollower:
             known = app.transcript.known_seqs
             if (last is None and not known) or last in known:
                 return True
-            window = await app._read_window(session_id)
+            window = await app.read_window(session_id)
         except SessionNotFoundError:
             if app.chat is chat and not app.busy:
                 await app.session_deleted_elsewhere(session_id)
@@ -153,8 +154,8 @@ class StoreFollower:
             return False
         tail = appended_tail(window, app.transcript.known_seqs)
         if tail is None:
-            app._show_window(window)
+            app.show_window(window)
         elif tail or window.unknown:
             app.transcript.add_events(tail, window.unknown, through=window.captured_through_seq)
-        app.meter.refresh()  # its surface changed: so did the next request
+        self._meter.refresh()  # its surface changed: so did the next request
         return True

@@ -16,7 +16,6 @@ import asyncio
 import contextlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
 
 from textual.timer import Timer
 from textual.worker import Worker
@@ -40,11 +39,9 @@ from core.usage import (
     session_usage,
 )
 from tui.app.faults import FAULTS
+from tui.app.host import AppHost
 from tui.shared.errors import describe_error, sentence
 from tui.shared.meter import meter_line, meter_tooltip
-
-if TYPE_CHECKING:
-    from tui.app.app import DshApp
 
 __all__ = [
     "DRAFT_DELAY",
@@ -124,7 +121,7 @@ class ContextMeter:
     ``refresh`` when the session, its profile or its log changed, and ``draft_changed``
     as the user types)."""
 
-    def __init__(self, app: DshApp) -> None:
+    def __init__(self, app: AppHost) -> None:
         self._app = app
         self.usage: SessionUsage | None = None
         self._measured: tuple[str, str] | None = None  # (session id, profile) of ``usage``
@@ -197,14 +194,14 @@ class ContextMeter:
         self._draft_key = key
         self._clear_error()
         if chat is None or not draft.strip():
-            self._app.workers.cancel_group(self._app, "meter-draft")
+            self._app.cancel_workers("meter-draft")
             self.draft = None
             self.draft_tokens = 0
             self._show()
             return
         if len(draft) <= QUICK_DRAFT_CHARS and not find_session_reference_spans(draft):
             # Plain text: counted at once (a big paste waits for typing to stop).
-            self._app.workers.cancel_group(self._app, "meter-draft")
+            self._app.cancel_workers("meter-draft")
             self.draft = None
             self.draft_tokens = estimate_tokens(draft) + MESSAGE_OVERHEAD_TOKENS
             self._show()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from textual.app import SystemCommand
 from textual.command import CommandPalette, DiscoveryHit, Hit, Hits, SimpleProvider
@@ -21,11 +21,10 @@ from core.display import single_line
 from core.engine import ChatSession
 from core.profiles import Profile
 from tui.app.busy import Busy
+from tui.app.host import AppHost
+from tui.app.meter import ContextMeter
 from tui.app.statusbar import NO_PROFILE, ProfileShown
 from tui.shared.errors import sentence
-
-if TYPE_CHECKING:
-    from tui.app.app import DshApp
 
 __all__ = [
     "ProfileChoices",
@@ -66,8 +65,9 @@ class ProfileKeeper:
     recorded profiles that are no longer configured (said once per session), and switches
     the open session's profile from the palette."""
 
-    def __init__(self, app: DshApp) -> None:
+    def __init__(self, app: AppHost, meter: ContextMeter) -> None:
         self._app = app
+        self._meter = meter
         self._instead_of: dict[str, str] = {}
         self._told: set[str] = set()
 
@@ -100,8 +100,8 @@ class ProfileKeeper:
             self._instead_of[chat.session_id] = chosen.recorded
         if not same:
             app.chat = app.runtime.chat_for(chat.header, chosen.profile)
-            app.meter.refresh()
-        app._update_title()
+            self._meter.refresh()
+        app.update_title()
         self.tell_note(chat.session_id)
 
     def tell_note(self, session_id: str) -> None:
@@ -138,7 +138,7 @@ class ProfileKeeper:
         """The open session's profile as the header shows it (the default's with no
         session open)."""
         app = self._app
-        if app._runtime is None:
+        if not app.has_runtime:
             return NO_PROFILE
         chat = app.chat
         profile = chat.profile if chat is not None else None
@@ -158,7 +158,7 @@ class ProfileKeeper:
         """Why a message cannot be sent now on the open session's profile (a new session
         would take the default's); ``None`` when it can."""
         app = self._app
-        if app._runtime is None:
+        if not app.has_runtime:
             return None
         chat = app.chat
         profile = chat.profile if chat is not None else app.runtime.config.profile()
@@ -183,10 +183,10 @@ class ProfileKeeper:
         """Why the open session's profile cannot be switched now (``None``: it can)."""
         app = self._app
         if getattr(app.runtime.store, "read_only", False):
-            return f"{app._read_only_why()}: the profile cannot be switched."
-        owner = app._foreign_owner
+            return f"{app.read_only_why()}: the profile cannot be switched."
+        owner = app.foreign_owner
         if owner is not None:
-            return app._foreign_notice(owner)
+            return app.foreign_notice(owner)
         if app.activity.state in (Busy.CREATING, Busy.COMPACTING):
             return "Wait a moment: the profile can be switched once this is done."
         return None
@@ -228,7 +228,7 @@ class ProfileKeeper:
         app = self._app
         if chat is None:
             with app.faults("start a new session") as guard:
-                chat = await app._ensure_session()
+                chat = await app.ensure_session()
             if guard.failed or chat is None:
                 return
         with app.faults("switch the profile") as guard:
@@ -239,8 +239,8 @@ class ProfileKeeper:
         if app.current_id == chat.session_id:
             # A reply under way keeps the chat it started with; the next message uses this.
             app.chat = switched
-            app._update_title()
-            app.meter.refresh()
+            app.update_title()
+            self._meter.refresh()
         profile = switched.profile
         assert profile is not None
         text = f"This session now uses {profile_label(profile)} from the next message on."

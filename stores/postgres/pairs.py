@@ -20,7 +20,8 @@ from core.log import build_event
 from core.references.projection import projection_code
 from core.surrogates import merge_escaped_pairs, merge_surrogate_pairs
 from stores.columns import decode_op, decode_seqs, decode_text, encode_text
-from stores.pgteam import REINDEX_SQL
+from stores.postgres.surfaces import _backfill_surfaces
+from stores.postgres.team import REINDEX_SQL
 from stores.validation import KIND_SURFACE
 
 __all__ = ["MERGE_PAIRS", "pairs_step"]
@@ -79,8 +80,6 @@ def _merged_bytes(raw: bytes) -> bytes:
 
 async def merge_stored_pairs(conn: asyncpg.Connection) -> None:
     """Write every stored pair as its character (see the module doc)."""
-    from stores.postgres import _backfill_surfaces
-
     for key, id_, cwd in await conn.fetch(
         "SELECT key, id, cwd FROM dsh_sessions WHERE position('\\xed'::bytea IN id) > 0 "
         "OR position('\\xed'::bytea IN cwd) > 0"
