@@ -182,8 +182,10 @@ class ScriptedQuery:
         return result
 
 
-_FINISHING = ("SessionStore._transaction", "SessionStore._transaction_sync")
-"""The stores' transaction tasks (the SQLite store runs its hot ones as ``_transaction_sync``)."""
+_FINISHING = ("._transaction", "._transaction_sync")
+"""The stores' transaction tasks (the SQLite store runs its hot ones as ``_transaction_sync``),
+by their coroutines' names: the stores' connection parts (``_Connection``, ``PgConnection``)
+define them, so the class in the name is not the store's."""
 
 
 async def tasks_left_behind() -> list[asyncio.Task[Any]]:

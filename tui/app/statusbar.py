@@ -10,6 +10,7 @@ from textual import events
 from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.geometry import Size
+from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Footer, Static
 
@@ -175,7 +176,42 @@ class KeyFooter(Footer):
     that do not fit beside the palette key are left out whole, from the right (what is lost
     first is what could not run anyway), never cut mid-word or shown under it."""
 
+    _composed: tuple[object, ...] = ()
+    """What the keys now shown were composed from (``_what_shows``)."""
+    _recompose_due = False
+
+    def bindings_changed(self, screen: Screen[object]) -> None:
+        """As Footer's, but one recompose for a burst of changes, and none when the keys
+        would come out the same: Textual recomposes on every change of focus, of a reactive
+        the keys depend on, of the app's bindings, each time remounting every key (most of
+        the CPU a keystroke cost, some forty recomposes per session opened)."""
+        self._bindings_ready = True
+        if not screen.app.app_focus:
+            return
+        if self.is_attached and screen is self.screen and not self._recompose_due:
+            self._recompose_due = True
+            self.call_after_refresh(self._recompose_if_changed)
+
+    async def _recompose_if_changed(self) -> None:
+        self._recompose_due = False
+        if self.is_attached and self._what_shows() != self._composed:
+            await self.recompose()
+
+    def _what_shows(self) -> tuple[object, ...]:
+        """Everything ``compose`` reads: the screen's active bindings (each with whether it
+        can run now and its tooltip) and how the app shows their keys, and the footer's
+        own settings."""
+        if not self._bindings_ready:
+            return ()
+        bindings = tuple(
+            (binding, enabled, tooltip, self.app.get_key_display(binding))
+            for (_, binding, enabled, tooltip) in self.screen.active_bindings.values()
+        )
+        palette = self.show_command_palette and self.app.ENABLE_COMMAND_PALETTE
+        return (bindings, self.compact, self.combine_groups, palette)
+
     def compose(self) -> ComposeResult:
+        self._composed = self._what_shows()
         dimmed: list[Widget] = []
         for widget in super().compose():
             # Only a footer key has these classes (a key group holds its keys itself).
