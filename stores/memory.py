@@ -18,7 +18,6 @@ from core.log import (
     Event,
     NewEvent,
     SessionHeader,
-    SurfaceOp,
     SurfaceOutline,
     SurfaceRow,
     ValidatedEvent,
@@ -30,6 +29,7 @@ from core.references.projection import projection_code
 from core.search import SearchHit, indexed_text
 from core.sharing import Share
 from core.surface import SurfaceFolder, fold_surface
+from stores.appends import ValidatedAppends
 from stores.search import plan_search
 from stores.sharing import check_grantee, check_owner, check_user, os_user
 from stores.surfaces import shadowed_seqs
@@ -49,7 +49,6 @@ from stores.validation import (
     new_header,
     stored_title,
     validate_batch,
-    validate_event,
 )
 
 __all__ = ["MemorySessionStore"]
@@ -101,7 +100,7 @@ class _Session:
         self.folder = folder
 
 
-class MemorySessionStore:
+class MemorySessionStore(ValidatedAppends):
     """Keeps everything in memory. Returned events are immutable and share nothing mutable
     with the caller's input (data is re-parsed from its JSON)."""
 
@@ -209,24 +208,8 @@ class MemorySessionStore:
         self._changes += 1
         return checked
 
-    async def append(
-        self,
-        session_id: str,
-        type: str,
-        data: Any,
-        *,
-        surface_op: SurfaceOp | None = None,
-        source_event_seqs: Sequence[int] | None = None,
-        time: int | None = None,
-    ) -> Event:
-        check_session_id(session_id)
-        validated = validate_event(type, data, surface_op, source_event_seqs, time)
-        return self._commit(self._own(session_id), [validated])[0]
-
-    async def append_batch(self, session_id: str, events: Sequence[NewEvent]) -> list[Event]:
-        check_session_id(session_id)
-        batch = validate_batch(events)
-        return self._commit(self._own(session_id), batch)
+    async def _append(self, sid: str, batch: list[ValidatedEvent]) -> list[Event]:
+        return self._commit(self._own(sid), batch)
 
     def _commit(self, session: _Session, batch: list[ValidatedEvent]) -> list[Event]:
         # Same order of checks as every store: event shape, then the session, then the

@@ -7,15 +7,15 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import Sequence
-from typing import Any
 
 import asyncpg
 
 from core.batches import EventBatches
 from core.errors import SessionExistsError, SessionNotFoundError, SessionReadOnlyError
-from core.log import Event, NewEvent, SessionHeader, SurfaceOp, ValidatedEvent, build_event
+from core.log import Event, NewEvent, SessionHeader, ValidatedEvent, build_event
 from core.references.projection import MessageSums, projection_code
 from core.surface import SurfaceFolder
+from stores.appends import ValidatedAppends
 from stores.columns import APPEND_JSON, encode_op, encode_seqs, encode_text
 from stores.postgres.connection import _BUMP, _BY_ID, CHANGES_CHANNEL, PgConnection
 from stores.postgres.search import _index_events
@@ -30,11 +30,10 @@ from stores.validation import (
     import_header,
     new_header,
     validate_batch,
-    validate_event,
 )
 
 
-class Writes(PgConnection):
+class Writes(ValidatedAppends, PgConnection):
     """Creating, appending to, importing and deleting sessions."""
 
     # ------------------------------------------------------------------ writes
@@ -53,24 +52,6 @@ class Writes(PgConnection):
             return header
 
         return await self._run(body, write=True)
-
-    async def append(
-        self,
-        session_id: str,
-        type: str,
-        data: Any,
-        *,
-        surface_op: SurfaceOp | None = None,
-        source_event_seqs: Sequence[int] | None = None,
-        time: int | None = None,
-    ) -> Event:
-        sid = check_session_id(session_id)
-        validated = validate_event(type, data, surface_op, source_event_seqs, time)
-        return (await self._append(sid, [validated]))[0]
-
-    async def append_batch(self, session_id: str, events: Sequence[NewEvent]) -> list[Event]:
-        sid = check_session_id(session_id)
-        return await self._append(sid, validate_batch(events))
 
     async def _append(self, sid: str, batch: list[ValidatedEvent]) -> list[Event]:
         if batch and all(

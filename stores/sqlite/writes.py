@@ -22,13 +22,13 @@ from core.log import (
     Event,
     NewEvent,
     SessionHeader,
-    SurfaceOp,
     ValidatedEvent,
     build_events,
 )
 from core.references.projection import projection_code
 from core.search import indexed_text
 from core.surface import SurfaceFolder
+from stores.appends import ValidatedAppends
 from stores.columns import encode_op, encode_seqs, encode_text
 from stores.sharing import check_owner
 from stores.sqlite.drafts import (
@@ -63,7 +63,6 @@ from stores.validation import (
     import_header,
     new_header,
     validate_batch,
-    validate_event,
 )
 
 _INSERT_SESSION_SQL = "INSERT INTO sessions (id, created_at, cwd, owner) VALUES (?, ?, ?, ?)"
@@ -252,7 +251,7 @@ def _insert_events(
     return events
 
 
-class _WritesMixin(_Access):
+class _WritesMixin(ValidatedAppends, _Access):
     """Creating, appending to, importing and deleting sessions."""
 
     async def create_session(
@@ -269,24 +268,6 @@ class _WritesMixin(_Access):
             return header
 
         return await self._run(body, write=True)
-
-    async def append(
-        self,
-        session_id: str,
-        type: str,
-        data: Any,
-        *,
-        surface_op: SurfaceOp | None = None,
-        source_event_seqs: Sequence[int] | None = None,
-        time: int | None = None,
-    ) -> Event:
-        sid = check_session_id(session_id)
-        validated = validate_event(type, data, surface_op, source_event_seqs, time)
-        return (await self._append(sid, [validated]))[0]
-
-    async def append_batch(self, session_id: str, events: Sequence[NewEvent]) -> list[Event]:
-        sid = check_session_id(session_id)
-        return await self._append(sid, validate_batch(events))
 
     async def _append(self, session_id: str, batch: list[ValidatedEvent]) -> list[Event]:
         def body(raw: sqlite3.Connection) -> list[Event]:
