@@ -145,8 +145,8 @@ def _quicker_idle_waits() -> None:
     import textual.app
     import textual.pilot
 
-    textual.pilot.wait_for_idle = _wait_for_idle  # type: ignore[assignment]
-    textual.app.wait_for_idle = _wait_for_idle  # type: ignore[assignment]
+    textual.pilot.wait_for_idle = _wait_for_idle  # type: ignore[attr-defined]
+    textual.app.wait_for_idle = _wait_for_idle  # type: ignore[attr-defined]
 
 
 _quicker_idle_waits()
