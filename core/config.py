@@ -34,7 +34,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-
 from core.errors import DshError
 from core.profiles import (
     LEGACY_PROFILE,

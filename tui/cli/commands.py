@@ -62,7 +62,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
 only when it runs (``dsh --help`` and the fast commands load none of them)."""
 
 
-def command_function(name: str) -> Callable[[Runtime, argparse.Namespace], Coroutine[Any, Any, int]]:
+def command_function(
+    name: str,
+) -> Callable[[Runtime, argparse.Namespace], Coroutine[Any, Any, int]]:
     """The function of command ``name`` (its module loads now)."""
     module, function = COMMANDS[name]
     found: Callable[[Runtime, argparse.Namespace], Coroutine[Any, Any, int]]

@@ -15,13 +15,9 @@ from core.control import fork_session
 from core.display import single_line
 from core.log import SESSION_PROFILE
 from tui.cli.common import (
-    SESSION_ARG_HELP,
-    SESSION_NAME_HELP,
     CliError,
-    add_profile_option,
     read_arg,
     resolve,
-    seq_arg,
 )
 from tui.cli.replying import answering_chat, stream_reply
 from tui.cli.subparsers import add_control_parsers as add_parsers

@@ -8,7 +8,6 @@ holds it, and whether that variable is set (``Profile.missing_key``).
 from __future__ import annotations
 
 import sys
-from typing import Any
 
 from core.config import DshConfig
 from core.display import single_line, terminal_json

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
 
 from core.display import single_line, terminal_json
 from core.usage import SessionUsage, format_tokens, measure
-from tui.cli.common import SESSION_ARG_HELP, SESSION_NAME_HELP, resolve
+from tui.cli.common import resolve
 from tui.cli.replying import profile_words
 from tui.cli.subparsers import add_usage_parser as add_parser
 from tui.shared.runtime import Runtime
