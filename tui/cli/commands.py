@@ -32,6 +32,9 @@ if TYPE_CHECKING:
 
 __all__ = ["main"]
 
+QUICK_COMMANDS = frozenset({"sessions", "search"})
+"""The commands ``tui.cli.quick`` runs without the runtime when the store allows it."""
+
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "sessions": ("listing", "cmd_sessions"),
@@ -173,6 +176,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             from tui.mcp import run_mcp
 
             return run_mcp(config, version=VERSION, log_file=args.log)
+        if command in QUICK_COMMANDS:  # one synchronous read, when the store allows it
+            from tui.cli.quick import run_quick
+
+            code = run_quick(config, args)
+            if code is not None:
+                return code
         import asyncio
 
         return asyncio.run(_run(config, args))
