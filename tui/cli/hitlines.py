@@ -6,8 +6,10 @@ the seq right-aligned, every line as wide as the table). A test compares the two
 random rows, CJK, emoji and hostile text included.
 
 Rich is still used into a pipe when the environment tells it to write styles there
-(``FORCE_COLOR``, ``TTY_COMPATIBLE``), or when the table would not fit ``PIPE_WIDTH`` (a
-seq of more than eight digits: Rich would squeeze a column).
+(``FORCE_COLOR``, ``TTY_COMPATIBLE``), or when Rich would crop or squeeze a cell: the
+table would not fit ``PIPE_WIDTH`` (a seq of more than eight digits), or a cut cell is
+wider than its column for Rich (``cut_cells`` measures character by character, Rich
+measures an emoji sequence as a whole).
 """
 
 from __future__ import annotations
@@ -70,7 +72,14 @@ def plain_search_table(rows: Sequence[SearchRow]) -> str | None:
     table = [_HEAD, *(search_cells(row, LABEL_CELLS, SNIPPET_CELLS)[:4] for row in rows)]
     sizes = [[cell_len(cell) for cell in line] for line in table]
     widths = [max(size[i] for size in sizes) for i in range(4)]
-    if sum(widths) + 3 * len(_GAP) > PIPE_WIDTH:
+    if (
+        sum(widths) + 3 * len(_GAP) > PIPE_WIDTH
+        or widths[0] > LABEL_CELLS
+        or widths[1] > ID_CELLS
+        or widths[3] > SNIPPET_CELLS
+    ):
+        # A cell Rich measures wider than its cut (an emoji sequence the cut split) or
+        # a table too wide: Rich crops or squeezes it, so Rich draws it.
         return None
     out: list[str] = []
     for line, size in zip(table, sizes, strict=True):

@@ -8,16 +8,24 @@ an emoji's zero-width joiner or variation selector.
 
 from __future__ import annotations
 
+import re
+
 from core.display import single_line
 
 __all__ = ["cell_len", "cut_cells", "take_cells"]
 
 
+NARROW = "…—"
+"""The characters beyond ASCII that dsh itself writes into cells (a cut's ellipsis, the
+dash of a missing value): one cell each, as Rich counts them (a test checks)."""
+_BEYOND_NARROW = re.compile(f"[^\x20-\x7e{NARROW}]")
+
+
 def cell_len(text: str) -> int:
-    """``rich.cells.cell_len``: the cells ``text`` takes on a terminal. Printable ASCII
-    (one cell a character, as Rich counts it too) is measured without loading Rich's width
-    tables, so that a command printing ASCII text never loads Rich."""
-    if text.isascii() and text.isprintable():
+    """``rich.cells.cell_len``: the cells ``text`` takes on a terminal. Printable ASCII and
+    ``NARROW`` (one cell a character, as Rich counts them too) are measured without
+    loading Rich's width tables, so that a command printing such text never loads Rich."""
+    if (text.isascii() and text.isprintable()) or _BEYOND_NARROW.search(text) is None:
         return len(text)
     from rich.cells import cell_len as rich_cell_len
 
