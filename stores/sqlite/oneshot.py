@@ -44,13 +44,12 @@ from stores.validation import check_mark_type, check_session_ids
 __all__ = ["OneShotReader"]
 
 
-class OneShotReader(_ListingMixin):
-    """The reads of one command on an open ``sqlite3`` connection, inside one read
-    transaction (``close`` ends it). Use ``open``."""
+class _Rows(_ListingMixin):
+    """The async store's decoding of listing rows (its ``_build_*`` methods and what they
+    use), without a connection: ``OneShotReader`` reads the rows."""
 
-    def __init__(self, raw: sqlite3.Connection, path: Path, user: str) -> None:
-        self._raw = raw
-        self._closed = False
+    def __init__(self, path: Path, user: str) -> None:
+        self._conn = None
         self._path = path
         self._user = user
         self._readers = (user, user)
@@ -60,6 +59,17 @@ class OneShotReader(_ListingMixin):
         self._memo_lock = threading.Lock()
         self._header_memo: dict[Any, SessionHeader] = {}
         self._title_memo: dict[Any, tuple[str, SessionTitle]] = {}
+
+
+class OneShotReader:
+    """The reads of one command on an open ``sqlite3`` connection, inside one read
+    transaction (``close`` ends it). Use ``open``."""
+
+    def __init__(self, raw: sqlite3.Connection, path: Path, user: str) -> None:
+        self._raw = raw
+        self._closed = False
+        self._rows = _Rows(path, user)
+        self._readers = self._rows._readers
 
     @classmethod
     def open(cls, path: str | Path, user: str | None = None) -> OneShotReader | None:
@@ -125,16 +135,24 @@ class OneShotReader(_ListingMixin):
 
     # The reads, as the async store's methods of the same names return them.
 
+    def current_user(self) -> str:
+        return self._rows.current_user()
+
+    def damaged_rows(self) -> tuple[DamagedRow, ...]:
+        """What the latest listing of every title skipped (as the store's)."""
+        return self._rows.damaged_rows()
+
     def list_headers(self) -> list[SessionHeader]:
-        return self._build_headers(self._raw.execute(HEADERS_SQL, self._readers).fetchall())
+        rows = self._raw.execute(HEADERS_SQL, self._readers).fetchall()
+        return self._rows._build_headers(rows)
 
     def read_titles(self, session_ids: Sequence[str] | None = None) -> dict[str, SessionTitle]:
         wanted = None if session_ids is None else check_session_ids(session_ids)
         if wanted is not None and not wanted:
             return {}
-        out, damaged = self._build_titles(self._listing(titles_sql, wanted))
+        out, damaged = self._rows._build_titles(self._listing(titles_sql, wanted))
         if wanted is None:
-            self._damaged = damaged
+            self._rows._damaged = damaged
         return out
 
     def read_latest_events(
@@ -144,7 +162,8 @@ class OneShotReader(_ListingMixin):
         wanted = None if session_ids is None else check_session_ids(session_ids)
         if wanted is not None and not wanted:
             return {}
-        return self._build_latest(self._listing(lambda w: latest_events_sql(mark, w), wanted))
+        rows = self._listing(lambda where: latest_events_sql(mark, where), wanted)
+        return self._rows._build_latest(rows)
 
     def read_last_event_times(self) -> dict[str, int]:
         return last_event_times(self._raw.execute(LAST_EVENT_TIMES_READABLE_SQL, self._readers))

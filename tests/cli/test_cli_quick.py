@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import io
-import json
 import os
 import sqlite3
 import subprocess
@@ -75,7 +74,7 @@ def loaded_modules(*args: str) -> tuple[int, str, set[str]]:
     done = subprocess.run(
         [sys.executable, "-c", PROBE, *args], capture_output=True, text=True, timeout=60
     )
-    head, _, modules = done.stderr.rpartition("\nMODULES ")
+    _, _, modules = done.stderr.rpartition("\nMODULES ")
     assert modules, done.stderr
     return done.returncode, done.stdout, set(modules.split())
 
