@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING
 
 from core.display import single_line, terminal_json
 from core.references.config import SessionReferenceError
-from core.references.labels import safe_mention
 from tui.cli.common import CliError, reference_error_line, resolve
 from tui.cli.hitlines import plain_pipe, plain_search_table
 from tui.shared.searching import FoundMessages, find_messages
@@ -21,6 +20,8 @@ __all__ = ["cmd_candidates", "cmd_mention", "cmd_search", "print_found"]
 
 
 async def cmd_mention(rt: Runtime, args: argparse.Namespace) -> int:
+    from core.references.labels import safe_mention
+
     header = await resolve(rt, args.session)
     title = await rt.query.read_title(header.id)
     # A one-line, bounded label without control/format characters or "<"/">": the mention
@@ -30,6 +31,8 @@ async def cmd_mention(rt: Runtime, args: argparse.Namespace) -> int:
 
 
 async def cmd_candidates(rt: Runtime, args: argparse.Namespace) -> int:
+    from core.references.labels import safe_mention
+
     header = await resolve(rt, args.session)
     try:
         rows = await rt.service.discover(header, args.query)
