@@ -47,7 +47,12 @@ _HOMES = {
 
 def __getattr__(name: str) -> Any:
     home = _HOMES.get(name)
-    if home is None:
+    if home is None:  # a submodule, as an eager import would have made it an attribute
+        try:
+            return importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as err:
+            if err.name != f"{__name__}.{name}":
+                raise
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     value = getattr(importlib.import_module(home), name)
     globals()[name] = value
