@@ -22,8 +22,8 @@ from tui.cli.hitlines import (
     search_cells,
 )
 from tui.shared.cells import cell_len, cut_cells
-from tui.shared.render import THEME, UNWRAPPED_WIDTH, iter_render_transcript, plain_lines
 from tui.shared.snippets import MATCH_STYLE
+from tui.shared.theme import THEME
 
 __all__ = [
     "aligned_table",
@@ -181,6 +181,9 @@ def print_transcript(
     continuation lines; into a pipe or a file nothing wrapped and no trailing spaces.
     ``events`` are drawn and printed one at a time (a session of any size is printed in
     the memory of one item, when they are read as they come: ``core.paging``)."""
+    # The renderer (markdown_it) loads for a transcript only, never for a table.
+    from tui.shared.render import UNWRAPPED_WIDTH, iter_render_transcript, plain_lines
+
     out = console(sys.stdout)
     head = Text(single_line(title if title else header.id), style="bold")
     head.append(f"  ({single_line(header.id)}", style="dim")
