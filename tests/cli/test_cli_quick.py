@@ -330,3 +330,26 @@ def test_a_seq_too_wide_for_the_pipe_table_is_drawn_by_rich() -> None:
     rows = [(*rows[0][:2], 10**8, *rows[0][3:])]
     assert plain_search_table(rows) is None
     assert "100000000" in rich_table(rows)
+
+
+def test_a_postgresql_store_is_left_to_the_full_path(dsh_env: Path) -> None:
+    import argparse
+
+    from core.config import load_config
+
+    config = load_config().with_database("postgresql://nobody@127.0.0.1:1/none")
+    for args in (
+        argparse.Namespace(command="sessions", json=False),
+        argparse.Namespace(command="search", query="x", json=False, limit=20),
+    ):
+        assert quick.run_quick(config, args) is None  # (no connection is even tried)
+
+
+def test_rich_draws_the_pipe_table_when_told_to_style_it(
+    dsh: Run, dsh_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    build(dsh, dsh_env)
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    fast, full = both_ways(dsh, monkeypatch, "search", "ferret")
+    assert (fast.code, fast.out, fast.err) == (full.code, full.out, full.err)
+    assert "\x1b[1m" in fast.out  # Rich's styles, as before: FORCE_COLOR asked for them
