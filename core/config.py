@@ -29,13 +29,10 @@ from __future__ import annotations
 import os
 import re
 import stat
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
-
-import platformdirs
 
 from core.errors import DshError
 from core.profiles import (
@@ -140,6 +137,8 @@ def default_config_path(env: Mapping[str, str] | None = None) -> Path:
     env = os.environ if env is None else env
     if env.get("DSH_CONFIG"):
         return _expand(env["DSH_CONFIG"])
+    import platformdirs  # loaded only when the default is wanted (a command's start)
+
     return Path(platformdirs.user_config_dir("dsh")) / "config.toml"
 
 
@@ -152,7 +151,7 @@ def default_location() -> Path | str:
     override = os.environ.get("DSH_DB")
     if override:
         return database_location(override, "DSH_DB")
-    return Path(platformdirs.user_data_dir("dsh")) / "dsh.sqlite3"
+    return _user_database()
 
 
 def default_database_path() -> Path:
@@ -161,6 +160,13 @@ def default_database_path() -> Path:
     location = default_location()
     if isinstance(location, Path):
         return location
+    return _user_database()
+
+
+def _user_database() -> Path:
+    """``dsh.sqlite3`` in the platform's user data directory."""
+    import platformdirs
+
     return Path(platformdirs.user_data_dir("dsh")) / "dsh.sqlite3"
 
 
@@ -284,6 +290,8 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"cannot read config file {path}: {err.strerror or err}") from err
     finally:
         os.close(fd)
+    import tomllib  # only a config file that exists is parsed
+
     try:
         return tomllib.loads(b"".join(chunks).decode("utf-8"))
     except UnicodeDecodeError as err:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time as _time
-import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal, NamedTuple
@@ -129,6 +128,8 @@ def now_ms() -> int:
 
 
 def new_message_id() -> str:
+    import uuid  # (loaded by what writes, not by every reader of the log)
+
     return str(uuid.uuid4())
 
 

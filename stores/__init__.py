@@ -1,12 +1,21 @@
-"""Persistence and queries: the session stores and ``SessionQuery`` (imports ``core`` only)."""
+"""Persistence and queries: the session stores and ``SessionQuery`` (imports ``core`` only).
 
-from core.config import default_database_path
-from core.query import SessionTitle, SurfaceSnapshot
-from stores.base import SessionStore
-from stores.location import default_location, display_location, open_store
-from stores.memory import MemorySessionStore
-from stores.query import SessionQuery
-from stores.sqlite import SqliteSessionStore
+The names load their module when first asked for (``stores.sqlite.oneshot`` loads neither
+the memory store nor the async SQLite store)."""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from core.config import default_database_path
+    from core.query import SessionTitle, SurfaceSnapshot
+    from stores.base import SessionStore
+    from stores.location import default_location, display_location, open_store
+    from stores.memory import MemorySessionStore
+    from stores.query import SessionQuery
+    from stores.sqlite import SqliteSessionStore
 
 __all__ = [
     "MemorySessionStore",
@@ -20,3 +29,31 @@ __all__ = [
     "display_location",
     "open_store",
 ]
+
+_HOMES = {
+    "default_database_path": "core.config",
+    "SessionTitle": "core.query",
+    "SurfaceSnapshot": "core.query",
+    "SessionStore": "stores.base",
+    "default_location": "stores.location",
+    "display_location": "stores.location",
+    "open_store": "stores.location",
+    "MemorySessionStore": "stores.memory",
+    "SessionQuery": "stores.query",
+    "SqliteSessionStore": "stores.sqlite",
+}
+"""The module each name lives in (the package's names load it when first asked for)."""
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:  # a submodule, as an eager import would have made it an attribute
+        try:
+            return importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as err:
+            if err.name != f"{__name__}.{name}":
+                raise
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value
+    return value

@@ -6,7 +6,6 @@ Keeping them in one place is what makes ``MemorySessionStore`` and
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -154,6 +153,8 @@ def new_header(session_id: object, cwd: object, created_at: object) -> SessionHe
     """Validate ``create_session`` arguments and fill in the defaults (an id or cwd over
     ``core.limits`` is refused, so one member's header costs a listing little)."""
     if session_id is None:
+        import uuid  # (loaded by what creates a session, not by every reader)
+
         session_id = str(uuid.uuid4())
     elif not isinstance(session_id, str):
         raise InvalidEventError(f"session id must be a str, not {type(session_id).__name__}")

@@ -5,7 +5,6 @@ the serialised transactions every operation runs in.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import sqlite3
@@ -13,12 +12,15 @@ import stat
 import threading
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
-
-import aiosqlite
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from core.errors import DiskFullError, StoreError
 from stores.sqlite.tidy import _tidy
+
+if TYPE_CHECKING:  # loaded by the async store only (``stores.sqlite.oneshot`` reads without them)
+    import asyncio
+
+    import aiosqlite
 
 T = TypeVar("T")
 
@@ -125,6 +127,8 @@ async def _worker_stopped(connection: aiosqlite.Connection) -> None:
     aiosqlite queues its stop and returns without waiting. If the caller's event loop
     closed first (a CLI run ending on the error), the thread died reporting to that closed
     loop, printing a traceback."""
+    import asyncio
+
     thread = getattr(connection, "_thread", None)  # aiosqlite keeps no public handle
     if isinstance(thread, threading.Thread) and thread.is_alive():
         await asyncio.to_thread(thread.join, 5.0)
@@ -152,6 +156,8 @@ class _Connection:
     _upgraded: bool
 
     async def _retry_busy(self, op: Callable[[], Awaitable[T]]) -> T:
+        import asyncio
+
         loop = asyncio.get_running_loop()
         deadline = loop.time() + _RETRY_WINDOW_S
         delay = 0.002
@@ -220,6 +226,8 @@ class _Connection:
             raise StoreError(f"{self._path}: the database is opened read-only")
 
     async def _serialised(self, transaction: Callable[[], Awaitable[T]], write: bool) -> T:
+        import asyncio
+
         self._check_writable(write)
         await self._lock.acquire()
         try:

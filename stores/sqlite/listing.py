@@ -4,13 +4,10 @@ each session and the last event times, with their SQL and their memos.
 
 from __future__ import annotations
 
-import asyncio
 import threading
 import zlib
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
-
-import aiosqlite
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from core.damage import DamagedRow
 from core.errors import StoreError
@@ -24,12 +21,25 @@ from stores.sqlite.sharing import _readable
 from stores.sqlite.sql import _blob
 from stores.validation import KIND_LOG, KIND_TITLE, check_mark_type, check_session_ids, stored_title
 
+if TYPE_CHECKING:
+    import aiosqlite
+
+_T = TypeVar("_T")
+
 # Ids per statement in ``read_titles`` (well under SQLITE_MAX_VARIABLE_NUMBER).
 _IN_CHUNK = 500
 
 
 # Entries per decoded-row memo; past it the memo starts over (it is only a cache).
 _MEMO_LIMIT = 250_000
+
+
+async def _to_thread(function: Callable[..., _T], *args: Any) -> _T:
+    """``asyncio.to_thread`` (asyncio loads with the async store, never for a one-shot
+    read: ``stores.sqlite.oneshot``)."""
+    import asyncio
+
+    return await asyncio.to_thread(function, *args)
 
 
 def _trim(memo: dict[Any, Any]) -> None:
@@ -77,6 +87,47 @@ primary-key index ``(session, seq)`` (a pack's ``time`` is its last event's), so
 not of events (a ``GROUP BY`` over ``events`` would read every event's index entry)."""
 
 
+HEADERS_SQL = (
+    f"SELECT id, created_at, cwd, owner FROM sessions AS s WHERE {_readable('s')} "
+    "ORDER BY created_at DESC, id"
+)
+"""Every session the user may read (the two parameters of ``_readable``), as
+``list_headers`` lists them."""
+
+
+def listing_queries(
+    sql: Callable[[str], str], wanted: Sequence[str] | None, readers: Sequence[str]
+) -> list[tuple[str, list[bytes | str]]]:
+    """The statements (and parameters) of a per-session listing: ``sql(where)``, ``where``
+    narrowing the sessions to ``wanted`` (in chunks of ``_IN_CHUNK`` ids; every session
+    ``readers`` may read when ``None``)."""
+
+    def select(id_count: int | None) -> str:
+        where = (
+            ""
+            if id_count is None
+            else " AND session IN (SELECT key FROM sessions "
+            f"WHERE id IN ({', '.join('?' * id_count)}))"
+        )
+        return sql(where) + f" WHERE {_readable('s')}"
+
+    if wanted is None:
+        return [(select(None), [*readers])]
+    return [
+        (select(len(chunk)), [*(encode_text(sid) for sid in chunk), *readers])
+        for chunk in (wanted[i : i + _IN_CHUNK] for i in range(0, len(wanted), _IN_CHUNK))
+    ]
+
+
+LAST_EVENT_TIMES_READABLE_SQL = f"{LAST_EVENT_TIMES_SQL} WHERE {_readable('s')}"
+"""``LAST_EVENT_TIMES_SQL`` over the sessions the user may read (``read_last_event_times``)."""
+
+
+def last_event_times(rows: Iterable[Any]) -> dict[str, int]:
+    """The rows of ``LAST_EVENT_TIMES_READABLE_SQL`` by session id (none without events)."""
+    return {decode_text(sid): time for sid, time in rows if time is not None}
+
+
 class _ListingMixin(_Decoding):
     """Listings over every session (headers, titles, latest marks, last event times),
     kept while the database is unchanged."""
@@ -113,18 +164,14 @@ class _ListingMixin(_Decoding):
             key, cached = await self._listing_key(conn, "headers")
             if cached is not None:
                 return key, cached, []
-            rows = await conn.execute_fetchall(
-                f"SELECT id, created_at, cwd, owner FROM sessions AS s WHERE {_readable('s')} "
-                "ORDER BY created_at DESC, id",
-                self._readers,
-            )
+            rows = await conn.execute_fetchall(HEADERS_SQL, self._readers)
             return key, None, list(rows)
 
         key, cached, rows = await self._run(body, write=False)
         if cached is not None:
             return list(cached)
         # Building 100,000 headers takes a while: not on the event loop.
-        out = await asyncio.to_thread(self._build_headers, rows)
+        out = await _to_thread(self._build_headers, rows)
         self._listings["headers"] = (key, tuple(out))
         return out
 
@@ -157,7 +204,7 @@ class _ListingMixin(_Decoding):
         if cached is not None:
             return dict(cached)  # the damage of the listing it kept is still _damaged
         # Decoding 100,000 title events takes a while: not on the event loop.
-        out, damaged = await asyncio.to_thread(self._build_titles, rows)
+        out, damaged = await _to_thread(self._build_titles, rows)
         if wanted is None:
             self._listings["titles"] = (key, dict(out))
             self._damaged = damaged
@@ -170,32 +217,12 @@ class _ListingMixin(_Decoding):
         sessions to ``wanted``; every readable one when ``None``), or the whole listing
         ``name`` kept since the last write (``cached``, then no rows)."""
 
-        def select(id_count: int | None) -> str:
-            where = (
-                ""
-                if id_count is None
-                else " AND session IN (SELECT key FROM sessions "
-                f"WHERE id IN ({', '.join('?' * id_count)}))"
-            )
-            return sql(where) + f" WHERE {_readable('s')}"
-
         async def body(conn: aiosqlite.Connection) -> tuple[tuple[int, int], Any, list[Any]]:
             key, cached = await self._listing_key(conn, name)
             if wanted is None and cached is not None:
                 return key, cached, []
-            if wanted is None:
-                queries: Iterable[tuple[str, list[bytes | str]]] = [
-                    (select(None), [*self._readers])
-                ]
-            else:
-                queries = (
-                    (select(len(chunk)), [*(encode_text(sid) for sid in chunk), *self._readers])
-                    for chunk in (
-                        wanted[i : i + _IN_CHUNK] for i in range(0, len(wanted), _IN_CHUNK)
-                    )
-                )
             rows: list[Any] = []
-            for sql_text, params in queries:
+            for sql_text, params in listing_queries(sql, wanted, self._readers):
                 rows.extend(await conn.execute_fetchall(sql_text, params))
             return key, None, rows
 
@@ -214,7 +241,7 @@ class _ListingMixin(_Decoding):
         )
         if cached is not None:
             return dict(cached)
-        out = await asyncio.to_thread(self._build_latest, rows)
+        out = await _to_thread(self._build_latest, rows)
         if wanted is None:
             self._listings[name] = (key, dict(out))
         return out
@@ -244,19 +271,13 @@ class _ListingMixin(_Decoding):
             return (
                 key,
                 None,
-                list(
-                    await conn.execute_fetchall(
-                        f"{LAST_EVENT_TIMES_SQL} WHERE {_readable('s')}", self._readers
-                    )
-                ),
+                list(await conn.execute_fetchall(LAST_EVENT_TIMES_READABLE_SQL, self._readers)),
             )
 
         key, cached, rows = await self._run(body, write=False)
         if cached is not None:
             return dict(cached)
-        out = await asyncio.to_thread(
-            lambda: {decode_text(sid): time for sid, time in rows if time is not None}
-        )
+        out = await _to_thread(last_event_times, rows)
         self._listings["last_event_times"] = (key, dict(out))
         return out
 

@@ -9,9 +9,7 @@ import zlib
 from bisect import bisect_left
 from collections.abc import Container, Sequence
 from pathlib import Path
-from typing import Any
-
-import aiosqlite
+from typing import TYPE_CHECKING, Any
 
 from core.errors import StoreError
 from core.gcpause import gc_paused
@@ -44,6 +42,9 @@ from stores.validation import (
     check_session_id,
     missing_seq_error,
 )
+
+if TYPE_CHECKING:
+    import aiosqlite
 
 # ``read_events_at`` reads the whole range of rows between the first and the last seq
 # wanted when it spans at most twice as many seqs as are wanted, plus this.

@@ -9,8 +9,7 @@ import contextlib
 import sqlite3
 import zlib
 from collections.abc import Callable
-
-import aiosqlite
+from typing import TYPE_CHECKING
 
 from core.errors import StoreError
 from core.jsoncodec import loads_exact
@@ -23,6 +22,9 @@ from stores.sqlite.sharing import _Access
 from stores.sqlite.sql import _IS_MARK, _IS_MARK_V11, _IS_REPLACE, KIND_PACK, _is_linked
 from stores.sqlite.surfaces import _backfill_surfaces
 from stores.sqlite.writes import _insert_events
+
+if TYPE_CHECKING:  # (``SCHEMA_VERSION`` is read by a one-shot read, without aiosqlite)
+    import aiosqlite
 
 _BACKFILL = "SELECT 'dsh: fold every surface into its nodes'"
 """A migration statement run as Python (``_backfill_surfaces``), a no-op as SQL."""

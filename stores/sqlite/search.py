@@ -5,7 +5,6 @@ checked by ``dsh_holds``).
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import re
 import sqlite3
@@ -25,7 +24,7 @@ from core.search import (
 )
 from core.surface import SurfaceFolder, fold_surface
 from stores.columns import decode_text
-from stores.search import plan_search
+from stores.search import SearchPlan, plan_search
 from stores.sqlite.encoding import _stored_data, _text
 from stores.sqlite.packs import _DamagedPack
 from stores.sqlite.reads import _Decoding
@@ -187,33 +186,52 @@ def _search_sql(long_terms: Sequence[bool], short_terms: int) -> str:
     )
 
 
+def search_statement(
+    query: str, limit: int, readers: Sequence[str]
+) -> tuple[SearchPlan, str, list[Any]] | None:
+    """``search_messages``' plan, SQL and parameters for the user ``readers`` names (the
+    two parameters of ``_readable``); ``None`` when the query has no term. Run them with
+    ``search_rows``, rank with the plan: the async store and a one-shot read
+    (``stores.sqlite.oneshot``) run the same statement."""
+    plan = plan_search(query, limit)
+    if plan is None:
+        return None
+    terms, wanted = plan.terms, plan.limit
+    long_terms = [t for t in terms if len(t) >= MIN_INDEXED_TERM]
+    short_terms = [t for t in terms if len(t) < MIN_INDEXED_TERM]
+    wide = [_like_superset(t) for t in long_terms]
+    sql = _search_sql([w is not None for w in wide], len(short_terms))
+    params: list[Any] = []
+    if long_terms:
+        params.append(" AND ".join(_fts_query(t) for t in long_terms))
+        params += [like for like in wide if like is not None]
+    params += [like_pattern(t) for t in short_terms]
+    params += long_terms  # each checked whole on the text, last (see _search_sql)
+    params += readers
+    # Short terms only: the newest matches are the result (a few spare rows: every
+    # hit is checked by core.search.matches, which may fold case differently).
+    params.append(RANK_WINDOW if long_terms else wanted + 16)
+    return plan, sql, params
+
+
+def search_rows(
+    raw: sqlite3.Connection, sql: str, params: Sequence[Any]
+) -> list[tuple[str, int, str]]:
+    """The rows of a ``search_statement``: (session id, seq, indexed text), newest first."""
+    return [(decode_text(sid), seq, text) for sid, seq, text in raw.execute(sql, params)]
+
+
 class _SearchMixin(_Decoding):
     """Searching messages, and indexing the sessions an upgrade left pending."""
 
     async def search_messages(self, query: str, *, limit: int = 20) -> list[SearchHit]:
-        plan = plan_search(query, limit)
-        if plan is None:
+        import asyncio  # (not at the top: ``stores.sqlite.oneshot`` searches without it)
+
+        statement = search_statement(query, limit, self._readers)
+        if statement is None:
             return []
-        terms, wanted = plan.terms, plan.limit
-        long_terms = [t for t in terms if len(t) >= MIN_INDEXED_TERM]
-        short_terms = [t for t in terms if len(t) < MIN_INDEXED_TERM]
-        wide = [_like_superset(t) for t in long_terms]
-        sql = _search_sql([w is not None for w in wide], len(short_terms))
-        params: list[Any] = []
-        if long_terms:
-            params.append(" AND ".join(_fts_query(t) for t in long_terms))
-            params += [like for like in wide if like is not None]
-        params += [like_pattern(t) for t in short_terms]
-        params += long_terms  # each checked whole on the text, last (see _search_sql)
-        params += self._readers
-        # Short terms only: the newest matches are the result (a few spare rows: every
-        # hit is checked by core.search.matches, which may fold case differently).
-        params.append(RANK_WINDOW if long_terms else wanted + 16)
-
-        def body(raw: sqlite3.Connection) -> list[tuple[str, int, str]]:
-            return [(decode_text(sid), seq, text) for sid, seq, text in raw.execute(sql, params)]
-
-        found = await self._run_sync(body, write=False)
+        plan, sql, params = statement
+        found = await self._run_sync(lambda raw: search_rows(raw, sql, params), write=False)
         # Ranking (BM25 counts and highlight spans over whole texts) takes seconds for a
         # common word over large messages: off the connection, so other calls proceed.
         return await asyncio.to_thread(plan.rank, found)

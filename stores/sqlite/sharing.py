@@ -5,8 +5,7 @@
 from __future__ import annotations
 
 import sqlite3
-
-import aiosqlite
+from typing import TYPE_CHECKING
 
 from core.errors import SessionNotFoundError
 from core.log import SessionHeader
@@ -15,6 +14,9 @@ from stores.columns import decode_text, encode_text
 from stores.sharing import check_grantee, check_owner, share_target
 from stores.sqlite.connection import _Connection
 from stores.validation import check_session_id
+
+if TYPE_CHECKING:
+    import aiosqlite
 
 
 def _readable(alias: str) -> str:

@@ -9,9 +9,7 @@ import contextlib
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
-
-import aiosqlite
+from typing import TYPE_CHECKING, Any
 
 import stores.sqlite.search as search  # its SEARCH_INDEX is read at each append
 from core.batches import EventBatches
@@ -64,6 +62,9 @@ from stores.validation import (
     new_header,
     validate_batch,
 )
+
+if TYPE_CHECKING:
+    import aiosqlite
 
 _INSERT_SESSION_SQL = "INSERT INTO sessions (id, created_at, cwd, owner) VALUES (?, ?, ?, ?)"
 

@@ -11,6 +11,7 @@ import pytest
 
 from core.damage import DamagedRow
 from stores.sqlite import SqliteSessionStore
+from stores.sqlite.listing import _ListingMixin
 from tests.cli.conftest import Run
 
 BAD = "bad\x1b]0;pwned\x07"
@@ -60,7 +61,8 @@ def test_sessions_tells_of_a_damaged_session(dsh: Run, monkeypatch: pytest.Monke
         DamagedRow("session", "its cwd is not valid UTF-8", "mallory\x1b[2J", "s\u202e1"),
         DamagedRow("session", "its id is over 1,024 bytes", "mallory", None),
     )
-    monkeypatch.setattr(SqliteSessionStore, "damaged_rows", lambda self: rows)
+    # Both readers of the listing: the store, and the one-shot read of ``tui.cli.quick``.
+    monkeypatch.setattr(_ListingMixin, "damaged_rows", lambda self: rows)
     for args in (("sessions",), ("sessions", "--json")):
         listed = dsh(*args)
         assert listed.code == 0

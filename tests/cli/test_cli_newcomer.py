@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-import tui.cli.commands
+import tui.shared.runtime
 from tests.cli.conftest import Run
 from tests.providers.fake_openai import DSH
 
@@ -160,7 +160,7 @@ def test_offline_delay_slows_the_offline_model_of_cli_commands(
 ) -> None:
     session = new(dsh)
     delays: list[float] = []
-    real_open_runtime = tui.cli.commands.open_runtime
+    real_open_runtime = tui.shared.runtime.open_runtime
 
     @contextlib.asynccontextmanager
     async def spying_open_runtime(*args: Any, **kwargs: Any) -> AsyncIterator[Any]:
@@ -168,7 +168,8 @@ def test_offline_delay_slows_the_offline_model_of_cli_commands(
             delays.append(rt.provider.chunk_delay)
             yield rt
 
-    monkeypatch.setattr(tui.cli.commands, "open_runtime", spying_open_runtime)
+    # (``tui.cli.commands`` loads it when a command runs)
+    monkeypatch.setattr(tui.shared.runtime, "open_runtime", spying_open_runtime)
     monkeypatch.setenv("DSH_OFFLINE_DELAY", "0.001")
     args = ("send", session, "hi") if command == "send" else ("prepare", "--session", session, "hi")
     assert dsh(*args).code == 0

@@ -15,15 +15,12 @@ from core.control import fork_session
 from core.display import single_line
 from core.log import SESSION_PROFILE
 from tui.cli.common import (
-    SESSION_ARG_HELP,
-    SESSION_NAME_HELP,
     CliError,
-    add_profile_option,
     read_arg,
     resolve,
-    seq_arg,
 )
 from tui.cli.replying import answering_chat, stream_reply
+from tui.cli.subparsers import add_control_parsers as add_parsers
 from tui.shared.runtime import (
     Runtime,
     profile_event_data,
@@ -32,52 +29,6 @@ from tui.shared.runtime import (
 )
 
 __all__ = ["add_parsers", "cmd_edit", "cmd_fork", "cmd_retry"]
-
-
-def add_parsers(sub: Any) -> None:
-    """The parsers of ``retry``, ``edit`` and ``fork`` (``sub``: argparse's subparsers)."""
-    p = sub.add_parser(
-        "retry",
-        help="answer the last message again; the earlier reply stays in the log",
-        description="Ask the model again for the reply to SESSION's last message and stream "
-        "it. The new reply takes the earlier one's place in the conversation (what the "
-        "model sees next); the earlier one stays in the log, shown by `dsh show --json` and "
-        "`dsh export` (marked replaced). A message without a reply is simply answered. "
-        + SESSION_NAME_HELP,
-    )
-    p.add_argument("session", help=SESSION_ARG_HELP)
-    add_profile_option(p, "answer with profile NAME, and keep it for the session")
-
-    p = sub.add_parser(
-        "edit",
-        help="replace one of your messages by TEXT and stream the new reply",
-        description="Send TEXT in place of your message SEQ (its number in the log: `dsh "
-        "show` prints it as #SEQ) and stream the reply. The conversation goes on from the "
-        "edited message: what came after it leaves the conversation as with a compaction, "
-        "and stays in the log (`dsh show --json`, `dsh export`). " + SESSION_NAME_HELP,
-    )
-    p.add_argument("session", help=SESSION_ARG_HELP)
-    p.add_argument("seq", type=seq_arg, metavar="SEQ", help="one of your messages in SESSION")
-    p.add_argument("text", help="the new message (mentions allowed); '-' reads standard input")
-    add_profile_option(p, "answer with profile NAME, and keep it for the session")
-
-    p = sub.add_parser(
-        "fork",
-        help="copy a session's conversation into a new session and print its id",
-        description="Create a session whose conversation is SESSION's up to message SEQ (all "
-        "of it without --at), and print its id. The fork records where it comes from "
-        "(`dsh sessions` shows it) and answers with SESSION's profile; it is an ordinary "
-        "session from then on, to send to or @-mention. SESSION is left as it is. "
-        + SESSION_NAME_HELP,
-    )
-    p.add_argument("session", help=SESSION_ARG_HELP)
-    p.add_argument(
-        "--at",
-        type=seq_arg,
-        metavar="SEQ",
-        help="the last message to take over (a message of the current conversation)",
-    )
-    p.add_argument("--title", metavar="TITLE", help="the fork's title (default: 'Fork of …')")
 
 
 async def cmd_retry(rt: Runtime, args: argparse.Namespace) -> int:

@@ -11,17 +11,21 @@ import argparse
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from core.damage import damage_line
+from core.damage import DamagedRow, damage_line
 from core.display import relative_age, single_line, terminal_json
-from core.log import SESSION_FORK, SESSION_PROFILE, SessionHeader
+from core.log import SESSION_FORK, SESSION_PROFILE, Event, SessionHeader
 from core.query import SessionTitle
 from tui.shared.activity import active_at, by_last_activity
 from tui.shared.logevents import NAME_CHARS, ForkOrigin, fork_origin
-from tui.shared.runtime import Runtime, profile_event_name, read_latest_events
+from tui.shared.profilechoice import profile_event_name, resolve_profile
 
-__all__ = ["cmd_sessions"]
+if TYPE_CHECKING:  # (``print_listing`` serves the one-shot read too: ``quick``)
+    from core.config import DshConfig
+    from tui.shared.runtime import Runtime
+
+__all__ = ["SessionListing", "cmd_sessions", "lineage_of", "print_listing"]
 
 PARENT_CHARS = 40
 """How much of a parent's title the ``forked from`` cell keeps (the terminal cuts more)."""
@@ -35,41 +39,66 @@ class _Lineage:
     forks: Mapping[str, ForkOrigin]
 
 
-async def _lineage(rt: Runtime, headers: Sequence[SessionHeader]) -> _Lineage:
-    ids = [h.id for h in headers]
-    profiles = await read_latest_events(rt.store, SESSION_PROFILE, ids)
-    forks = await read_latest_events(rt.store, SESSION_FORK, ids)
+def lineage_of(profiles: Mapping[str, Event], forks: Mapping[str, Event]) -> _Lineage:
+    """The lineage from the latest ``session/profile`` and ``session/fork`` of each session."""
     origins = {sid: origin for sid, e in forks.items() if (origin := fork_origin(e)) is not None}
     return _Lineage({sid: profile_event_name(e) for sid, e in profiles.items()}, origins)
 
 
+@dataclass(frozen=True, slots=True)
+class SessionListing:
+    """Everything ``dsh sessions`` prints, however it was read: the sessions in the app's
+    order (most recently active first), their titles, last activity and lineage, who
+    lists them (``user``) and the rows the listing skipped as damaged."""
+
+    headers: list[SessionHeader]
+    titles: Mapping[str, SessionTitle]
+    last_active: Mapping[str, int]
+    lineage: _Lineage
+    user: str
+    damaged: Sequence[DamagedRow]
+
+
 async def cmd_sessions(rt: Runtime, args: argparse.Namespace) -> int:
+    from tui.shared.runtime import read_latest_events
+
     # The app's order: most recently active first (tui.shared.activity).
     last_active = await rt.query.read_last_event_times()
     headers = by_last_activity(await rt.query.list_sessions(), last_active)
     titles = await rt.query.read_titles()
-    lineage = await _lineage(rt, headers)
-    if args.json:
-        print(terminal_json(_json_rows(rt, headers, titles, lineage)))
+    ids = [h.id for h in headers]
+    profiles = await read_latest_events(rt.store, SESSION_PROFILE, ids)
+    forks = await read_latest_events(rt.store, SESSION_FORK, ids)
+    listing = SessionListing(
+        headers,
+        titles,
+        last_active,
+        lineage_of(profiles, forks),
+        rt.store.current_user(),
+        rt.store.damaged_rows(),
+    )
+    return print_listing(rt.config, listing, args.json)
+
+
+def print_listing(config: DshConfig, listing: SessionListing, as_json: bool) -> int:
+    """What ``dsh sessions`` prints (the damaged rows on stderr), either way it was read."""
+    if as_json:
+        print(terminal_json(_json_rows(config, listing)))
     else:
-        _print_table(rt, headers, titles, last_active, lineage)
+        _print_table(config, listing)
     sys.stdout.flush()
-    for row in rt.store.damaged_rows():  # one line each, on stderr: stdout stays parseable
+    for row in listing.damaged:  # one line each, on stderr: stdout stays parseable
         print(f"dsh: {damage_line(row)}", file=sys.stderr)
     return 0
 
 
-def _json_rows(
-    rt: Runtime,
-    headers: Sequence[SessionHeader],
-    titles: Mapping[str, SessionTitle],
-    lineage: _Lineage,
-) -> list[dict[str, Any]]:
+def _json_rows(config: DshConfig, listing: SessionListing) -> list[dict[str, Any]]:
     """``"profile"``: the name the session's log records (even one no longer configured),
     else the default profile's name; ``"parent"``: a fork's origin, else null."""
-    default = rt.config.default_profile
+    default = config.default_profile
+    titles, lineage = listing.titles, listing.lineage
     rows: list[dict[str, Any]] = []
-    for h in headers:
+    for h in listing.headers:
         origin = lineage.forks.get(h.id)
         rows.append(
             {
@@ -85,14 +114,14 @@ def _json_rows(
     return rows
 
 
-def _owner_label(rt: Runtime, header: SessionHeader) -> str:
+def _owner_label(user: str, header: SessionHeader) -> str:
     """Whose session this is, when it is not the user's own ("" for their own)."""
     owner = header.owner
-    return "" if owner is None or owner == rt.store.current_user() else single_line(owner, 32)
+    return "" if owner is None or owner == user else single_line(owner, 32)
 
 
-def _profile_cell(rt: Runtime, recorded: str | None) -> str:
-    chosen = rt.resolve_profile(recorded)
+def _profile_cell(config: DshConfig, recorded: str | None) -> str:
+    chosen = resolve_profile(config, recorded)
     if chosen.note is not None and recorded is not None:
         return f"{single_line(recorded, NAME_CHARS)} (not configured)"
     return single_line(chosen.profile.name, NAME_CHARS)
@@ -111,13 +140,9 @@ def _parent_cell(origin: ForkOrigin | None, titles: Mapping[str, SessionTitle]) 
     return f"{name} #{origin.seq}"
 
 
-def _print_table(
-    rt: Runtime,
-    headers: list[SessionHeader],
-    titles: Mapping[str, SessionTitle],
-    last_active: Mapping[str, int],
-    lineage: _Lineage,
-) -> None:
+def _print_table(config: DshConfig, listing: SessionListing) -> None:
+    headers, titles, lineage = listing.headers, listing.titles, listing.lineage
+    last_active = listing.last_active
     if not headers:
         print("No sessions yet. Create one with `dsh new`, or try `dsh demo`.")
         return
@@ -134,14 +159,14 @@ def _print_table(
     if any(lineage.profiles.get(h.id) for h in headers):  # some chose one: say which
         columns += ("profile",)
         table = [
-            (*row, _profile_cell(rt, lineage.profiles.get(h.id)))
+            (*row, _profile_cell(config, lineage.profiles.get(h.id)))
             for row, h in zip(table, headers, strict=True)
         ]
     parents = [_parent_cell(lineage.forks.get(h.id), titles) for h in headers]
     if any(parents):  # some are forks: where each comes from
         columns += ("forked from",)
         table = [(*row, parent) for row, parent in zip(table, parents, strict=True)]
-    owners = [_owner_label(rt, h) for h in headers]
+    owners = [_owner_label(listing.user, h) for h in headers]
     if any(owners):  # someone else's sessions (shared with you): say whose
         columns += ("owner",)
         table = [(*row, owner) for row, owner in zip(table, owners, strict=True)]

@@ -13,9 +13,17 @@ from rich.text import Text
 
 from core.display import single_line
 from core.log import Event, SessionHeader
+from tui.cli.hitlines import (
+    ID_CELLS,
+    LABEL_CELLS,
+    PIPE_WIDTH,
+    SNIPPET_CELLS,
+    SearchRow,
+    search_cells,
+)
 from tui.shared.cells import cell_len, cut_cells
-from tui.shared.render import THEME, UNWRAPPED_WIDTH, iter_render_transcript, plain_lines
-from tui.shared.snippets import snippet_text
+from tui.shared.snippets import MATCH_STYLE
+from tui.shared.theme import THEME
 
 __all__ = [
     "aligned_table",
@@ -123,35 +131,26 @@ def print_aligned(head: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
         out.print(line, soft_wrap=True)
 
 
-SearchRow = tuple[str, str, int, str, Sequence[tuple[int, int]]]
-"""One ``dsh search`` hit: label (title or id), session id, seq, snippet, matched spans."""
-
-_LABEL_CELLS = 30
-_SNIPPET_CELLS = 80
-
-
 def search_table(
     rows: Sequence[SearchRow],
     *,
-    label_cells: int = _LABEL_CELLS,
-    snippet_cells: int = _SNIPPET_CELLS,
+    label_cells: int = LABEL_CELLS,
+    snippet_cells: int = SNIPPET_CELLS,
 ) -> Table:
     """The hits of ``dsh search``, best first: the session (its title, or its id), the
     message's seq and the snippet with the matched words marked. Every text is escaped
-    (``single_line``; the snippet is already safe) and drawn as ``Text``, never markup."""
+    (``hitlines.search_cells``) and drawn as ``Text``, never markup."""
     table = Table(box=None, pad_edge=False, header_style="bold", show_edge=False)
     table.add_column("session", no_wrap=True, overflow="ellipsis", max_width=label_cells)
-    table.add_column("id", no_wrap=True, overflow="ellipsis", max_width=14, style="dim")
+    table.add_column("id", no_wrap=True, overflow="ellipsis", max_width=ID_CELLS, style="dim")
     table.add_column("#", justify="right", no_wrap=True, style="dim", min_width=_seq_cells(rows))
     table.add_column("message", no_wrap=True, overflow="ellipsis")
-    for label, session_id, seq, snippet, spans in rows:
-        shown_id = "" if session_id == label else single_line(session_id)
-        table.add_row(
-            Text(cut_cells(single_line(label), label_cells)),
-            Text(cut_cells(shown_id, 14)),
-            Text(str(seq)),
-            snippet_text(snippet, spans, snippet_cells),
-        )
+    for row in rows:
+        label, shown_id, seq, snippet, spans = search_cells(row, label_cells, snippet_cells)
+        text = Text(snippet, no_wrap=True, overflow="ellipsis", end="")
+        for a, b in spans:
+            text.stylize(MATCH_STYLE, a, b)
+        table.add_row(Text(label), Text(shown_id), Text(seq), text)
     return table
 
 
@@ -166,12 +165,12 @@ def print_search_hits(rows: Sequence[SearchRow]) -> None:
     seq to nothing below ~130 columns and cropped the snippet, matched words included."""
     out = console(sys.stdout)
     if not sys.stdout.isatty():
-        out.width = _LABEL_CELLS + 14 + 8 + _SNIPPET_CELLS + 6
+        out.width = PIPE_WIDTH
         out.print(search_table(rows))
         return
-    room = out.width - 14 - _seq_cells(rows) - 6  # the id, the seq, three gaps of two
-    label = min(_LABEL_CELLS, max(12, room - _SNIPPET_CELLS))
-    snippet = max(12, min(_SNIPPET_CELLS, room - label))
+    room = out.width - ID_CELLS - _seq_cells(rows) - 6  # the id, the seq, three gaps of two
+    label = min(LABEL_CELLS, max(12, room - SNIPPET_CELLS))
+    snippet = max(12, min(SNIPPET_CELLS, room - label))
     out.print(search_table(rows, label_cells=label, snippet_cells=snippet))
 
 
@@ -182,6 +181,9 @@ def print_transcript(
     continuation lines; into a pipe or a file nothing wrapped and no trailing spaces.
     ``events`` are drawn and printed one at a time (a session of any size is printed in
     the memory of one item, when they are read as they come: ``core.paging``)."""
+    # The renderer (markdown_it) loads for a transcript only, never for a table.
+    from tui.shared.render import UNWRAPPED_WIDTH, iter_render_transcript, plain_lines
+
     out = console(sys.stdout)
     head = Text(single_line(title if title else header.id), style="bold")
     head.append(f"  ({single_line(header.id)}", style="dim")

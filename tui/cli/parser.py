@@ -1,6 +1,7 @@
 """The ``dsh`` argument parser: every command, its options and their help (the larger
-commands add their own: ``control``, ``profiles``, ``usage``). Argparse's errors are one
-``dsh: error: …`` line with exit code 2, any echoed argument escaped."""
+commands' are declared in ``subparsers``). Argparse's errors are one ``dsh: error: …`` line
+with exit code 2, any echoed argument escaped. It imports no command's module: ``dsh
+--help`` loads argparse and these declarations only."""
 
 from __future__ import annotations
 
@@ -8,9 +9,14 @@ import argparse
 import sys
 from typing import NoReturn
 
-from core.display import single_line
-from tui.cli import control, profiles, usage
-from tui.cli.common import SESSION_ARG_HELP, SESSION_NAME_HELP, add_profile_option
+from tui.cli.subparsers import (
+    SESSION_ARG_HELP,
+    SESSION_NAME_HELP,
+    add_control_parsers,
+    add_profile_option,
+    add_profiles_parser,
+    add_usage_parser,
+)
 
 __all__ = ["IMPORT_SOURCES", "VERSION", "build_parser"]
 
@@ -23,6 +29,8 @@ VERSION = "0.1.0"
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
+        from core.display import single_line
+
         self.print_usage(sys.stderr)
         # The message may echo an argument (an invalid choice, an unknown option).
         self.exit(2, f"dsh: error: {single_line(message)}\n")
@@ -81,7 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
         help='print a JSON array: [{"id", "title", "cwd", "created_at", "owner", '
         '"parent": {"id", "seq"} | null, "profile"}]',
     )
-    profiles.add_parser(sub)
+    add_profiles_parser(sub)
 
     p = sub.add_parser("new", help="create a session and print its id")
     where = p.add_mutually_exclusive_group()
@@ -115,7 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
         "Nothing is appended but the reply.",
     )
     p.add_argument("session", help=SESSION_ARG_HELP)
-    control.add_parsers(sub)
+    add_control_parsers(sub)
 
     p = sub.add_parser("show", help="print a session's transcript")
     p.add_argument("session", help=SESSION_ARG_HELP)
@@ -133,7 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("text", help="the draft; '-' reads standard input")
     p.add_argument("--json", action="store_true", help="print the messages as JSON")
 
-    usage.add_parser(sub)
+    add_usage_parser(sub)
 
     p = sub.add_parser("compact", help="replace a session's conversation by a summary")
     p.add_argument("session", help=SESSION_ARG_HELP)

@@ -8,32 +8,16 @@ holds it, and whether that variable is set (``Profile.missing_key``).
 from __future__ import annotations
 
 import sys
-from typing import Any
 
 from core.config import DshConfig
 from core.display import single_line, terminal_json
 from core.log import SESSION_PROFILE, NewEvent, SessionHeader, new_message_id, now_ms
 from core.profiles import Profile
+from tui.cli.subparsers import add_profiles_parser as add_parser
 from tui.shared.logevents import NAME_CHARS
 from tui.shared.runtime import Runtime, profile_event_data
 
 __all__ = ["add_parser", "new_session_on", "print_profiles", "profile_rows"]
-
-
-def add_parser(sub: Any) -> None:
-    p = sub.add_parser(
-        "profiles",
-        help="list the configured profiles (model set-ups) and the default one",
-        description="List the profiles of the config file (`[profiles.NAME]`, `offline` "
-        "built in, the top-level provider settings as `default`): name, provider, model, "
-        "which one new sessions use ($DSH_PROFILE or default_profile), and the variable "
-        "holding each API key, with a note when it is not set. Keys are never shown.",
-    )
-    p.add_argument(
-        "--json",
-        action="store_true",
-        help='print [{"name", "provider", "model", "default"}] (default: true for one)',
-    )
 
 
 def _key_cell(profile: Profile) -> str:

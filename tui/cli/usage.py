@@ -10,34 +10,15 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
 
 from core.display import single_line, terminal_json
 from core.usage import SessionUsage, format_tokens, measure
-from tui.cli.common import SESSION_ARG_HELP, SESSION_NAME_HELP, resolve
+from tui.cli.common import resolve
 from tui.cli.replying import profile_words
+from tui.cli.subparsers import add_usage_parser as add_parser
 from tui.shared.runtime import Runtime
 
 __all__ = ["add_parser", "cmd_usage", "usage_lines"]
-
-
-def add_parser(sub: Any) -> None:
-    p = sub.add_parser(
-        "usage",
-        help="tokens, cost and context-window share of a session",
-        description="Print SESSION's profile, the tokens its replies used (input and "
-        "output, summed over every reply in its log), their cost when the profile has "
-        "prices, and the size of the next request against the profile's context window. "
-        "Figures marked ≈ are estimates. " + SESSION_NAME_HELP,
-    )
-    p.add_argument("session", help=SESSION_ARG_HELP)
-    p.add_argument(
-        "--json",
-        action="store_true",
-        help='print {"profile", "input_tokens", "output_tokens", "cost", '
-        '"next_request_tokens", "context_window", "next_request_exact", "replies"} '
-        "(cost null without prices)",
-    )
 
 
 def _tokens(count: int, exact: bool) -> str:

@@ -24,7 +24,6 @@ from rich.markdown import Heading, Markdown, MarkdownElement, UnknownElement
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
-from rich.theme import Theme
 
 from core.cards import ReferenceCard, card_summary, card_title
 from core.display import escape_control, single_line
@@ -34,6 +33,7 @@ from core.log import (
 )
 from tui.shared.items import TranscriptItem, event_preview, iter_classified
 from tui.shared.logevents import log_event_line
+from tui.shared.theme import THEME
 from tui.shared.times import local_minute
 
 __all__ = [
@@ -50,22 +50,6 @@ __all__ = [
     "render_card",
     "render_transcript",
 ]
-
-
-THEME = Theme(
-    {
-        "dsh.mention": "bold cyan",
-        "dsh.user": "bold blue",
-        "dsh.assistant": "bold green",
-        "dsh.card": "bold magenta",
-        "dsh.checkpoint": "bold yellow",
-        "dsh.interrupted": "yellow",
-        "dsh.error": "red",
-    }
-)
-"""The colours of a transcript printed by ``dsh show`` (its console's theme): the
-renderables below name these styles, they never spell a colour. (The app styles its own
-widgets from its Textual theme.)"""
 
 
 class LiteralMarkdown(Markdown):

@@ -16,15 +16,24 @@ from core.providers.offline import OfflineProvider
 from core.references import SessionReferenceConfig, SessionReferenceService
 from core.store import SessionStore
 from stores import SessionQuery, open_store
+from tui.shared.profilechoice import (
+    RECORDED_NAME_CHARS,
+    SessionProfile,
+    profile_event_name,
+    resolve_profile,
+)
 
 __all__ = [
     "OFFLINE_DELAY_ENV",
+    "RECORDED_NAME_CHARS",
     "Runtime",
+    "SessionProfile",
     "build_runtime",
     "make_profile_provider",
     "make_provider",
     "offline_delay_from_env",
     "open_runtime",
+    "profile_event_name",
 ]
 
 OFFLINE_DELAY_ENV = "DSH_OFFLINE_DELAY"
@@ -74,30 +83,6 @@ def make_profile_provider(
     return OfflineProvider(profile.model, chunk_delay=offline_delay)
 
 
-def profile_event_name(event: Event | None) -> str | None:
-    """The profile a ``session/profile`` event names (``None``: none, or not a string)."""
-    if event is None:
-        return None
-    name = event.data.get("profile")
-    return name if isinstance(name, str) else None
-
-
-RECORDED_NAME_CHARS = 64
-"""How much of a recorded profile name that is not configured (so never checked) a note
-shows."""
-
-
-@dataclass
-class SessionProfile:
-    """The profile a session uses now. ``recorded`` is the name its log holds (``None``:
-    none, it follows the default); ``note`` says why another one is used (a recorded
-    profile no longer configured)."""
-
-    profile: Profile
-    recorded: str | None = None
-    note: str | None = None
-
-
 @dataclass
 class Runtime:
     """Everything a host needs, built once per process.
@@ -137,17 +122,7 @@ class Runtime:
         return self.resolve_profile(profile_event_name(latest.get(session_id)))
 
     def resolve_profile(self, recorded: str | None) -> SessionProfile:
-        default = self.config.profile()
-        if recorded is None:
-            return SessionProfile(default)
-        found = self.config.profiles.get(recorded)
-        if found is None:
-            shown = recorded  # a hostile log's name: repr escapes it, the cut bounds it
-            if len(shown) > RECORDED_NAME_CHARS:
-                shown = shown[: RECORDED_NAME_CHARS - 1] + "…"
-            note = f"profile {shown!r} is not configured any more; using {default.name!r}"
-            return SessionProfile(default, recorded, note)
-        return SessionProfile(found, recorded)
+        return resolve_profile(self.config, recorded)
 
     def chat_for(self, header: SessionHeader, profile: Profile) -> ChatSession:
         """A ``ChatSession`` on ``header`` answered by ``profile``."""

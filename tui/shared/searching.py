@@ -4,10 +4,12 @@ both do: one code path, so the two return the same hits in the same JSON rows.""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from core.search import SearchHit, unindexed_notice
-from tui.shared.runtime import Runtime
+
+if TYPE_CHECKING:  # (``dsh search``'s one-shot read builds ``FoundMessages`` without it)
+    from tui.shared.runtime import Runtime
 
 __all__ = ["FoundMessages", "find_messages"]
 
