@@ -3,10 +3,10 @@ child process importing a folder of dsh logs the way ``dsh import DIR`` does
 (``tui.cli.importing.import_path`` per file, one store), and optionally a cProfile of it.
 
     python -m tests.benchmarks.bench_import_index [--sessions 400] [--exchanges 50]
-        [--chunks 0] [--reps 3] [--tree DIR ...] [--profile N]
+        [--chunks 0] [--words 30,80] [--reps 3] [--tree DIR ...] [--profile N] [--appends N]
 
 The folder holds ``--sessions`` logs of ``--exchanges`` exchanges each: a question of
-about 30 words and a reply of about 80 (5% of messages with a CJK sentence), the reply
+``--words`` 30 words and a reply of 80 (5% of messages with a CJK sentence), the reply
 after ``--chunks`` streamed chunk events (0: none, as an import from ``llm`` would hold).
 Each ``--tree`` is a source tree of dsh (default: this one; ``DIR:noindex`` for one with
 the search index switched off, ``stores.sqlite.search.SEARCH_INDEX``) run in its own child, the
@@ -52,7 +52,9 @@ def _add(lines: list[str], clock: int, type_: str, data: object, op: object, seq
     lines.append(json.dumps(event, ensure_ascii=False))
 
 
-def write_folder(root: Path, sessions: int, exchanges: int, chunks: int) -> int:
+def write_folder(
+    root: Path, sessions: int, exchanges: int, chunks: int, words: tuple[int, int] = (30, 80)
+) -> int:
     """The logs under ``root``: the messages they hold."""
     rng = random.Random(36)
     root.mkdir(parents=True, exist_ok=True)
@@ -72,12 +74,12 @@ def write_folder(root: Path, sessions: int, exchanges: int, chunks: int) -> int:
                 {
                     "id": f"u{s}-{e}",
                     "role": "user",
-                    "content": [{"type": "text", "text": _text(rng, 30)}],
+                    "content": [{"type": "text", "text": _text(rng, words[0])}],
                     "source": {"kind": "user"},
                 },
                 "append",
             )
-            reply = _text(rng, 80)
+            reply = _text(rng, words[1])
             first = len(lines) - 1
             if chunks:
                 words = reply.split(" ")
@@ -236,6 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sessions", type=int, default=400)
     parser.add_argument("--exchanges", type=int, default=50)
     parser.add_argument("--chunks", type=int, default=0, help="chunk events per reply")
+    parser.add_argument("--words", default="30,80", help="words of a question and of a reply (Q,R)")
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--tree", type=Path, action="append", help="a dsh source tree")
     parser.add_argument("--profile", type=int, default=0, help="print N profile lines")
@@ -246,7 +249,8 @@ def main(argv: list[str] | None = None) -> int:
     trees = args.tree or [Path(__file__).resolve().parents[2]]
     with tempfile.TemporaryDirectory(prefix="dsh-bench-import-") as scratch:
         folder = Path(scratch) / "logs"
-        messages = write_folder(folder, args.sessions, args.exchanges, args.chunks)
+        q, r = (int(n) for n in args.words.split(","))
+        messages = write_folder(folder, args.sessions, args.exchanges, args.chunks, (q, r))
         print(f"{args.sessions} sessions x {args.exchanges} exchanges: {messages:,} messages")
         rates: dict[Path, list[float]] = {tree: [] for tree in trees}
         appends: dict[Path, list[float]] = {tree: [] for tree in trees}
