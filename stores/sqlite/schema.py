@@ -317,9 +317,9 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (
         # Issue 36: the store adds an append's search rows to the FTS5 index itself, in
         # one ``INSERT … SELECT`` per batch (``_index_rows``), instead of this trigger's
-        # statement per row (FTS5's per-statement work was 72% of an import's store
-        # write). The delete trigger stays. A dsh of schema v12 would leave its appends
-        # unindexed: this step's number makes it refuse the file.
+        # statement per row (most of what the index cost an import: see
+        # ``_index_rows``). The delete trigger stays. A dsh of schema v12 would leave its
+        # appends unindexed: this step's number makes it refuse the file.
         "DROP TRIGGER search_messages_insert",
     ),
 )

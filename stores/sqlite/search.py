@@ -106,8 +106,9 @@ def _index_rows(raw: sqlite3.Connection, key: int, first: int) -> None:
     inserted: a session's earlier messages have lower seqs) to the FTS5 index, in one
     statement (schema v13): FTS5 pays its statement overheads (a savepoint of the
     virtual table, its pending terms looked up) once per batch instead of once per row,
-    as the trigger of v6 did (72% of an import's store write). Its delete trigger stays:
-    a row deleted gives FTS5 its old text."""
+    as the trigger of v6 did (``dsh import`` of 200,000 messages: 1.66x the messages a
+    second, ``tests/benchmarks/bench_import_index.py``). Its delete trigger stays: a row
+    deleted gives FTS5 its old text."""
     raw.execute(_INDEX_ROWS_SQL, (key, first))
 
 
