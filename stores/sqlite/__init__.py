@@ -39,7 +39,10 @@ and the end of ``events_replaces`` (schema v8: an index of the replaces alone).
 Search (schema v7, ``core.search``): ``search_messages`` holds the indexed text of each
 message on a surface, ``search_index`` a trigram FTS5 index over it without positions
 (``detail = none``: half the size of one with them), so a term is looked up as the AND of
-its trigrams and each candidate checked on its text inside the same query.
+its trigrams and each candidate checked on its text inside the same query. Since schema
+v13 (issue 36) the store adds a batch's rows to the index in one ``INSERT … SELECT``
+(``_index_rows``) instead of a trigger's statement per row; a row deleted still leaves
+it by its trigger.
 
 Durability: WAL with ``synchronous = NORMAL``: a commit survives a crash of dsh, but a
 power loss may drop the last commits (never corrupt the file).
