@@ -9,7 +9,7 @@ import zlib
 from bisect import bisect_left
 from collections.abc import Container, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from core.errors import StoreError
 from core.gcpause import gc_paused
@@ -42,9 +42,6 @@ from stores.validation import (
     check_session_id,
     missing_seq_error,
 )
-
-if TYPE_CHECKING:
-    import aiosqlite
 
 # ``read_events_at`` reads the whole range of rows between the first and the last seq
 # wanted when it spans at most twice as many seqs as are wanted, plus this.
