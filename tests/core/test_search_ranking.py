@@ -73,7 +73,7 @@ def texts_of(terms: list[str]) -> st.SearchStrategy[str]:
     return st.lists(piece, max_size=12).map("".join)
 
 
-@settings(max_examples=500, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data(), terms=terms, limit=st.integers(1, 6), window=st.sampled_from([2, 5, 1000]))
 def test_rank_hits_is_its_definition(
     data: st.DataObject, terms: list[str], limit: int, window: int
@@ -84,8 +84,32 @@ def test_rank_hits_is_its_definition(
         assert rank_hits(iter(rows), terms, limit) == model_rank(rows, terms, limit)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data(), terms=terms)
 def test_bm25_scores_are_their_definition(data: st.DataObject, terms: list[str]) -> None:
     found = data.draw(st.lists(texts_of(terms), min_size=1, max_size=8))
     assert bm25_scores(found, terms) == model_bm25(found, terms)
+
+
+def test_the_shortcuts_of_counting_rest_on_every_code_point() -> None:
+    # _Counts: an uncased character (lower() and upper() leave it) is one re matches
+    # literally; the non-ASCII characters that match an ASCII one under re.IGNORECASE, or
+    # lower-case to one, are _INTO_ASCII's.
+    import _sre
+
+    every = "".join(chr(c) for c in range(0x80, 0x110000) if not 0xD800 <= c <= 0xDFFF)
+    assert not [c for c in every if c.lower() == c == c.upper() and _sre.unicode_iscased(ord(c))]
+    into_ascii = {c for c in every if any(x < "\x80" for x in c.lower())}
+    for code in range(1, 0x80):
+        into_ascii |= set(re.findall(re.escape(chr(code)), every, re.IGNORECASE))
+    assert into_ascii == set(core.search._INTO_ASCII.pattern[1:-1])
+
+
+def test_the_letters_that_fold_into_ascii_are_counted_as_re_counts_them() -> None:
+    texts = ["İxy", "ıxy", "ſtop", "\u212aelvin", "ixy stop kelvin", "检索"]
+    rows = [("s", i, text) for i, text in enumerate(texts)]
+    for terms in (["ixy"], ["stop"], ["kel"], ["ixy", "STOP", "检索"], ["检索"]):
+        assert rank_hits(rows, terms, 5) == model_rank(rows, terms, 5)
+        assert bm25_scores([t for _, _, t in rows], terms) == model_bm25(
+            [t for _, _, t in rows], terms
+        )
