@@ -171,7 +171,11 @@ def _term_check(term: str) -> tuple[int, str, list[str]]:
     ``LIKE``): no call into Python. One that has such a letter matches where its ``LIKE``
     does, and elsewhere only where ``dsh_holds`` finds it (a text with İ, ı, K or ſ),
     asked only of the texts its ``_like_superset`` lets through. A term with a non-ASCII
-    character (whose folds are many) is checked by ``dsh_holds`` alone."""
+    character (whose folds are many) is checked by ``dsh_holds`` alone, unless none of its
+    characters has a case (CJK, digits, marks: ``lower()`` and ``upper()`` leave each
+    one): ``re`` matches those as they are, as ``instr`` does."""
+    if term.lower() == term == term.upper():
+        return 0, "instr(r.text, ?) > 0", [term]
     if not term.isascii():
         return 2, "dsh_holds(r.text, ?)", [term]
     exact = like_pattern(term)

@@ -63,6 +63,8 @@ def test_a_term_without_wide_folds_runs_no_python() -> None:
     assert _term_check("100%_\\x")[0] == 0
     assert _term_check("rollback")[0] == 1  # k: the Kelvin sign matches it too
     assert _term_check("检索x")[0] == 2
+    assert _term_check("检索")[0] == 0  # no case: instr
+    assert _term_check("100")[0] == 0
 
 
 def test_the_fts_query_covers_the_term_with_every_third_trigram() -> None:
