@@ -32,7 +32,7 @@ from __future__ import annotations
 import heapq
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from core.display import mask_control
@@ -202,17 +202,23 @@ def bm25_scores(texts: Sequence[str], terms: Sequence[str]) -> list[float]:
     one, and a rarer term more than a common one."""
     if not texts:
         return []
-    count = _Counts(terms)
+    count = _counter(terms)
     return _bm25(texts, [count(text) for text in texts], len(terms))
 
 
-_INTO_ASCII = re.compile("[\u0130\u0131\u017f\u212a]")
+_INTO_ASCII = "\u0130\u0131\u017f\u212a"
 """The characters (İ ı ſ K) that ``re.IGNORECASE`` matches with an ASCII one, or whose
 ``lower()`` holds one: every other lower-cases to non-ASCII only, and matches no ASCII
 character (a test checks every code point)."""
 
 
-class _Counts:
+def _into_ascii(text: str) -> bool:
+    """Whether ``text`` holds one of ``_INTO_ASCII``'s characters (four ``in``: a regex
+    class costs 15 times as much)."""
+    return "\u0130" in text or "\u0131" in text or "\u017f" in text or "\u212a" in text
+
+
+def _counter(terms: Sequence[str]) -> Callable[[str], list[int]]:
     """``counts(text)``: how many times each term is in ``text`` (non-overlapping, case
     folded as ``re.IGNORECASE`` folds): its ``findall``, in fewer steps where that is the
     same (a test checks every code point these rules rest on):
@@ -223,30 +229,33 @@ class _Counts:
       lower case is in the text's: each ASCII character folds to its ASCII cases only, and
       the others lower-case to non-ASCII, so a match in ``text.lower()`` is one in ``text``
       and none spans a non-ASCII character."""
+    rules: list[tuple[int, str, re.Pattern[str]]] = []
+    for term in terms:
+        pattern = re.compile(re.escape(term), re.IGNORECASE)
+        if term.lower() == term == term.upper():
+            rules.append((1, term, pattern))
+        elif term.isascii():
+            rules.append((0, term.lower(), pattern))
+        else:
+            rules.append((2, term, pattern))
+    kinds = {kind for kind, _, _ in rules}
+    keys = [key for _, key, _ in rules]
+    patterns = [pattern for _, _, pattern in rules]
 
-    __slots__ = ("_ascii", "_plain", "_rules")
+    # The common cases without a branch per term (each is called once per message).
+    def plain(text: str) -> list[int]:
+        return [text.count(key) for key in keys]
 
-    def __init__(self, terms: Sequence[str]) -> None:
-        self._rules: list[tuple[int, str, re.Pattern[str]]] = []
-        for term in terms:
-            pattern = re.compile(re.escape(term), re.IGNORECASE)
-            if term.lower() == term == term.upper():
-                self._rules.append((1, term, pattern))
-            elif term.isascii():
-                self._rules.append((0, term.lower(), pattern))
-            else:
-                self._rules.append((2, term, pattern))
-        self._ascii = any(kind == 0 for kind, _, _ in self._rules)
-        self._plain = all(kind == 1 for kind, _, _ in self._rules)
-
-    def __call__(self, text: str) -> list[int]:
-        if self._plain:
-            return [text.count(key) for _, key, _ in self._rules]
-        low = None
-        if self._ascii and (text.isascii() or _INTO_ASCII.search(text) is None):
+    def ascii_terms(text: str) -> list[int]:
+        if text.isascii() or not _into_ascii(text):
             low = text.lower()
+            return [low.count(key) for key in keys]
+        return [len(pattern.findall(text)) for pattern in patterns]
+
+    def mixed(text: str) -> list[int]:
+        low = text.lower() if text.isascii() or not _into_ascii(text) else None
         out = []
-        for kind, key, pattern in self._rules:
+        for kind, key, pattern in rules:
             if kind == 1:
                 out.append(text.count(key))
             elif kind == 0 and low is not None:
@@ -254,6 +263,8 @@ class _Counts:
             else:
                 out.append(len(pattern.findall(text)))
         return out
+
+    return plain if kinds == {1} else ascii_terms if kinds == {0} else mixed
 
 
 def _bm25(texts: Sequence[str], counts: Sequence[Sequence[int]], terms: int) -> list[float]:
@@ -264,10 +275,24 @@ def _bm25(texts: Sequence[str], counts: Sequence[Sequence[int]], terms: int) -> 
     for i in range(terms):
         df = sum(1 for row in counts if row[i])
         idf.append(math.log(1 + (n - df + 0.5) / (df + 0.5)))
+    k = _K1 + 1
+    if terms == 1:
+        # The sum of one term is that term (0 + x, exactly), without a generator a message.
+        (w,) = idf
+        return [
+            w * tf * k / (tf + _K1 * (1 - _B + _B * len(text) / avg))
+            for text, (tf,) in zip(texts, counts, strict=True)
+        ]
     out = []
+    if terms == 2:
+        w0, w1 = idf
+        for text, (tf0, tf1) in zip(texts, counts, strict=True):
+            norm = _K1 * (1 - _B + _B * len(text) / avg)
+            out.append(sum((w0 * tf0 * k / (tf0 + norm), w1 * tf1 * k / (tf1 + norm))))
+        return out
     for text, row in zip(texts, counts, strict=True):
         norm = _K1 * (1 - _B + _B * len(text) / avg)
-        out.append(sum(w * tf * (_K1 + 1) / (tf + norm) for w, tf in zip(idf, row, strict=True)))
+        out.append(sum([w * tf * k / (tf + norm) for w, tf in zip(idf, row, strict=True)]))
     return out
 
 
@@ -284,7 +309,7 @@ def rank_hits(
     if any(len(t) >= MIN_INDEXED_TERM for t in terms):
         # A text matches when each term's count in it is not 0 (``matches``), and the
         # counts are what BM25 needs: one pass.
-        count = _Counts(terms)
+        count = _counter(terms)
         counts: list[list[int]] = []
         for row in found:
             row_counts = count(row[2])
