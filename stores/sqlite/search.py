@@ -202,17 +202,17 @@ def _search_sql(checks: Sequence[tuple[int, str, list[str]]], short_terms: int) 
     # Only the sessions the store's user may read (issue 17), inside the window.
     readable = f" AND {_readable('o')}"
     if checks:
-        found = (
-            "SELECT i.rowid FROM search_index AS i JOIN search_messages AS r "
+        # One pass in the index's order (newest first; no sort), each row read once.
+        return (
+            "SELECT o.id, r.seq, r.text FROM search_index AS i JOIN search_messages AS r "
             "ON r.id = i.rowid JOIN sessions AS o ON o.key = r.session "
             f"WHERE search_index MATCH ?{likes}{conditions}{readable} "
             "ORDER BY i.rowid DESC LIMIT ?"
         )
-    else:
-        found = (
-            "SELECT r.id FROM search_messages AS r JOIN sessions AS o ON o.key = r.session "
-            f"WHERE 1{likes}{readable} ORDER BY r.id DESC LIMIT ?"
-        )
+    found = (
+        "SELECT r.id FROM search_messages AS r JOIN sessions AS o ON o.key = r.session "
+        f"WHERE 1{likes}{readable} ORDER BY r.id DESC LIMIT ?"
+    )
     return (
         "SELECT s.id, m.seq, m.text FROM search_messages AS m "
         f"JOIN sessions AS s ON s.key = m.session WHERE m.id IN ({found}) ORDER BY m.id DESC"

@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from core.search import matches
-from stores.sqlite.search import _fts_query, _holds, _term_check
+from stores import SqliteSessionStore
+from stores.sqlite.search import _fts_query, _holds, _search_sql, _term_check
 
 # The letters whose folds leave ASCII (İ ı K ſ and theirs), LIKE's own marks, a quote
 # for FTS5, CJK, and a few plain letters: where a LIKE or a trigram could go wrong.
@@ -71,3 +73,21 @@ def test_the_fts_query_covers_the_term_with_every_third_trigram() -> None:
     assert _fts_query("retrypolicy") == '"ret" AND "ryp" AND "oli" AND "icy"'
     assert _fts_query("abcdef") == '"abc" AND "def"'
     assert _fts_query("abcdefg") == '"abc" AND "def" AND "efg"'
+
+
+async def test_a_long_term_search_reads_the_index_in_its_order_without_a_sort(
+    tmp_path: Path,
+) -> None:
+    # The newest RANK_WINDOW matches come from FTS5 in rowid order, stopped at the window:
+    # a sort would read every candidate (half the database for a common word).
+    path = tmp_path / "dsh.sqlite3"
+    async with await SqliteSessionStore.open(path):
+        pass
+    checks = [_term_check(t) for t in ("deploy", "rollback", "日本語", "ſtop")]
+    with sqlite3.connect(path) as db:
+        db.create_function("dsh_holds", 2, _holds, deterministic=True)
+        sql = _search_sql(checks, 1)
+        plan = db.execute("EXPLAIN QUERY PLAN " + sql, [None] * sql.count("?")).fetchall()
+    details = " | ".join(row[3] for row in plan)
+    assert "VIRTUAL TABLE" in details
+    assert "TEMP B-TREE" not in details, details
