@@ -34,9 +34,11 @@ import math
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from core.display import mask_control
 from core.errors import SearchQueryError
+from core.jsoncodec import _speedups
 from core.log import Event
 from core.references.projection import project_surface
 from core.surrogates import merge_surrogate_pairs
@@ -206,6 +208,11 @@ def bm25_scores(texts: Sequence[str], terms: Sequence[str]) -> list[float]:
     return _bm25(texts, [count(text) for text in texts], len(terms))
 
 
+_fold_counts: Callable[[list[str], tuple[str, ...], int, int], Any] | None = (
+    getattr(_speedups, "fold_counts", None) if _speedups is not None else None
+)
+"""``core._speedups.fold_counts`` (``_matching``'s loop in C), where it is built."""
+
 _INTO_ASCII = "\u0130\u0131\u017f\u212a"
 """The characters (İ ı ſ K) that ``re.IGNORECASE`` matches with an ASCII one, or whose
 ``lower()`` holds one: every other lower-cases to non-ASCII only, and matches no ASCII
@@ -296,6 +303,41 @@ def _bm25(texts: Sequence[str], counts: Sequence[Sequence[int]], terms: int) -> 
     return out
 
 
+def _matching(
+    found: Iterable[tuple[str, int, str]], terms: Sequence[str]
+) -> tuple[list[tuple[str, int, str]], list[list[int]]]:
+    """The newest ``RANK_WINDOW`` of ``found`` that hold every term, and their counts
+    (``_counter``): in C (``fold_counts``) where every term is ASCII, but for the texts
+    with one of ``_INTO_ASCII``'s characters."""
+    count = _counter(terms)
+    rows: list[tuple[str, int, str]] = []
+    counts: list[list[int]] = []
+    if _fold_counts is not None and all(t.isascii() for t in terms):
+        found = found if isinstance(found, list) else list(found)
+        texts = [row[2] for row in found]
+        keys = tuple(t.lower() for t in terms)
+        at = 0
+        while at < len(texts) and len(rows) < RANK_WINDOW:
+            kept, kept_counts, at = _fold_counts(texts, keys, at, RANK_WINDOW - len(rows))
+            rows += [found[i] for i in kept]
+            counts += kept_counts
+            if at < len(texts) and len(rows) < RANK_WINDOW:  # a text C leaves to Python
+                row_counts = count(texts[at])
+                if all(row_counts):
+                    rows.append(found[at])
+                    counts.append(row_counts)
+                at += 1
+        return rows, counts
+    for row in found:
+        row_counts = count(row[2])
+        if all(row_counts):
+            rows.append(row)
+            counts.append(row_counts)
+            if len(rows) == RANK_WINDOW:
+                break
+    return rows, counts
+
+
 def rank_hits(
     found: Iterable[tuple[str, int, str]], terms: Sequence[str], limit: int
 ) -> list[SearchHit]:
@@ -309,15 +351,7 @@ def rank_hits(
     if any(len(t) >= MIN_INDEXED_TERM for t in terms):
         # A text matches when each term's count in it is not 0 (``matches``), and the
         # counts are what BM25 needs: one pass.
-        count = _counter(terms)
-        counts: list[list[int]] = []
-        for row in found:
-            row_counts = count(row[2])
-            if all(row_counts):
-                rows.append(row)
-                counts.append(row_counts)
-                if len(rows) == RANK_WINDOW:
-                    break
+        rows, counts = _matching(found, terms)
         scores = _bm25([text for _, _, text in rows], counts, len(terms)) if rows else []
         # The best ``limit`` (as ``sorted(...)[:limit]``, stable: ties newest first).
         order = heapq.nsmallest(limit, range(len(rows)), key=lambda i: -scores[i])

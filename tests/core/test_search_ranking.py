@@ -9,10 +9,12 @@ import re
 from collections.abc import Sequence
 from unittest.mock import patch
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import core.search
+from core.jsoncodec import SPEEDUPS
 from core.search import MIN_INDEXED_TERM, SearchHit, bm25_scores, make_hit, matches, rank_hits
 
 
@@ -62,6 +64,47 @@ terms = st.lists(
 )
 
 
+FOLDS = [core.search._fold_counts, None] if core.search._fold_counts is not None else [None]
+
+
+def test_the_c_counts_are_built_where_the_other_speedups_are() -> None:
+    assert (core.search._fold_counts is not None) == SPEEDUPS
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data(), terms=terms.filter(lambda ts: bool(ts) and all(t.isascii() for t in ts)))
+def test_fold_counts_counts_what_the_python_counter_counts(
+    data: st.DataObject, terms: list[str]
+) -> None:
+    fold = core.search._fold_counts
+    if fold is None:
+        return
+    texts = data.draw(st.lists(texts_of(terms), max_size=10))
+    start = data.draw(st.integers(0, len(texts)))
+    need = data.draw(st.integers(1, 12))
+    kept, counts, stop = fold(texts, tuple(t.lower() for t in terms), start, need)
+    count = core.search._counter(terms)
+    expected = [i for i in range(start, stop) if all(count(texts[i]))]
+    assert kept == expected
+    assert counts == [count(texts[i]) for i in kept]
+    # It stops at the need, at a text with İ ı ſ K, or at the end.
+    assert len(kept) == need or stop == len(texts) or core.search._into_ascii(texts[stop])
+    assert all(not core.search._into_ascii(texts[i]) for i in range(start, stop))
+
+
+def test_fold_counts_refuses_what_it_cannot_count() -> None:
+    fold = core.search._fold_counts
+    if fold is None:
+        return
+    with pytest.raises(ValueError):
+        fold(["x"], ("Abc",), 0, 1)
+    with pytest.raises(ValueError):
+        fold(["x"], (), 0, 1)
+    with pytest.raises(TypeError):
+        fold([b"x"], ("abc",), 0, 1)
+    assert fold(["abc"], ("abc",), 5, 1) == ([], [], 5)
+
+
 def texts_of(terms: list[str]) -> st.SearchStrategy[str]:
     """Texts made of the terms (in any case) and other characters, so most match."""
     piece = st.one_of(
@@ -81,7 +124,11 @@ def test_rank_hits_is_its_definition(
     found = data.draw(st.lists(texts_of(terms), max_size=12))
     rows = [(f"s{i % 3}", i, text) for i, text in enumerate(found)]
     with patch.object(core.search, "RANK_WINDOW", window):
-        assert rank_hits(iter(rows), terms, limit) == model_rank(rows, terms, limit)
+        expected = model_rank(rows, terms, limit)
+        for fold in FOLDS:  # in C where it is built, and in Python
+            with patch.object(core.search, "_fold_counts", fold):
+                assert rank_hits(iter(rows), terms, limit) == expected
+                assert rank_hits(rows, terms, limit) == expected
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
