@@ -307,12 +307,12 @@ def _matching(
     found: Iterable[tuple[str, int, str]], terms: Sequence[str]
 ) -> tuple[list[tuple[str, int, str]], list[list[int]]]:
     """The newest ``RANK_WINDOW`` of ``found`` that hold every term, and their counts
-    (``_counter``): in C (``fold_counts``) where every term is ASCII, but for the texts
-    with one of ``_INTO_ASCII``'s characters."""
+    (``_counter``): in C (``fold_counts``) where every term is ASCII or without case, but
+    for the texts with one of ``_INTO_ASCII``'s characters."""
     count = _counter(terms)
     rows: list[tuple[str, int, str]] = []
     counts: list[list[int]] = []
-    if _fold_counts is not None and all(t.isascii() for t in terms):
+    if _fold_counts is not None and all(t.isascii() or t.lower() == t == t.upper() for t in terms):
         found = found if isinstance(found, list) else list(found)
         texts = [row[2] for row in found]
         keys = tuple(t.lower() for t in terms)

@@ -34,14 +34,15 @@ holds_into_ascii(int kind, const void *data, Py_ssize_t n)
     return 0;
 }
 
-/* Occurrences of ``key`` (lower-case ASCII, ``m`` > 0 bytes) in the text, non-overlapping
- * and leftmost first (as str.count and re.findall count a literal), A-Z folded to a-z.
+/* Occurrences of ``key`` (``m`` > 0 characters: lower-case ASCII letters, and characters
+ * without case) in the text, non-overlapping and leftmost first (as str.count and
+ * re.findall count a literal), the text's A-Z folded to a-z.
  * One loop per kind of str, so that each reads its array directly. */
 #define FOLD(c) ((c) >= 'A' && (c) <= 'Z' ? (c) + 32 : (c))
 #define COUNT_FOLDED(TYPE)                                                            \
     do {                                                                              \
         const TYPE *p = (const TYPE *)data;                                           \
-        const unsigned char *q = (const unsigned char *)key;                          \
+        const Py_UCS4 *q = key;                                                       \
         Py_UCS4 first = q[0];                                                         \
         Py_UCS4 upper = first >= 'a' && first <= 'z' ? first - 32 : first;           \
         Py_ssize_t j = 0;                                                             \
@@ -66,7 +67,7 @@ holds_into_ascii(int kind, const void *data, Py_ssize_t n)
     } while (0)
 
 static Py_ssize_t
-count_folded(int kind, const void *data, Py_ssize_t n, const char *key, Py_ssize_t m)
+count_folded(int kind, const void *data, Py_ssize_t n, const Py_UCS4 *key, Py_ssize_t m)
 {
     Py_ssize_t count = 0;
     if (kind == PyUnicode_1BYTE_KIND) {
@@ -84,8 +85,9 @@ count_folded(int kind, const void *data, Py_ssize_t n, const char *key, Py_ssize
 #define FOLD_MAX_KEYS 64
 
 /* fold_counts(texts, keys, start, need) -> (kept, counts, stop): from texts[start] on,
- * the indices of the texts that hold every key (each a lower-case ASCII str) and, for
- * each, its count of each key (core.search._counter's counts for ASCII terms), until
+ * the indices of the texts that hold every key (each a str of lower-case ASCII letters
+ * and characters without case: core.search's terms of ASCII or uncased characters, lower
+ * cased) and, for each, its count of each key (core.search._counter's counts), until
  * ``need`` are kept or a text holds one of into_ascii's characters (left to the caller:
  * ``stop`` is its index) or the texts end (``stop`` is their number). */
 static PyObject *
@@ -105,30 +107,38 @@ fold_counts(PyObject *module, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "fold_counts() needs 1 to 64 keys, start >= 0");
         return NULL;
     }
-    const char *key[FOLD_MAX_KEYS];
+    Py_UCS4 *key[FOLD_MAX_KEYS] = {NULL};
     Py_ssize_t key_len[FOLD_MAX_KEYS];
     Py_ssize_t found[FOLD_MAX_KEYS];
+    PyObject *kept = NULL;
+    PyObject *counts = NULL;
     for (Py_ssize_t k = 0; k < nkeys; k++) {
         PyObject *item = PyTuple_GET_ITEM(keys, k);
         if (expect(PyUnicode_Check(item), item, "fold_counts", "tuple of str") < 0 ||
             ready(item) < 0) {
-            return NULL;
+            goto fail;
         }
-        key[k] = PyUnicode_AsUTF8AndSize(item, &key_len[k]);
+        key_len[k] = PyUnicode_GET_LENGTH(item);
+        key[k] = key_len[k] > 0 ? PyUnicode_AsUCS4Copy(item) : NULL;
         if (key[k] == NULL) {
-            return NULL;
+            if (!PyErr_Occurred()) {
+                PyErr_SetString(PyExc_ValueError, "fold_counts() keys are not empty");
+            }
+            goto fail;
         }
-        int lower = PyUnicode_IS_ASCII(item) && key_len[k] > 0;
-        for (Py_ssize_t b = 0; lower && b < key_len[k]; b++) {
-            lower = !(key[k][b] >= 'A' && key[k][b] <= 'Z');
-        }
-        if (!lower) {
-            PyErr_SetString(PyExc_ValueError, "fold_counts() keys are lower-case ASCII");
-            return NULL;
+        for (Py_ssize_t b = 0; b < key_len[k]; b++) {
+            Py_UCS4 c = key[k][b];
+            int ok = c < 0x80 ? !(c >= 'A' && c <= 'Z')
+                              : Py_UNICODE_TOLOWER(c) == c && Py_UNICODE_TOUPPER(c) == c;
+            if (!ok) {
+                PyErr_SetString(PyExc_ValueError,
+                                "fold_counts() keys are lower-case ASCII or without case");
+                goto fail;
+            }
         }
     }
-    PyObject *kept = PyList_New(0);
-    PyObject *counts = PyList_New(0);
+    kept = PyList_New(0);
+    counts = PyList_New(0);
     if (kept == NULL || counts == NULL) {
         goto fail;
     }
@@ -175,8 +185,14 @@ fold_counts(PyObject *module, PyObject *args)
         Py_DECREF(index);
         Py_DECREF(row);
     }
+    for (Py_ssize_t k = 0; k < nkeys; k++) {
+        PyMem_Free(key[k]);
+    }
     return Py_BuildValue("(NNn)", kept, counts, i);
 fail:
+    for (Py_ssize_t k = 0; k < nkeys; k++) {
+        PyMem_Free(key[k]);
+    }
     Py_XDECREF(kept);
     Py_XDECREF(counts);
     return NULL;

@@ -72,7 +72,12 @@ def test_the_c_counts_are_built_where_the_other_speedups_are() -> None:
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
-@given(data=st.data(), terms=terms.filter(lambda ts: bool(ts) and all(t.isascii() for t in ts)))
+@given(
+    data=st.data(),
+    terms=terms.filter(
+        lambda ts: bool(ts) and all(t.isascii() or t.lower() == t == t.upper() for t in ts)
+    ),
+)
 def test_fold_counts_counts_what_the_python_counter_counts(
     data: st.DataObject, terms: list[str]
 ) -> None:
@@ -100,6 +105,11 @@ def test_fold_counts_refuses_what_it_cannot_count() -> None:
         fold(["x"], ("Abc",), 0, 1)
     with pytest.raises(ValueError):
         fold(["x"], (), 0, 1)
+    with pytest.raises(ValueError):
+        fold(["x"], ("é",), 0, 1)  # cased: its folds are re's to count
+    with pytest.raises(ValueError):
+        fold(["x"], ("",), 0, 1)
+    assert fold(["检索 检索x", "检"], ("检索", "x"), 0, 5) == ([0], [[2, 1]], 2)
     with pytest.raises(TypeError):
         fold([b"x"], ("abc",), 0, 1)
     assert fold(["abc"], ("abc",), 5, 1) == ([], [], 5)
