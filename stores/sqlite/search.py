@@ -226,6 +226,13 @@ def _ordered(
     return sorted(checks, key=lambda check: check[0])
 
 
+_RANK_HERE_CHARS = 400_000
+"""Candidates of a search holding at most this many characters in all are ranked in the
+same call on the connection's thread (about a millisecond: what a second hand-over
+between threads costs, and several under load); more are ranked off the connection (a
+common word over large messages takes seconds), so that other calls proceed."""
+
+
 class _SearchMixin(_Decoding):
     """Searching messages, and indexing the sessions an upgrade left pending."""
 
@@ -248,10 +255,15 @@ class _SearchMixin(_Decoding):
         # hit is checked by core.search.matches, which may fold case differently).
         params.append(RANK_WINDOW if long_terms else wanted + 16)
 
-        def body(raw: sqlite3.Connection) -> list[tuple[str, int, str]]:
-            return [(decode_text(sid), seq, text) for sid, seq, text in raw.execute(sql, params)]
+        def body(raw: sqlite3.Connection) -> tuple[list[SearchHit] | None, list[Any]]:
+            found = [(decode_text(sid), seq, text) for sid, seq, text in raw.execute(sql, params)]
+            if sum(len(text) for _, _, text in found) <= _RANK_HERE_CHARS:
+                return plan.rank(found), []
+            return None, found
 
-        found = await self._run_sync(body, write=False)
+        hits, found = await self._run_sync(body, write=False)
+        if hits is not None:
+            return hits
         # Ranking (BM25 counts and highlight spans over whole texts) takes seconds for a
         # common word over large messages: off the connection, so other calls proceed.
         return await asyncio.to_thread(plan.rank, found)
