@@ -10,7 +10,7 @@ from setuptools import Extension, setup
 
 # One translation unit: core/_speedups.c includes its parts (one concern each); they are
 # listed so that a change to one rebuilds the module.
-PARTS = ["text", "frozen", "json_read", "packs", "encode", "unlink", "appends"]
+PARTS = ["text", "frozen", "json_read", "packs", "encode", "unlink", "appends", "search"]
 
 setup(
     ext_modules=[

@@ -12,6 +12,7 @@
  *   build_events(Event, setters, first, batch)  core.log.build_event for a whole batch
  *   validate_common(events, ...)     stores.validation._validate_common's loop
  *   join_utf8(parts)     -> str   b"".join(parts).decode("utf-8"), allocated once
+ *   fold_counts(texts, keys, start, need)  core.search's counts of ASCII terms
  *   unlink_runs(body, first, wanted, replies) -> bytes
  *                                 stores.sqlite._unlink_runs (or declines: ValueError)
  *
@@ -26,7 +27,7 @@
  * alone, so the module stays one translation unit (its statics and inlining as they
  * were): text.c (UTF-8 and surrogates), frozen.c (frozen values), json_read.c and
  * packs.c (reads), encode.c (c_safe, encode_frozen), unlink.c (linked runs) and
- * appends.c (build_events, validate_common). This file holds the shared state, the
+ * appends.c (build_events, validate_common), search.c (fold_counts). This file holds the shared state, the
  * method table and the module's init.
  */
 #define PY_SSIZE_T_CLEAN
@@ -75,6 +76,7 @@ expect(int ok, PyObject *arg, const char *func, const char *what)
 #include "speedups/encode.c"
 #include "speedups/unlink.c"
 #include "speedups/appends.c"
+#include "speedups/search.c"
 
 static PyMethodDef methods[] = {
     {"utf8_len", utf8_len, METH_O,
@@ -110,6 +112,9 @@ static PyMethodDef methods[] = {
      "stores.validation._validate_common's loop over a batch (a list of ValidatedEvent "
      "or None)."},
     {"set_types", set_types, METH_VARARGS, "Register the FrozenDict and FrozenList types."},
+    {"fold_counts", fold_counts, METH_VARARGS,
+     "core.search's counts of lower-case ASCII keys in texts from start on, of those that "
+     "hold every key, until need are kept or a text holds İ ı ſ K: (kept, counts, stop)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -29,13 +29,16 @@ A hit carries a one-line ``snippet`` around the first match, made safe for a ter
 
 from __future__ import annotations
 
+import heapq
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from core.display import mask_control
 from core.errors import SearchQueryError
+from core.jsoncodec import _speedups
 from core.log import Event
 from core.references.projection import project_surface
 from core.surrogates import merge_surrogate_pairs
@@ -172,7 +175,13 @@ def make_hit(
 ) -> SearchHit:
     """The hit for message ``text``: a window of ``SNIPPET_WIDTH`` characters starting a
     little before the first match (``…`` marks a cut end), and the matches inside it."""
-    spans = find_spans(text, terms)
+    return _make_hit(session_id, seq, text, _pattern(terms) if terms else None, score)
+
+
+def _make_hit(
+    session_id: str, seq: int, text: str, pattern: re.Pattern[str] | None, score: float
+) -> SearchHit:
+    spans = [m.span() for m in pattern.finditer(text)] if pattern is not None else []
     first = spans[0][0] if spans else 0
     start = max(0, first - _LEAD) if len(text) > SNIPPET_WIDTH else 0
     # Show as much as fits: a match near the end pulls the window back.
@@ -195,19 +204,138 @@ def bm25_scores(texts: Sequence[str], terms: Sequence[str]) -> list[float]:
     one, and a rarer term more than a common one."""
     if not texts:
         return []
-    patterns = [re.compile(re.escape(t), re.IGNORECASE) for t in terms]
-    counts = [[len(p.findall(text)) for p in patterns] for text in texts]
+    count = _counter(terms)
+    return _bm25(texts, [count(text) for text in texts], len(terms))
+
+
+_fold_counts: Callable[[list[str], tuple[str, ...], int, int], Any] | None = (
+    getattr(_speedups, "fold_counts", None) if _speedups is not None else None
+)
+"""``core._speedups.fold_counts`` (``_matching``'s loop in C), where it is built."""
+
+_INTO_ASCII = "\u0130\u0131\u017f\u212a"
+"""The characters (İ ı ſ K) that ``re.IGNORECASE`` matches with an ASCII one, or whose
+``lower()`` holds one: every other lower-cases to non-ASCII only, and matches no ASCII
+character (a test checks every code point)."""
+
+
+def _into_ascii(text: str) -> bool:
+    """Whether ``text`` holds one of ``_INTO_ASCII``'s characters (four ``in``: a regex
+    class costs 15 times as much)."""
+    return "\u0130" in text or "\u0131" in text or "\u017f" in text or "\u212a" in text
+
+
+def _counter(terms: Sequence[str]) -> Callable[[str], list[int]]:
+    """``counts(text)``: how many times each term is in ``text`` (non-overlapping, case
+    folded as ``re.IGNORECASE`` folds): its ``findall``, in fewer steps where that is the
+    same (a test checks every code point these rules rest on):
+
+    * a term of uncased characters (CJK, digits, marks: ``lower()`` and ``upper()`` leave
+      it) is matched literally by ``re`` too: ``text.count(term)``;
+    * a term of ASCII, in a text without ``_INTO_ASCII``'s characters, matches where its
+      lower case is in the text's: each ASCII character folds to its ASCII cases only, and
+      the others lower-case to non-ASCII, so a match in ``text.lower()`` is one in ``text``
+      and none spans a non-ASCII character."""
+    rules: list[tuple[int, str, re.Pattern[str]]] = []
+    for term in terms:
+        pattern = re.compile(re.escape(term), re.IGNORECASE)
+        if term.lower() == term == term.upper():
+            rules.append((1, term, pattern))
+        elif term.isascii():
+            rules.append((0, term.lower(), pattern))
+        else:
+            rules.append((2, term, pattern))
+    kinds = {kind for kind, _, _ in rules}
+    keys = [key for _, key, _ in rules]
+    patterns = [pattern for _, _, pattern in rules]
+
+    # The common cases without a branch per term (each is called once per message).
+    def plain(text: str) -> list[int]:
+        return [text.count(key) for key in keys]
+
+    def ascii_terms(text: str) -> list[int]:
+        if text.isascii() or not _into_ascii(text):
+            low = text.lower()
+            return [low.count(key) for key in keys]
+        return [len(pattern.findall(text)) for pattern in patterns]
+
+    def mixed(text: str) -> list[int]:
+        low = text.lower() if text.isascii() or not _into_ascii(text) else None
+        out = []
+        for kind, key, pattern in rules:
+            if kind == 1:
+                out.append(text.count(key))
+            elif kind == 0 and low is not None:
+                out.append(low.count(key))
+            else:
+                out.append(len(pattern.findall(text)))
+        return out
+
+    return plain if kinds == {1} else ascii_terms if kinds == {0} else mixed
+
+
+def _bm25(texts: Sequence[str], counts: Sequence[Sequence[int]], terms: int) -> list[float]:
+    """``bm25_scores`` of ``texts`` from each one's ``counts`` of the terms."""
     n = len(texts)
     avg = sum(len(t) for t in texts) / n or 1.0
     idf = []
-    for i in range(len(patterns)):
+    for i in range(terms):
         df = sum(1 for row in counts if row[i])
         idf.append(math.log(1 + (n - df + 0.5) / (df + 0.5)))
+    k = _K1 + 1
+    if terms == 1:
+        # The sum of one term is that term (0 + x, exactly), without a generator a message.
+        (w,) = idf
+        return [
+            w * tf * k / (tf + _K1 * (1 - _B + _B * len(text) / avg))
+            for text, (tf,) in zip(texts, counts, strict=True)
+        ]
     out = []
+    if terms == 2:
+        w0, w1 = idf
+        for text, (tf0, tf1) in zip(texts, counts, strict=True):
+            norm = _K1 * (1 - _B + _B * len(text) / avg)
+            out.append(sum((w0 * tf0 * k / (tf0 + norm), w1 * tf1 * k / (tf1 + norm))))
+        return out
     for text, row in zip(texts, counts, strict=True):
         norm = _K1 * (1 - _B + _B * len(text) / avg)
-        out.append(sum(w * tf * (_K1 + 1) / (tf + norm) for w, tf in zip(idf, row, strict=True)))
+        out.append(sum([w * tf * k / (tf + norm) for w, tf in zip(idf, row, strict=True)]))
     return out
+
+
+def _matching(
+    found: Iterable[tuple[str, int, str]], terms: Sequence[str]
+) -> tuple[list[tuple[str, int, str]], list[list[int]]]:
+    """The newest ``RANK_WINDOW`` of ``found`` that hold every term, and their counts
+    (``_counter``): in C (``fold_counts``) where every term is ASCII or without case, but
+    for the texts with one of ``_INTO_ASCII``'s characters."""
+    count = _counter(terms)
+    rows: list[tuple[str, int, str]] = []
+    counts: list[list[int]] = []
+    if _fold_counts is not None and all(t.isascii() or t.lower() == t == t.upper() for t in terms):
+        found = found if isinstance(found, list) else list(found)
+        texts = [row[2] for row in found]
+        keys = tuple(t.lower() for t in terms)
+        at = 0
+        while at < len(texts) and len(rows) < RANK_WINDOW:
+            kept, kept_counts, at = _fold_counts(texts, keys, at, RANK_WINDOW - len(rows))
+            rows += [found[i] for i in kept]
+            counts += kept_counts
+            if at < len(texts) and len(rows) < RANK_WINDOW:  # a text C leaves to Python
+                row_counts = count(texts[at])
+                if all(row_counts):
+                    rows.append(found[at])
+                    counts.append(row_counts)
+                at += 1
+        return rows, counts
+    for row in found:
+        row_counts = count(row[2])
+        if all(row_counts):
+            rows.append(row)
+            counts.append(row_counts)
+            if len(rows) == RANK_WINDOW:
+                break
+    return rows, counts
 
 
 def rank_hits(
@@ -217,15 +345,27 @@ def rank_hits(
     ranked by ``bm25_scores`` over the newest ``RANK_WINDOW`` of them (ties newest first),
     at most ``limit``. A query of short terms only lists the newest matches first (see the
     module doc)."""
-    rows = [(sid, seq, text) for sid, seq, text in found if matches(text, terms)]
-    del rows[RANK_WINDOW:]
+    if not terms:
+        return []
+    rows: list[tuple[str, int, str]] = []
     if any(len(t) >= MIN_INDEXED_TERM for t in terms):
-        scores = bm25_scores([text for _, _, text in rows], terms)
-        order = sorted(range(len(rows)), key=lambda i: -scores[i])
+        # A text matches when each term's count in it is not 0 (``matches``), and the
+        # counts are what BM25 needs: one pass.
+        rows, counts = _matching(found, terms)
+        scores = _bm25([text for _, _, text in rows], counts, len(terms)) if rows else []
+        # The best ``limit`` (as ``sorted(...)[:limit]``, stable: ties newest first).
+        order = heapq.nsmallest(limit, range(len(rows)), key=lambda i: -scores[i])
     else:
+        patterns = [re.compile(re.escape(t), re.IGNORECASE) for t in terms]
+        for row in found:
+            if all(p.search(row[2]) is not None for p in patterns):
+                rows.append(row)
+                if len(rows) == min(limit, RANK_WINDOW):
+                    break
         scores = [0.0] * len(rows)
         order = list(range(len(rows)))
-    return [make_hit(*rows[i], terms, scores[i]) for i in order[:limit]]
+    pattern = _pattern(terms)
+    return [_make_hit(*rows[i], pattern, scores[i]) for i in order[:limit]]
 
 
 def unindexed_notice(count: int) -> str | None:

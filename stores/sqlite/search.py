@@ -146,13 +146,17 @@ _FTS_PHRASE_MAX = 32
 
 
 def _fts_query(term: str) -> str:
-    """``term`` as an FTS5 query: the AND of the trigrams of its first ``_FTS_PHRASE_MAX``
+    """``term`` as an FTS5 query: the AND of trigrams of its first ``_FTS_PHRASE_MAX``
     characters (each one FTS5 string; the index keeps no positions, so it cannot match
     them as a phrase). It finds every message the term can be in, and some it is not in:
-    ``dsh_holds`` checks each on its text. (A pasted 100,000 character term is looked up by
-    its prefix: the rows are checked against the whole term.)"""
+    each is checked on its text (``_term_check``). Not every trigram: one every three
+    characters and the last, which cover the term (each trigram more is a doclist more to
+    merge per candidate: two to three times the lookup, and the text check drops what the
+    others would have). (A pasted 100,000 character term is looked up by its prefix: the
+    rows are checked against the whole term.)"""
     head = term[:_FTS_PHRASE_MAX]
-    trigrams = dict.fromkeys(head[i : i + 3] for i in range(len(head) - 2))
+    starts = [*range(0, len(head) - 2, 3), len(head) - 3]
+    trigrams = dict.fromkeys(head[i : i + 3] for i in starts)
     return " AND ".join('"' + t.replace('"', '""') + '"' for t in trigrams)
 
 
@@ -184,34 +188,76 @@ def _holds(text: str, term: str) -> bool:
     return _term_pattern(term).search(text) is not None
 
 
-def _search_sql(long_terms: Sequence[bool], short_terms: int) -> str:
+def _term_check(term: str) -> tuple[int, str, list[str]]:
+    """Whether ``r.text`` holds the long ``term`` as ``core.search.matches`` finds it, as
+    an SQL condition (and its parameters), with how much of it runs in Python (0: none,
+    1: for a few lookalikes only, 2: for every candidate), to put the cheap ones first.
+
+    A term of ASCII characters none of which ``_WIDE_FOLDS`` holds matches exactly what
+    its ``LIKE`` matches (each of its characters folds to its ASCII cases only, as in
+    ``LIKE``): no call into Python. One that has such a letter matches where its ``LIKE``
+    does, and elsewhere only where ``dsh_holds`` finds it (a text with İ, ı, K or ſ),
+    asked only of the texts its ``_like_superset`` lets through. A term with a non-ASCII
+    character (whose folds are many) is checked by ``dsh_holds`` alone, unless none of its
+    characters has a case (CJK, digits, marks: ``lower()`` and ``upper()`` leave each
+    one): ``re`` matches those as they are, as ``instr`` does."""
+    if term.lower() == term == term.upper():
+        return 0, "instr(r.text, ?) > 0", [term]
+    if not term.isascii():
+        return 2, "dsh_holds(r.text, ?)", [term]
+    exact = like_pattern(term)
+    wide = _like_superset(term)
+    if _WIDE_FOLDS.search(term) is None or wide is None:
+        return 0, "r.text LIKE ? ESCAPE '\\'", [exact]
+    check = "(r.text LIKE ? ESCAPE '\\' OR (r.text LIKE ? ESCAPE '\\' AND dsh_holds(r.text, ?)))"
+    return 1, check, [exact, wide, term]
+
+
+def _search_sql(checks: Sequence[tuple[int, str, list[str]]], short_terms: int) -> str:
     """The newest messages that may match (see ``search_messages``), newest first: for
     the long terms, FTS5 finds the messages holding their trigrams (``_fts_query``) and
-    ``dsh_holds`` keeps those holding each term whole, folded as ``core.search.matches``
-    folds it (so the window is the newest ``RANK_WINDOW`` true matches, as on every
-    store), after a ``LIKE`` (``_like_superset``) for each term that has one (``True``
-    in ``long_terms``) and the short terms' ``LIKE``: the conditions in C come first, so
-    most lookalikes, and the messages without a short term, are dropped without a call
-    into Python. They are ranked by ``core.search.rank_hits``."""
-    holds = " AND dsh_holds(r.text, ?)" * len(long_terms)
-    likes = " AND r.text LIKE ? ESCAPE '\\'" * (sum(long_terms) + short_terms)
+    each term's ``_term_check`` keeps those holding it whole, folded as
+    ``core.search.matches`` folds it (so the window is the newest ``RANK_WINDOW`` true
+    matches, as on every store), after the short terms' ``LIKE``: the conditions in C come
+    first, so most lookalikes, and the messages without a short term, are dropped without
+    a call into Python. Parameters: the FTS5 query (long terms only), each short term's
+    ``LIKE``, the checks' in the order of ``_ordered``, the readers, the window.
+    They are ranked by ``core.search.rank_hits``."""
+    ordered = [sql for _, sql, _ in _ordered(checks)]
+    likes = " AND r.text LIKE ? ESCAPE '\\'" * short_terms
+    conditions = "".join(f" AND {sql}" for sql in ordered)
     # Only the sessions the store's user may read (issue 17), inside the window.
     readable = f" AND {_readable('o')}"
-    if long_terms:
-        found = (
-            "SELECT i.rowid FROM search_index AS i JOIN search_messages AS r "
+    if checks:
+        # One pass in the index's order (newest first; no sort), each row read once.
+        return (
+            "SELECT o.id, r.seq, r.text FROM search_index AS i JOIN search_messages AS r "
             "ON r.id = i.rowid JOIN sessions AS o ON o.key = r.session "
-            f"WHERE search_index MATCH ?{likes}{holds}{readable} ORDER BY i.rowid DESC LIMIT ?"
+            f"WHERE search_index MATCH ?{likes}{conditions}{readable} "
+            "ORDER BY i.rowid DESC LIMIT ?"
         )
-    else:
-        found = (
-            "SELECT r.id FROM search_messages AS r JOIN sessions AS o ON o.key = r.session "
-            f"WHERE 1{likes}{readable} ORDER BY r.id DESC LIMIT ?"
-        )
+    found = (
+        "SELECT r.id FROM search_messages AS r JOIN sessions AS o ON o.key = r.session "
+        f"WHERE 1{likes}{readable} ORDER BY r.id DESC LIMIT ?"
+    )
     return (
         "SELECT s.id, m.seq, m.text FROM search_messages AS m "
         f"JOIN sessions AS s ON s.key = m.session WHERE m.id IN ({found}) ORDER BY m.id DESC"
     )
+
+
+def _ordered(
+    checks: Sequence[tuple[int, str, list[str]]],
+) -> list[tuple[int, str, list[str]]]:
+    """The term checks, those that run no Python first (a stable order)."""
+    return sorted(checks, key=lambda check: check[0])
+
+
+_RANK_HERE_CHARS = 400_000
+"""Candidates of a search holding at most this many characters in all are ranked in the
+same call on the connection's thread (about a millisecond: what a second hand-over
+between threads costs, and several under load); more are ranked off the connection (a
+common word over large messages takes seconds), so that other calls proceed."""
 
 
 def search_statement(
@@ -227,14 +273,13 @@ def search_statement(
     terms, wanted = plan.terms, plan.limit
     long_terms = [t for t in terms if len(t) >= MIN_INDEXED_TERM]
     short_terms = [t for t in terms if len(t) < MIN_INDEXED_TERM]
-    wide = [_like_superset(t) for t in long_terms]
-    sql = _search_sql([w is not None for w in wide], len(short_terms))
+    checks = [_term_check(t) for t in long_terms]
+    sql = _search_sql(checks, len(short_terms))
     params: list[Any] = []
     if long_terms:
         params.append(" AND ".join(_fts_query(t) for t in long_terms))
-        params += [like for like in wide if like is not None]
     params += [like_pattern(t) for t in short_terms]
-    params += long_terms  # each checked whole on the text, last (see _search_sql)
+    params += [p for _, _, check in _ordered(checks) for p in check]
     params += readers
     # Short terms only: the newest matches are the result (a few spare rows: every
     # hit is checked by core.search.matches, which may fold case differently).
@@ -259,7 +304,16 @@ class _SearchMixin(_Decoding):
         if statement is None:
             return []
         plan, sql, params = statement
-        found = await self._run_sync(lambda raw: search_rows(raw, sql, params), write=False)
+
+        def body(raw: sqlite3.Connection) -> tuple[list[SearchHit] | None, list[Any]]:
+            found = search_rows(raw, sql, params)
+            if sum(len(text) for _, _, text in found) <= _RANK_HERE_CHARS:
+                return plan.rank(found), []
+            return None, found
+
+        hits, found = await self._run_sync(body, write=False)
+        if hits is not None:
+            return hits
         # Ranking (BM25 counts and highlight spans over whole texts) takes seconds for a
         # common word over large messages: off the connection, so other calls proceed.
         return await asyncio.to_thread(plan.rank, found)

@@ -267,7 +267,9 @@ async def test_other_store_calls_proceed_while_a_search_ranks(
 ) -> None:
     # Ranking a common word over large messages takes seconds (BM25 counts and spans over
     # whole texts): SQLite ranked on its single connection, so every other call waited.
-    # Here the ranking waits until another store call has completed meanwhile.
+    # Here the ranking waits until another store call has completed meanwhile. (SQLite
+    # ranks a few small candidates on the connection, in the query's call: the one here
+    # is larger than that.)
     started, release = threading.Event(), threading.Event()
 
     def gated(
@@ -280,7 +282,8 @@ async def test_other_store_calls_proceed_while_a_search_ranks(
     monkeypatch.setattr("stores.search.rank_hits", gated)  # where every store ranks
     async with await open_store(location) as store:
         await store.create_session("s", created_at=1)
-        await store.append("s", MSG, user_message("chi words"), surface_op="append")
+        big = "chi words" + " more" * 100_000
+        await store.append("s", MSG, user_message(big), surface_op="append")
         search = asyncio.ensure_future(store.search_messages("chi"))
         try:
             assert await asyncio.to_thread(started.wait, 10)
