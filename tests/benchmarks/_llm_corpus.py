@@ -243,25 +243,47 @@ def conversation(texts: Texts, k: int) -> tuple[SessionHeader, list[Event]]:
     return header, events
 
 
+PARTS = 10
+"""The corpus is written in this many folders (``part-00``…), which the loads take in
+turn, dsh and llm alternating (so that the machine's load falls on both alike)."""
+
+
+def log_path(folder: Path, size: Size, k: int) -> Path:
+    """Where conversation ``k``'s log is under ``folder``."""
+    part = k * min(PARTS, size.conversations) // size.conversations
+    return folder / f"part-{part:02d}" / f"{session_id(k)}.jsonl"
+
+
+def parts(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.glob("part-*") if p.is_dir())
+
+
 def write_corpus(root: Path, size: Size, seed: int = SEED) -> Path:
-    """Every conversation as ``root/conversations/<id>.jsonl`` (dsh's export format) and
-    ``root/corpus.json`` (the size and seed: a later run with the same ones reuses the
-    folder). Returns the folder of the logs."""
+    """Every conversation as ``root/conversations/part-NN/<id>.jsonl`` (dsh's export
+    format; ``dsh import`` of the folder finds them all) and ``root/corpus.json`` (the
+    size and seed: a later run with the same ones reuses the folder). Returns the folder
+    of the logs."""
     folder = root / "conversations"
     stamp = root / "corpus.json"
-    wanted = {"conversations": size.conversations, "exchanges": size.exchanges, "seed": seed}
+    wanted = {
+        "conversations": size.conversations,
+        "exchanges": size.exchanges,
+        "seed": seed,
+        "parts": PARTS,
+    }
     if stamp.exists() and json.loads(stamp.read_text()) == wanted:
         return folder
+    stamp.unlink(missing_ok=True)
     folder.mkdir(parents=True, exist_ok=True)
-    for old in folder.glob("*.jsonl"):
+    for old in folder.rglob("*.jsonl"):
         old.unlink()
     texts = Texts(size, seed)
     for k in range(size.conversations):
         header, events = conversation(texts, k)
         lines = export_jsonl(header, events)
-        (folder / f"{header.id}.jsonl").write_text(
-            "".join(line + "\n" for line in lines), encoding="utf-8"
-        )
+        path = log_path(folder, size, k)
+        path.parent.mkdir(exist_ok=True)
+        path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     stamp.write_text(json.dumps(wanted))
     return folder
 

@@ -2,14 +2,18 @@
 interpreter, ``llm`` 0.36 installed there), never imported by dsh's process. Only the
 standard library and ``llm`` are used.
 
-    python _llm_driver.py load CORPUS_DIR LOGS_DB
-        Read every ``*.jsonl`` of CORPUS_DIR (dsh's export: a header line, then events;
+    python _llm_driver.py load CORPUS_DIR LOGS_DB [--no-history]
+        Read every ``*.jsonl`` under CORPUS_DIR (dsh's export: a header line, then events;
         ``user/message`` and ``assistant/message`` in turn) and log each conversation
         through llm's own logging layer: a ``Conversation`` of a model whose ``execute``
         yields the recorded response, ``conversation.prompt(text)``, the response read,
         then ``LogStore.log(response)`` (what ``Response.log_to_db`` does, with one
         ``LogStore`` rather than one per response: its ``migrate`` runs once). Prints one
         JSON line: messages, the seconds in ``LogStore.log`` alone, the whole loop's.
+        ``--no-history``: each exchange logged as a prompt of its own (``model.prompt``),
+        without its conversation's earlier messages, which ``LogStore.log`` otherwise
+        hashes and looks up again at every exchange (its cost grows with the
+        conversation).
 
     python _llm_driver.py serve LOGS_DB
         Answer requests, one JSON line each on standard input, one JSON line each on
@@ -55,7 +59,7 @@ def read_exchanges(path: Path) -> list[tuple[str, str]]:
     return list(zip(prompts, responses, strict=True))
 
 
-def load(corpus: str, db_path: str) -> dict[str, Any]:
+def load(corpus: str, db_path: str, history: bool = True) -> dict[str, Any]:
     import llm  # type: ignore[import-not-found]
     import sqlite_utils  # type: ignore[import-not-found]
     from llm.logs import LogStore  # type: ignore[import-not-found]
@@ -73,7 +77,7 @@ def load(corpus: str, db_path: str) -> dict[str, Any]:
             yield self.reply
 
     model = Canned()
-    files = sorted(Path(corpus).glob("*.jsonl"))
+    files = sorted(Path(corpus).rglob("*.jsonl"))
     started = time.perf_counter()
     db = sqlite_utils.Database(db_path)
     store = LogStore(db)
@@ -83,7 +87,9 @@ def load(corpus: str, db_path: str) -> dict[str, Any]:
         conversation = model.conversation()
         for prompt, reply in read_exchanges(path):
             model.reply = reply
-            response = conversation.prompt(prompt)
+            # Without history each exchange is a prompt of its own (its own thread, as
+            # separate `llm "…"` calls log them): a chain of one message to store.
+            response = conversation.prompt(prompt) if history else model.prompt(prompt)
             response.text()
             at = time.perf_counter()
             store.log(response)
@@ -128,8 +134,8 @@ def serve(db_path: str) -> None:
 
 
 def main(argv: list[str]) -> int:
-    if argv[:1] == ["load"] and len(argv) == 3:
-        print(json.dumps(load(argv[1], argv[2])), flush=True)
+    if argv[:1] == ["load"] and len(argv) in (3, 4) and argv[3:] in ([], ["--no-history"]):
+        print(json.dumps(load(argv[1], argv[2], history=len(argv) == 3)), flush=True)
         return 0
     if argv[:1] == ["serve"] and len(argv) == 2:
         serve(argv[1])

@@ -86,10 +86,13 @@ def clean_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def llm_load(python: Path, corpus: Path, db: Path, env: dict[str, str]) -> dict[str, Any]:
+def llm_load(
+    python: Path, corpus: Path, db: Path, env: dict[str, str], *, history: bool = True
+) -> dict[str, Any]:
     """Log the corpus into ``db`` through llm's ``LogStore`` (``_llm_driver load``)."""
+    flags = [] if history else ["--no-history"]
     out = subprocess.run(
-        [str(python), str(DRIVER), "load", str(corpus), str(db)],
+        [str(python), str(DRIVER), "load", str(corpus), str(db), *flags],
         capture_output=True,
         text=True,
         env=env,

@@ -21,7 +21,13 @@ messages, two words together in about 20, 1-character terms (``x``, ``龍``) in 
   replies with the recorded text, each response logged by ``LogStore.log`` (what
   ``Response.log_to_db`` does); the time inside ``LogStore.log`` alone is llm's figure
   (the loop around it, the prompt and the response objects, is left out: in llm's
-  favour). Ratio: dsh's messages per second over llm's.
+  favour). ``LogStore.log`` hashes and looks up the whole conversation again at each
+  exchange; with ``--flat`` a third load (into a database thrown away after) logs each
+  exchange as a prompt of its own, without history, and llm's figure is the faster of
+  the two. Ratio: dsh's messages per second over llm's.
+
+The corpus is in ``PARTS`` folders, loaded one at a time, dsh and llm in turn (dsh's
+``dsh import`` is started once per part: ten interpreter starts, against dsh).
 
 **Measured**, in one run, medians of ``--reps``:
 
@@ -57,6 +63,7 @@ import json
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +77,7 @@ from tests.benchmarks._llm_corpus import (
     Size,
     Texts,
     expected_hits,
+    parts,
     write_corpus,
 )
 from tests.benchmarks._llm_measure import (
@@ -102,7 +110,7 @@ def dsh_command() -> list[str]:
 
 
 async def measure(
-    size: Size, work: Path, *, reps: int, search_reps: int, pg: bool = True
+    size: Size, work: Path, *, reps: int, search_reps: int, pg: bool = True, flat: bool = False
 ) -> dict[str, Any]:
     """Everything the table shows, as plain figures (see the module doc)."""
     python = ensure_llm()
@@ -130,17 +138,14 @@ async def measure(
 
     figures: dict[str, Any] = {"size": size.label(), "messages": size.messages}
     figures["expected_hits"] = expected
-    # The loads (each once: minutes at full size), dsh first.
-    dsh_import = command_seconds([*dsh, "import", str(corpus)], dsh_env)
-    print(f"  llm: dsh import took {dsh_import:.1f} s", file=sys.stderr, flush=True)
-    loaded = llm_load(python, corpus, llm_dir / "logs.db", llm_env)
-    assert loaded["messages"] == size.messages, loaded
-    print(
-        f"  llm: llm load took {loaded['seconds']:.1f} s ({loaded['log_seconds']:.1f} s logging)",
-        file=sys.stderr,
-        flush=True,
+    figures["import"] = load_both(
+        parts(corpus),
+        lambda part: command_seconds([*dsh, "import", str(part)], dsh_env),
+        lambda part, history, db: llm_load(python, part, db, llm_env, history=history),
+        llm_dir / "logs.db",
+        work / "llm-flat.db" if flat else None,
     )
-    figures["import"] = {"dsh_seconds": dsh_import, "llm": loaded}
+    assert figures["import"]["llm"]["messages"] == size.messages, figures["import"]
     figures["bytes"] = {
         "dsh_file": file_bytes(dsh_db),
         "dsh_index": index_bytes(dsh_db, DSH_INDEX),
@@ -185,6 +190,45 @@ class _no_pg:
         return None
 
 
+def load_both(
+    folders: list[Path],
+    dsh_import: Callable[[Path], float],
+    llm_load: Callable[[Path, bool, Path], dict[str, Any]],
+    llm_db: Path,
+    flat_db: Path | None,
+) -> dict[str, Any]:
+    """The loads, a part of the corpus at a time, dsh and llm (and llm without history
+    into ``flat_db``, thrown away after) in turn, the first of them rotating: the
+    machine's load falls on each alike. Seconds summed over the parts."""
+    sides = ["dsh", "llm"] + (["flat"] if flat_db is not None else [])
+    dsh_seconds = 0.0
+    totals: dict[str, dict[str, Any]] = {}
+    for i, part in enumerate(folders):
+        for side in sides[i % len(sides) :] + sides[: i % len(sides)]:
+            if side == "dsh":
+                dsh_seconds += dsh_import(part)
+                continue
+            db = llm_db if side == "llm" else flat_db
+            assert db is not None
+            got = llm_load(part, side == "llm", db)
+            total = totals.setdefault(side, dict.fromkeys(got, 0))
+            for key, value in got.items():
+                total[key] += value
+        llm_spent = totals["llm"]["log_seconds"]
+        print(
+            f"  llm: loaded part {i + 1}/{len(folders)}: dsh {dsh_seconds:.1f} s, "
+            f"llm {llm_spent:.1f} s in LogStore.log so far",
+            file=sys.stderr,
+            flush=True,
+        )
+    if flat_db is not None:
+        flat_db.unlink(missing_ok=True)
+    result: dict[str, Any] = {"dsh_seconds": dsh_seconds, "llm": totals["llm"]}
+    if "flat" in totals:
+        result["llm_flat"] = totals["flat"]
+    return result
+
+
 def settings_for(quick: bool) -> tuple[Size, int, int]:
     """(size, command reps, search reps)."""
     return (QUICK, 3, 5) if quick else (FULL, 9, 15)
@@ -210,6 +254,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--search-reps", type=int, help="repetitions of each search")
     parser.add_argument("--work", type=Path, help="work here (kept; its corpus reused)")
     parser.add_argument("--no-pg", action="store_true", help="leave PostgreSQL out")
+    parser.add_argument(
+        "--flat", action="store_true", help="also load llm without history (a third load)"
+    )
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args(argv)
     size, reps, search_reps = settings_for(args.quick)
@@ -220,7 +267,14 @@ def main(argv: list[str] | None = None) -> int:
         work = args.work or Path(scratch)
         work.mkdir(parents=True, exist_ok=True)
         figures = asyncio.run(
-            measure(size, work, reps=reps, search_reps=search_reps, pg=not args.no_pg)
+            measure(
+                size,
+                work,
+                reps=reps,
+                search_reps=search_reps,
+                pg=not args.no_pg,
+                flat=args.flat,
+            )
         )
     if args.json is not None:
         args.json.write_text(json.dumps(figures, indent=1) + "\n", encoding="utf-8")

@@ -19,7 +19,7 @@ from tests.cli.conftest import Run
 
 
 def _files(folder: Path) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in sorted(folder.glob("*.jsonl"))}
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*.jsonl"))}
 
 
 def test_the_corpus_is_the_same_for_the_same_seed_and_differs_for_another(
@@ -33,7 +33,13 @@ def test_the_corpus_is_the_same_for_the_same_seed_and_differs_for_another(
     assert first == again
     assert first.keys() == other.keys() and first != other
     stamp = json.loads((tmp_path / "a" / "corpus.json").read_text())
-    assert stamp == {"conversations": 4, "exchanges": 3, "seed": corpus.SEED}
+    assert stamp == {"conversations": 4, "exchanges": 3, "seed": corpus.SEED, "parts": 10}
+    assert [p.name for p in corpus.parts(tmp_path / "a" / "conversations")] == [
+        "part-00",
+        "part-01",
+        "part-02",
+        "part-03",
+    ]
 
 
 def test_each_file_is_a_dsh_export_of_prompts_and_responses_the_driver_reads_alike(
@@ -43,7 +49,7 @@ def test_each_file_is_a_dsh_export_of_prompts_and_responses_the_driver_reads_ali
     folder = corpus.write_corpus(tmp_path, size)
     texts = corpus.Texts(size)
     for k in range(size.conversations):
-        path = folder / f"{corpus.session_id(k)}.jsonl"
+        path = corpus.log_path(folder, size, k)
         log = parse_jsonl(path.read_text(encoding="utf-8").splitlines())
         assert log.header.id == corpus.session_id(k)
         types = [e.type for e in log.events]
