@@ -153,6 +153,11 @@ class Size:
         """Messages holding each planted 1-character term: 10 at 200,000, at least 2."""
         return max(2, round(10 * self.messages / 200_000))
 
+    @property
+    def parts(self) -> int:
+        """Folders the corpus is written in (see ``PARTS``)."""
+        return max(1, min(PARTS, self.messages // 20_000, self.conversations))
+
     def label(self) -> str:
         return f"{self.conversations:,} x {self.exchanges} exchanges ({self.messages:,} msgs)"
 
@@ -244,13 +249,14 @@ def conversation(texts: Texts, k: int) -> tuple[SessionHeader, list[Event]]:
 
 
 PARTS = 10
-"""The corpus is written in this many folders (``part-00``…), which the loads take in
-turn, dsh and llm alternating (so that the machine's load falls on both alike)."""
+"""The corpus is written in up to this many folders (``part-00``…, one per 20,000
+messages), which the loads take in turn, dsh and llm alternating (so that the machine's
+load falls on both alike)."""
 
 
 def log_path(folder: Path, size: Size, k: int) -> Path:
     """Where conversation ``k``'s log is under ``folder``."""
-    part = k * min(PARTS, size.conversations) // size.conversations
+    part = k * size.parts // size.conversations
     return folder / f"part-{part:02d}" / f"{session_id(k)}.jsonl"
 
 

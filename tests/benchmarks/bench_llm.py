@@ -2,7 +2,7 @@
 SQLite logs and ``llm logs -q`` terminal users already search their history with.
 
     python -m tests.benchmarks.bench_llm [--quick] [--conversations N --exchanges M]
-        [--reps R] [--work DIR] [--no-pg] [--json PATH]
+        [--reps R] [--search-reps R] [--work DIR] [--no-pg] [--no-flat] [--json PATH]
     python -m tests.benchmarks --only llm [--quick]
 
 **The peer** is installed with pip into a virtual environment of its own, made once in
@@ -12,7 +12,7 @@ interpreter by subprocess (``_llm_driver``), never in dsh's process.
 
 **One corpus** (``_llm_corpus``, seeded): 2,000 conversations x 50 exchanges, 200,000
 messages (``--quick``: 100 x 10), 5 % with a Chinese sentence, a rare word in 15
-messages, two words together in about 20, 1-character terms (``x``, ``龍``) in 10 and
+messages, two words together in 40, 1-character terms (``x``, ``龍``) in 10 and
 2-character ones (``qz``, ``鳳凰``) in none. It is written once as dsh's own JSONL export
 (one file per conversation, what ``dsh export --format json`` writes), which both load:
 
@@ -22,12 +22,15 @@ messages, two words together in about 20, 1-character terms (``x``, ``龍``) in 
   ``Response.log_to_db`` does); the time inside ``LogStore.log`` alone is llm's figure
   (the loop around it, the prompt and the response objects, is left out: in llm's
   favour). ``LogStore.log`` hashes and looks up the whole conversation again at each
-  exchange; with ``--flat`` a third load (into a database thrown away after) logs each
-  exchange as a prompt of its own, without history, and llm's figure is the faster of
-  the two. Ratio: dsh's messages per second over llm's.
+  exchange (``ensure_chain`` of the prompt's messages), so its cost grows with the
+  conversation: a third load (into a database thrown away after; ``--no-flat`` skips
+  it) logs each exchange as a prompt of its own, without history, as separate ``llm
+  "…"`` calls do, and llm's figure is the faster of the two. Ratio: dsh's messages per
+  second over llm's.
 
-The corpus is in ``PARTS`` folders, loaded one at a time, dsh and llm in turn (dsh's
-``dsh import`` is started once per part: ten interpreter starts, against dsh).
+The corpus is in ``_llm_corpus.PARTS`` folders (one per 20,000 messages), loaded one at a
+time, dsh and llm in turn (``dsh import`` is started once per part: at full size ten
+interpreter starts, counted against dsh).
 
 **Measured**, in one run, medians of ``--reps``:
 
@@ -53,6 +56,22 @@ substring), and llm counts a prompt and its response as one row. The goals are t
 issue's: in process <= 0.2x llm for the long-word queries; a 1-2 character term <= 2x the
 rare word on dsh; the commands <= 0.25x ``llm logs -q`` and <= 8x the bare interpreter;
 the import >= 4x llm's; the file <= 0.7x llm's.
+
+Measured on 2026-12-04 at full size (main as of 22e8713; 2 cores shared with five other
+jobs, load 4-5; ratios within one run): import 5,143 msg/s against llm's 186 msg/s as
+conversations (27.6x; 1,075 s in ``LogStore.log``); without history, on the first 40,000
+messages only, llm logged 938 msg/s against dsh's 7,510 (8.0x). File 116.6 MB against
+198.2 MB (0.59x), dsh's index 74.5 MB (64 % of its file), llm's 72.7 MB. Commands: ``dsh
+search`` 166-186 ms against ``llm logs -q`` 451-463 ms (0.37-0.40x), ``dsh sessions``
+158 ms (0.35x), ``dsh --help`` 115 ms (0.25x); bare interpreters 17.8 ms (dsh's
+environment: its editable install's finder loads at start-up) and 8.5 ms (llm's). In
+process against ``merged_log_rows``: common word 11.5 ms / 43.4 ms (0.26x; raw FTS5 7.8
+ms), rare word 2.1 / 8.4 ms (0.26x; raw 0.1 ms), two words 4.6 / 13.4 ms (0.34x; raw 0.4
+ms); 1-2 character terms 22-41 ms on dsh, 10-19x the rare word (llm 0.3-2.6 ms); the CJK
+substring 8.0 ms (3,568 messages hold it; llm finds none). PostgreSQL, member under row
+security: common 33.8 ms, rare 2.8 ms, two words 4.4 ms, 1-2 character terms 88-94 ms,
+the CJK substring 95 ms (12x SQLite: no trigram of it in a C-locale database); import
+4,067 msg/s.
 """
 
 from __future__ import annotations
@@ -110,7 +129,7 @@ def dsh_command() -> list[str]:
 
 
 async def measure(
-    size: Size, work: Path, *, reps: int, search_reps: int, pg: bool = True, flat: bool = False
+    size: Size, work: Path, *, reps: int, search_reps: int, pg: bool = True, flat: bool = True
 ) -> dict[str, Any]:
     """Everything the table shows, as plain figures (see the module doc)."""
     python = ensure_llm()
@@ -255,7 +274,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work", type=Path, help="work here (kept; its corpus reused)")
     parser.add_argument("--no-pg", action="store_true", help="leave PostgreSQL out")
     parser.add_argument(
-        "--flat", action="store_true", help="also load llm without history (a third load)"
+        "--no-flat", action="store_true", help="skip llm's third load (without history)"
     )
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args(argv)
@@ -273,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
                 reps=reps,
                 search_reps=search_reps,
                 pg=not args.no_pg,
-                flat=args.flat,
+                flat=not args.no_flat,
             )
         )
     if args.json is not None:

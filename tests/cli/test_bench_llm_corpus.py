@@ -34,12 +34,8 @@ def test_the_corpus_is_the_same_for_the_same_seed_and_differs_for_another(
     assert first.keys() == other.keys() and first != other
     stamp = json.loads((tmp_path / "a" / "corpus.json").read_text())
     assert stamp == {"conversations": 4, "exchanges": 3, "seed": corpus.SEED, "parts": 10}
-    assert [p.name for p in corpus.parts(tmp_path / "a" / "conversations")] == [
-        "part-00",
-        "part-01",
-        "part-02",
-        "part-03",
-    ]
+    assert [p.name for p in corpus.parts(tmp_path / "a" / "conversations")] == ["part-00"]
+    assert corpus.FULL.parts == 10 and corpus.Size(30, 1_000).parts == 3
 
 
 def test_each_file_is_a_dsh_export_of_prompts_and_responses_the_driver_reads_alike(
