@@ -20,6 +20,7 @@ from tests.benchmarks import (
     bench_candidates,
     bench_import_claude,
     bench_latest_events,
+    bench_llm,
     bench_mcp_read,
     bench_meter,
     bench_open,
@@ -57,6 +58,7 @@ WORKLOADS: dict[str, Callable[[Settings], Any]] = {
     "meter": bench_meter.run_workload,
     "mcp_read": bench_mcp_read.run_workload,
     "import_claude": bench_import_claude.run_workload,
+    "llm": bench_llm.run_workload,
 }
 
 

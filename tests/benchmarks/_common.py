@@ -101,8 +101,8 @@ def _fmt(value: float | None, unit: str) -> str:
         return f"{value * 1000:,.1f} ms" if value < 10 else f"{value:,.2f} s"
     if unit == "MB":
         return f"{value:,.1f} MB"
-    if unit == "ev/s":
-        return f"{value:,.0f} ev/s"
+    if unit in ("ev/s", "msg/s"):
+        return f"{value:,.0f} {unit}"
     return f"{value:,.3g} {unit}"
 
 
