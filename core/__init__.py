@@ -8,9 +8,9 @@ package (``core.config`` for a command's start) does not load the others."""
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from core.lazy import lazy_names
 from core.references import _HOMES as _REFERENCE_HOMES
 from core.references import __all__ as _references_all
 
@@ -132,15 +132,4 @@ _HOMES = {
 """The module each exported name lives in."""
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:  # a submodule, as an eager import would have made it an attribute
-        try:
-            return importlib.import_module(f"{__name__}.{name}")
-        except ModuleNotFoundError as err:
-            if err.name != f"{__name__}.{name}":
-                raise
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(home), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_names(__name__, _HOMES)

@@ -30,8 +30,9 @@ loads with the store (``stores.location.open_store``).
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from core.lazy import lazy_names
 
 if TYPE_CHECKING:
     from stores.postgres.connection import CHANGES_CHANNEL
@@ -67,10 +68,4 @@ _HOMES = {
 """The module of the package each exported name lives in."""
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"stores.postgres.{home}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_names(__name__, {name: f"{__name__}.{home}" for name, home in _HOMES.items()})
