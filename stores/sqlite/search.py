@@ -30,6 +30,7 @@ from stores.sqlite.encoding import _stored_data, _text
 from stores.sqlite.packs import _DamagedPack
 from stores.sqlite.reads import _Decoding
 from stores.sqlite.sharing import _readable
+from stores.sqlite.shortgrams import _index_short_grams, short_search_rows
 from stores.sqlite.sql import _DATA, _EVENT_COLUMNS, _SEQS_PER_QUERY, _is_linked
 from stores.surfaces import shadowed_seqs
 from stores.validation import KIND_SURFACE
@@ -70,6 +71,7 @@ def _index_events(
     if gone:
         _unlink_messages(raw, key, [seq for _, seq in gone])
         raw.executemany("DELETE FROM search_messages WHERE session = ? AND seq = ?", gone)
+    _index_short_grams(raw)
 
 
 def _unlink_messages(raw: sqlite3.Connection, key: int, seqs: Sequence[int]) -> None:
@@ -112,6 +114,7 @@ def _reindex_session(raw: sqlite3.Connection, store: _Decoding, key: int) -> Non
         if text is not None:
             added.append((key, event.seq, text))
     raw.executemany(_INSERT_SEARCH_SQL, added)
+    _index_short_grams(raw)
 
 
 _FTS_PHRASE_MAX = 32
@@ -211,7 +214,11 @@ class _SearchMixin(_Decoding):
         params.append(RANK_WINDOW if long_terms else wanted + 16)
 
         def body(raw: sqlite3.Connection) -> list[tuple[str, int, str]]:
-            return [(decode_text(sid), seq, text) for sid, seq, text in raw.execute(sql, params)]
+            if long_terms:
+                rows = raw.execute(sql, params)
+            else:  # the blocks that hold them (stores.sqlite.shortgrams), not a scan
+                rows = short_search_rows(raw, short_terms, self._readers, wanted + 16)
+            return [(decode_text(sid), seq, text) for sid, seq, text in rows]
 
         found = await self._run_sync(body, write=False)
         # Ranking (BM25 counts and highlight spans over whole texts) takes seconds for a
