@@ -322,18 +322,18 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         # looked up in an index of blocks of 64 search rows (stores.sqlite.shortgrams):
         # each block's distinct folded characters and pairs of characters, one document
         # (contentless, no positions) per block, its rowid the block's number. A block is
-        # indexed once complete (``_index_short_grams``); the rows from ``blocks * 64``
+        # indexed once complete (``_index_short_grams``); the rows from ``size * blocks``
         # up are checked as they are. A row written again with an id below that (SQLite
         # gives the highest id again after the highest row went) is listed as loose, and
         # always checked. The index is built from the existing rows (run as Python, with
         # progress: as SQL it does nothing, right for a database without messages).
         "CREATE VIRTUAL TABLE short_grams USING fts5(grams, content = '', "
         "tokenize = 'ascii', detail = none, columnsize = 0)",
-        "CREATE TABLE short_grams_state (blocks INTEGER NOT NULL) STRICT",
-        "INSERT INTO short_grams_state (blocks) VALUES (0)",
+        "CREATE TABLE short_grams_state (size INTEGER NOT NULL, blocks INTEGER NOT NULL) STRICT",
+        f"INSERT INTO short_grams_state (size, blocks) VALUES ({BLOCK}, 0)",
         "CREATE TABLE short_grams_loose (id INTEGER PRIMARY KEY) STRICT",
         "CREATE TRIGGER short_grams_reused AFTER INSERT ON search_messages "
-        "WHEN new.id < (SELECT blocks FROM short_grams_state) * 64 BEGIN "
+        "WHEN new.id < (SELECT size * blocks FROM short_grams_state) BEGIN "
         "INSERT OR IGNORE INTO short_grams_loose (id) VALUES (new.id); END",
         _SHORT_GRAMS,
     ),
@@ -516,13 +516,13 @@ class _SchemaMixin(_Access):
         after each when there are several; then merge the index into one segment. All in
         the migration's transaction."""
         raw: sqlite3.Connection = conn._conn
-        complete: int = await conn._execute(_start_short_grams, raw)  # type: ignore[no-untyped-call]
+        size, complete = await conn._execute(_start_short_grams, raw)  # type: ignore[no-untyped-call]
         report = self._migration_progress if complete > _BLOCKS_PER_STEP else None
         for start in range(0, complete, _BLOCKS_PER_STEP):
             end = min(complete, start + _BLOCKS_PER_STEP)
-            await conn._execute(_index_blocks, raw, start, end)  # type: ignore[no-untyped-call]
+            await conn._execute(_index_blocks, raw, size, start, end)  # type: ignore[no-untyped-call]
             if report is not None:
-                report(end * BLOCK, complete * BLOCK)
+                report(end * size, complete * size)
         await conn._execute(raw.execute, _OPTIMIZE_SHORT_GRAMS)  # type: ignore[no-untyped-call]
 
 

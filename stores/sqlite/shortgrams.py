@@ -37,8 +37,8 @@ from core.search import like_pattern
 from stores.sqlite.sharing import _readable
 
 BLOCK = 64
-"""Rows of ``search_messages`` per document of ``short_grams`` (written in migration 14's
-trigger: changing it needs a migration that rebuilds the index)."""
+"""Rows of ``search_messages`` per document of ``short_grams`` in a database that
+migration 14 makes (kept in its ``short_grams_state``, which the store reads)."""
 
 _EXTRA_CASES = (
     "i\u0131",
@@ -108,29 +108,32 @@ def _index_short_grams(raw: sqlite3.Connection) -> None:
     the transaction that wrote its last rows). Before schema v14 (an upgrade's earlier
     steps write rows) there is no such index: its migration builds it from every row."""
     try:
-        ((done,),) = raw.execute("SELECT blocks FROM short_grams_state")
+        ((size, done),) = raw.execute(_STATE_SQL)
     except sqlite3.OperationalError:
         return  # (no such table: an upgrade's step before v14)
     ((top,),) = raw.execute("SELECT max(id) FROM search_messages")
-    complete = 0 if top is None else (top + 1) // BLOCK
+    complete = 0 if top is None else (top + 1) // size
     if complete > done:
-        _index_blocks(raw, done, complete)
+        _index_blocks(raw, size, done, complete)
 
 
-def _index_blocks(raw: sqlite3.Connection, first: int, end: int) -> None:
-    """Write the documents of blocks ``first`` to ``end - 1`` (not indexed yet), and
-    mark every block before ``end`` indexed."""
+_STATE_SQL = "SELECT size, blocks FROM short_grams_state"
+
+
+def _index_blocks(raw: sqlite3.Connection, size: int, first: int, end: int) -> None:
+    """Write the documents of blocks (of ``size`` rows) ``first`` to ``end - 1`` (not
+    indexed yet), and mark every block before ``end`` indexed."""
     rows = raw.execute(
         "SELECT id, text FROM search_messages WHERE id >= ? AND id < ? ORDER BY id",
-        (first * BLOCK, end * BLOCK),
+        (first * size, end * size),
     )
     docs: list[tuple[int, str]] = []
     block, texts = first, []
     for id_, text in rows:
-        if id_ // BLOCK != block:
+        if id_ // size != block:
             if texts:
                 docs.append((block, block_tokens(texts)))
-            block, texts = id_ // BLOCK, []
+            block, texts = id_ // size, []
         texts.append(text)
     if texts:
         docs.append((block, block_tokens(texts)))
@@ -138,14 +141,15 @@ def _index_blocks(raw: sqlite3.Connection, first: int, end: int) -> None:
     raw.execute("UPDATE short_grams_state SET blocks = ?", (end,))
 
 
-def _start_short_grams(raw: sqlite3.Connection) -> int:
+def _start_short_grams(raw: sqlite3.Connection) -> tuple[int, int]:
     """Empty ``short_grams`` (migration 14 then indexes each complete block, see
-    ``_SchemaMixin._rebuild_short_grams``); the number of complete blocks."""
+    ``_SchemaMixin._rebuild_short_grams``): the rows per block, the complete blocks."""
     raw.execute("INSERT INTO short_grams (short_grams) VALUES ('delete-all')")
     raw.execute("DELETE FROM short_grams_loose")
     raw.execute("UPDATE short_grams_state SET blocks = 0")
+    ((size, _),) = raw.execute(_STATE_SQL)
     ((top,),) = raw.execute("SELECT max(id) FROM search_messages")
-    return 0 if top is None else int((top + 1) // BLOCK)
+    return size, 0 if top is None else int((top + 1) // size)
 
 
 _MERGE_GAP = 2
@@ -156,10 +160,12 @@ _MERGE_MAX = 32
 search goes, not all before it starts: a common term is found in the first few)."""
 
 
-def _ranges(blocks: Iterable[int], loose: Sequence[int], done: int) -> Iterator[tuple[int, int]]:
+def _ranges(
+    blocks: Iterable[int], loose: Sequence[int], size: int, done: int
+) -> Iterator[tuple[int, int]]:
     """The id ranges (first, last) to check, newest first: the rows not indexed yet (from
-    block ``done`` up), then ``blocks`` (newest first; near ones joined, up to
-    ``_MERGE_MAX``), and the ``loose`` ids (newest first) among them."""
+    block ``done`` up), then ``blocks`` (of ``size`` rows, newest first; near ones joined,
+    up to ``_MERGE_MAX``), and the ``loose`` ids (newest first) among them."""
     pending = sorted(loose, reverse=True)
 
     def with_loose(lo: int, hi: int) -> Iterator[tuple[int, int]]:
@@ -170,14 +176,14 @@ def _ranges(blocks: Iterable[int], loose: Sequence[int], done: int) -> Iterator[
             del pending[0]  # (in the range)
         yield lo, hi
 
-    lo, hi, size = done * BLOCK, _NO_END, 0
+    lo, hi, joined = done * size, _NO_END, 0
     for b in blocks:
-        first = b * BLOCK
-        if lo - (first + BLOCK) <= _MERGE_GAP * BLOCK and size < _MERGE_MAX:
-            lo, size = first, size + 1
+        first = b * size
+        if lo - (first + size) <= _MERGE_GAP * size and joined < _MERGE_MAX:
+            lo, joined = first, joined + 1
             continue
         yield from with_loose(lo, hi)
-        lo, hi, size = first, first + BLOCK - 1, 1
+        lo, hi, joined = first, first + size - 1, 1
     yield from with_loose(lo, hi)
     for i in pending:
         yield i, i
@@ -194,7 +200,7 @@ def short_search_rows(
     whose text holds every one of ``terms`` (each of one or two characters) by ``LIKE``,
     in the sessions the store's user may read (``readers``): exactly what a scan of every
     row newest first finds, from the blocks ``short_grams`` holds the terms in."""
-    ((done,),) = raw.execute("SELECT blocks FROM short_grams_state")
+    ((size, done),) = raw.execute(_STATE_SQL)
     loose = [i for (i,) in raw.execute("SELECT id FROM short_grams_loose")]
     blocks = (
         b
@@ -212,7 +218,7 @@ def short_search_rows(
     params: list[Any] = [like_pattern(t) for t in terms]
     params += readers
     found: list[tuple[bytes, int, str]] = []
-    for lo, hi in _ranges(blocks, loose, done):
+    for lo, hi in _ranges(blocks, loose, size, done):
         found += raw.execute(sql, (lo, hi, *params, limit - len(found))).fetchall()
         if len(found) >= limit:
             break
