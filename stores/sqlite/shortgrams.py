@@ -28,7 +28,9 @@ listed in ``short_grams_loose`` (by a trigger) and always checked.
 
 from __future__ import annotations
 
+import functools
 import operator
+import re
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
@@ -69,7 +71,8 @@ _EXTRA_CASES = (
 """The sets of lowercase characters that ``re.IGNORECASE`` matches with each other (those
 of ``re._casefix``: they share an uppercase)."""
 
-_SAME_CASE = str.maketrans({c: group[0] for group in _EXTRA_CASES for c in group[1:]})
+_SAME_CASE = {c: group[0] for group in _EXTRA_CASES for c in group[1:]}
+_OTHER_CASES = re.compile("[" + "".join(_SAME_CASE) + "]")
 
 
 def fold(text: str) -> str:
@@ -78,9 +81,13 @@ def fold(text: str) -> str:
     the simple lowercase mapping ``re`` uses, but for capital I with a dot above, which it
     lowers to two characters, and capital sigma, which it lowers to final sigma at a
     word's end: both fold as ``re`` matches them.)"""
-    return text.replace("\u0130", "i").lower().translate(_SAME_CASE)
+    lowered = text.replace("\u0130", "i").lower()
+    if _OTHER_CASES.search(lowered) is None:  # (most texts: no translation to pay for)
+        return lowered
+    return _OTHER_CASES.sub(lambda m: _SAME_CASE[m.group()], lowered)
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def _token(gram: str) -> str:
     """A gram (one or two folded characters) as an FTS5 ``ascii`` token: the hex of its
     code points, joined by ``x``."""
@@ -90,8 +97,11 @@ def _token(gram: str) -> str:
 def block_tokens(texts: Sequence[str]) -> str:
     """The document of a block whose messages' texts are ``texts``: the tokens of the
     distinct folded characters and adjacent pairs of characters of each text. (NUL, which
-    no stored text holds, separates the texts.)"""
-    joined = fold("\x00".join(texts))
+    no stored text holds, separates the texts. Each distinct word, as spaces cut them, is
+    looked at once, between two spaces: a word at a text's start or end may so add a pair
+    with a space that is not there, a block found for nothing, checked for nothing.)"""
+    words = set(fold("\x00".join(texts)).split(" "))
+    joined = " " + " ".join(words) + " "
     grams = set(joined)
     grams.update(map(operator.add, joined, joined[1:]))
     return " ".join([_token(g) for g in grams if "\x00" not in g])
