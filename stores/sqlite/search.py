@@ -10,7 +10,7 @@ import functools
 import re
 import sqlite3
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from core.errors import StoreError
@@ -214,6 +214,7 @@ class _SearchMixin(_Decoding):
         params.append(RANK_WINDOW if long_terms else wanted + 16)
 
         def body(raw: sqlite3.Connection) -> list[tuple[str, int, str]]:
+            rows: Iterable[tuple[bytes, int, str]]
             if long_terms:
                 rows = raw.execute(sql, params)
             else:  # the blocks that hold them (stores.sqlite.shortgrams), not a scan

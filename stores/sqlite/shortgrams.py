@@ -138,7 +138,7 @@ def _index_blocks(raw: sqlite3.Connection, size: int, first: int, end: int) -> N
         (first * size, end * size),
     )
     docs: list[tuple[int, str]] = []
-    block, texts = first, []
+    block, texts = first, list[str]()
     for id_, text in rows:
         if id_ // size != block:
             if texts:
