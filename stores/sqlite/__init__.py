@@ -39,7 +39,10 @@ and the end of ``events_replaces`` (schema v8: an index of the replaces alone).
 Search (schema v7, ``core.search``): ``search_messages`` holds the indexed text of each
 message on a surface, ``search_index`` a trigram FTS5 index over it without positions
 (``detail = none``: half the size of one with them), so a term is looked up as the AND of
-its trigrams and each candidate checked on its text inside the same query.
+its trigrams and each candidate checked on its text inside the same query. Terms of one or
+two characters (schema v14, ``shortgrams``) are looked up in ``short_grams``, an FTS5
+index of the distinct folded characters and pairs of each block of 64 search rows, and
+only the blocks that hold them are checked, not every row.
 
 Durability: WAL with ``synchronous = NORMAL``: a commit survives a crash of dsh, but a
 power loss may drop the last commits (never corrupt the file).
@@ -55,9 +58,9 @@ One module per concern (this package re-exports their names as ``stores.sqlite``
 messages), ``packs`` (the pack layout, reading packs), ``drafts`` (packs an append writes,
 linked runs), ``writes`` (sessions and appends), ``surfaces`` (surface nodes and sums, the
 surface reads), ``reads`` (events by session and by seq), ``listing`` (headers, titles,
-latest marks), ``search`` (the index and searching), ``sharing`` (owners, readers,
-shares), ``leases`` (reply leases), ``tidy`` (at close), ``pairs`` (the schema v10
-upgrade).
+latest marks), ``search`` (the index and searching), ``shortgrams`` (the index of terms of
+one or two characters), ``sharing`` (owners, readers, shares), ``leases`` (reply leases),
+``tidy`` (at close), ``pairs`` (the schema v10 upgrade).
 """
 
 from __future__ import annotations

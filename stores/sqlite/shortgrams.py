@@ -119,8 +119,10 @@ def _index_short_grams(raw: sqlite3.Connection) -> None:
     steps write rows) there is no such index: its migration builds it from every row."""
     try:
         ((size, done),) = raw.execute(_STATE_SQL)
-    except sqlite3.OperationalError:
-        return  # (no such table: an upgrade's step before v14)
+    except sqlite3.OperationalError as err:
+        if "no such table" in str(err):
+            return  # (an upgrade's step before v14)
+        raise
     ((top,),) = raw.execute("SELECT max(id) FROM search_messages")
     complete = 0 if top is None else (top + 1) // size
     if complete > done:
