@@ -138,18 +138,19 @@ async def _assert_as_scan(store: SqliteSessionStore, queries: list[str]) -> None
 
 OPS = st.lists(
     st.one_of(
-        st.tuples(st.just("append"), st.integers(0, 2), st.lists(TEXTS, min_size=1, max_size=6)),
+        st.tuples(st.just("append"), st.integers(0, 2), st.lists(TEXTS, min_size=1, max_size=8)),
         st.tuples(st.just("replace"), st.integers(0, 2), st.integers(1, 3), TEXTS),
         st.tuples(st.just("delete"), st.integers(0, 2)),
+        st.tuples(st.just("delete"), st.just(-1)),  # the session written last
         st.tuples(st.just("reopen")),
     ),
-    min_size=1,
-    max_size=12,
+    min_size=2,
+    max_size=14,
 )
 
 
 @settings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(OPS, st.lists(st.lists(TERMS, min_size=1, max_size=2), min_size=1, max_size=4))
 async def test_short_terms_find_what_the_scan_finds(
@@ -157,18 +158,19 @@ async def test_short_terms_find_what_the_scan_finds(
     ops: list[tuple[object, ...]],
     queries: list[list[str]],
 ) -> None:
-    """Random histories in blocks of 3 rows: appends (user and assistant messages),
+    """Random histories in blocks of 2 rows: appends (user and assistant messages),
     replaces of a session's last messages by a checkpoint (their rows leave), deleted
     sessions (whose newest ids SQLite gives again: loose rows), reopens; after each, every
     query (one or two short terms) finds exactly what the scan finds, in its order."""
     path = tmp_path_factory.mktemp("short") / "dsh.sqlite3"
     async with await SqliteSessionStore.open(path):
         pass
-    _set_block_size(path, 3)
+    _set_block_size(path, 2)
     texts = [" ".join(q) for q in queries]
     store = await SqliteSessionStore.open(path)
     surfaces: dict[int, list[int]] = {}
     seqs: dict[int, int] = {}
+    last = 0
     try:
         for op in ops:
             if op[0] == "reopen":
@@ -176,7 +178,7 @@ async def test_short_terms_find_what_the_scan_finds(
                 store = await SqliteSessionStore.open(path)
                 await _assert_as_scan(store, texts)
                 continue
-            sid = op[1]
+            sid = last if op[1] == -1 else op[1]
             assert isinstance(sid, int)
             if op[0] == "delete":
                 if sid in surfaces:
@@ -213,6 +215,7 @@ async def test_short_terms_find_what_the_scan_finds(
             seqs[sid] = seq
             if batch:
                 await store.append_batch(f"s{sid}", batch)
+                last = sid
             size, blocks, top, _ = _state(path)
             assert blocks >= (-1 if top is None else top + 1) // size  # every complete block
             await _assert_as_scan(store, texts)
@@ -230,6 +233,8 @@ async def test_many_blocks_and_loose_rows(tmp_path: Path) -> None:
             texts = [f"message {k} {i} common words" for i in range(60)]
             if k == 1:
                 texts[7] = "the rare \u212aelvin sign and 检索"
+            if k == 0:
+                texts[3] = "an old qz in the first block"
             await store.append_batch(
                 f"s{k}", [NewEvent(MSG, user_message(t), "append") for t in texts]
             )
@@ -247,7 +252,9 @@ async def test_many_blocks_and_loose_rows(tmp_path: Path) -> None:
         size, blocks, top, loose = _state(path)
         assert (blocks, top, loose) == (5, 370, 19)  # ids 301-319 loose, 320- new blocks
         await _assert_as_scan(store, [*queries, "qz", "q", "z 1"])
-        assert len(await store.search_messages("qz", limit=100)) == 70
+        # The loose rows (newer than block 0) come before block 0's row, in id order.
+        hits = await store.search_messages("qz", limit=100)
+        assert [h.seq for h in hits] == [*range(69, -1, -1), 3]
 
 
 async def test_only_the_readable_sessions_are_found(tmp_path: Path) -> None:
