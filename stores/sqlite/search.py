@@ -68,10 +68,10 @@ def _index_events(
     gone = [(key, seq) for seq in shadowed_seqs(events, folder)]
     if added:
         raw.executemany(_INSERT_SEARCH_SQL, added)
+        _index_short_grams(raw)  # the blocks these rows completed
     if gone:
         _unlink_messages(raw, key, [seq for _, seq in gone])
         raw.executemany("DELETE FROM search_messages WHERE session = ? AND seq = ?", gone)
-    _index_short_grams(raw)
 
 
 def _unlink_messages(raw: sqlite3.Connection, key: int, seqs: Sequence[int]) -> None:
