@@ -1,18 +1,18 @@
 """The SQLite store's index for search terms of one or two characters (issue 36), which
 the trigram index cannot hold: a block-level gram index.
 
-The rows of ``search_messages`` fall into blocks of ``size`` consecutive ids (block ``b``:
-ids ``b * size`` to ``b * size + size - 1``; ``size`` is ``BLOCK`` in a database made now,
-kept in ``short_grams_state``). Once a block is complete (a row
-with its last id or a later one exists: new rows take ids above the highest), the set of
-distinct folded characters and pairs of adjacent characters of its messages' texts
+The rows of ``search_messages`` fall into blocks of ``size`` consecutive ids (block
+``b``: ids ``b * size`` to ``b * size + size - 1``; ``size`` is ``BLOCK`` in a database
+made now, kept in ``short_grams_state``). Once a block is complete (a row with its last
+id or a later one exists: new rows take ids above the highest), the set of distinct
+folded characters and pairs of adjacent characters of its messages' texts
 (``block_tokens``) is stored as one document of ``short_grams``, a contentless FTS5
 table without positions whose rowid is the block's number. A search of short terms asks
 it for the blocks holding every term's gram, newest first, and checks only the rows of
 those blocks (and of the newest, not yet indexed ones: ids from ``size * blocks`` up,
-``short_grams_state`` again) with the scan's own conditions (``short_search_rows``): the same
-hits in the same order as a scan of every row, at the cost of the blocks that hold the
-term.
+``short_grams_state`` again) with the scan's own conditions (``short_search_rows``): the
+same hits in the same order as a scan of every row, at the cost of the blocks that hold
+the term.
 
 Folding: a text that a short term matches (``LIKE``, which folds ASCII letters, and
 ``core.search.matches``, which folds as ``re.IGNORECASE`` does) holds, at that place,
