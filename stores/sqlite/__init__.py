@@ -42,7 +42,9 @@ message on a surface, ``search_index`` a trigram FTS5 index over it without posi
 its trigrams and each candidate checked on its text inside the same query. Since schema
 v13 (issue 36) the store adds a batch's rows to the index in one ``INSERT … SELECT``
 (``_index_rows``) instead of a trigger's statement per row; a row deleted still leaves
-it by its trigger.
+it by its trigger. Terms of one or two characters (schema v14, ``shortgrams``) are looked
+up in ``short_grams``, an FTS5 index of the distinct folded characters and pairs of each
+block of 64 search rows, and only the blocks that hold them are checked, not every row.
 
 Durability: WAL with ``synchronous = NORMAL``: a commit survives a crash of dsh, but a
 power loss may drop the last commits (never corrupt the file).
@@ -58,9 +60,9 @@ One module per concern (this package re-exports their names as ``stores.sqlite``
 messages), ``packs`` (the pack layout, reading packs), ``drafts`` (packs an append writes,
 linked runs), ``writes`` (sessions and appends), ``surfaces`` (surface nodes and sums, the
 surface reads), ``reads`` (events by session and by seq), ``listing`` (headers, titles,
-latest marks), ``search`` (the index and searching), ``sharing`` (owners, readers,
-shares), ``leases`` (reply leases), ``tidy`` (at close), ``pairs`` (the schema v10
-upgrade).
+latest marks), ``search`` (the index and searching), ``shortgrams`` (the index of terms of
+one or two characters), ``sharing`` (owners, readers, shares), ``leases`` (reply leases),
+``tidy`` (at close), ``pairs`` (the schema v10 upgrade).
 
 
 The names below load their module when first asked for: a module of the package imported

@@ -3,7 +3,7 @@ read, on the stdlib ``sqlite3`` module alone (neither aiosqlite nor asyncio load
 
 It runs the async store's own statements and decoding (``listing``: ``HEADERS_SQL``,
 ``listing_queries``, ``titles_sql``, ``latest_events_sql``, the ``_build_*`` methods;
-``search``: ``search_statement``, ``search_rows``; the same ``_readable`` rows for the
+``search``: ``search_statement``; the same ``_readable`` rows for the
 same user), all in one read transaction. It only ever reads: ``OneShotReader.open``
 returns ``None`` whenever opening the store would do more than read, or could fail, so
 that the caller opens the store the usual way and behaves, and words its errors, as it
@@ -38,7 +38,7 @@ from stores.sqlite.listing import (
     titles_sql,
 )
 from stores.sqlite.schema import SCHEMA_VERSION
-from stores.sqlite.search import _holds, search_rows, search_statement
+from stores.sqlite.search import _holds, search_statement
 from stores.validation import check_mark_type, check_session_ids
 
 __all__ = ["OneShotReader"]
@@ -172,8 +172,7 @@ class OneShotReader:
         statement = search_statement(query, limit, self._readers)
         if statement is None:
             return []
-        plan, sql, params = statement
-        return plan.rank(search_rows(self._raw, sql, params))
+        return statement.plan.rank(statement.rows(self._raw))
 
     def unindexed_sessions(self) -> int:
         """0: a database with sessions awaiting indexing is never read here (``open``)."""

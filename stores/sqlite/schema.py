@@ -19,6 +19,7 @@ from stores.sqlite.connection import _scalar
 from stores.sqlite.packs import _body_parts, _pack_types, _rebuild_lines, _ReplyTexts, _unlinked
 from stores.sqlite.search import _PENDING_PER_TRANSACTION, _holds
 from stores.sqlite.sharing import _Access
+from stores.sqlite.shortgrams import BLOCK, _index_blocks, _start_short_grams
 from stores.sqlite.sql import _IS_MARK, _IS_MARK_V11, _IS_REPLACE, KIND_PACK, _is_linked
 from stores.sqlite.surfaces import _backfill_surfaces
 from stores.sqlite.writes import _insert_events
@@ -37,6 +38,8 @@ a no-op as SQL."""
 _SPLIT_SOURCES = "SELECT 'dsh: store each session source in a row of its own'"
 """A migration statement run as Python (``_split_packed_marks`` of sources), a no-op as
 SQL."""
+_SHORT_GRAMS = "SELECT 'dsh: index the blocks of search rows for short terms'"
+"""A migration statement run as Python (``_rebuild_short_grams``), a no-op as SQL."""
 
 
 _MARKS_OF_STEP: dict[str, frozenset[str]] = {
@@ -324,6 +327,26 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         # appends unindexed: this step's number makes it refuse the file.
         "DROP TRIGGER search_messages_insert",
     ),
+    (
+        # Issue 36: search terms of one or two characters (no trigram holds them) are
+        # looked up in an index of blocks of 64 search rows (stores.sqlite.shortgrams):
+        # each block's distinct folded characters and pairs of characters, one document
+        # (contentless, no positions) per block, its rowid the block's number. A block is
+        # indexed once complete (``_index_short_grams``); the rows from ``size * blocks``
+        # up are checked as they are. A row written again with an id below that (SQLite
+        # gives the highest id again after the highest row went) is listed as loose, and
+        # always checked. The index is built from the existing rows (run as Python, with
+        # progress: as SQL it does nothing, right for a database without messages).
+        "CREATE VIRTUAL TABLE short_grams USING fts5(grams, content = '', "
+        "tokenize = 'ascii', detail = none, columnsize = 0)",
+        "CREATE TABLE short_grams_state (size INTEGER NOT NULL, blocks INTEGER NOT NULL) STRICT",
+        f"INSERT INTO short_grams_state (size, blocks) VALUES ({BLOCK}, 0)",
+        "CREATE TABLE short_grams_loose (id INTEGER PRIMARY KEY) STRICT",
+        "CREATE TRIGGER short_grams_reused AFTER INSERT ON search_messages "
+        "WHEN new.id < (SELECT size * blocks FROM short_grams_state) BEGIN "
+        "INSERT OR IGNORE INTO short_grams_loose (id) VALUES (new.id); END",
+        _SHORT_GRAMS,
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -446,6 +469,9 @@ class _SchemaMixin(_Access):
 
                         await conn._execute(merge_stored_pairs, conn._conn, self)  # type: ignore[no-untyped-call]
                         continue
+                    if statement == _SHORT_GRAMS:
+                        await self._rebuild_short_grams(conn)
+                        continue
                     if statement in _MARKS_OF_STEP:
                         marks = _MARKS_OF_STEP[statement]
                         await conn._execute(_split_packed_marks, conn._conn, marks)  # type: ignore[no-untyped-call]
@@ -492,3 +518,24 @@ class _SchemaMixin(_Access):
             await conn._execute(index, group, last)  # type: ignore[no-untyped-call]
             if report is not None:
                 report(start + len(group), len(keys))
+
+    async def _rebuild_short_grams(self, conn: aiosqlite.Connection) -> None:
+        """Migration to schema v14: index every complete block of ``search_messages`` in
+        the (new, empty) ``short_grams``, ``_BLOCKS_PER_STEP`` blocks per step, reporting
+        ``migration_progress`` (rows done, rows in all, counted by id) on the event loop
+        after each when there are several; then merge the index into one segment. All in
+        the migration's transaction."""
+        raw: sqlite3.Connection = conn._conn
+        size, complete = await conn._execute(_start_short_grams, raw)  # type: ignore[no-untyped-call]
+        report = self._migration_progress if complete > _BLOCKS_PER_STEP else None
+        for start in range(0, complete, _BLOCKS_PER_STEP):
+            end = min(complete, start + _BLOCKS_PER_STEP)
+            await conn._execute(_index_blocks, raw, size, start, end)  # type: ignore[no-untyped-call]
+            if report is not None:
+                report(end * size, complete * size)
+        await conn._execute(raw.execute, _OPTIMIZE_SHORT_GRAMS)  # type: ignore[no-untyped-call]
+
+
+_BLOCKS_PER_STEP = 200
+"""Blocks of search rows indexed per step of migration 14 (12,800 rows)."""
+_OPTIMIZE_SHORT_GRAMS = "INSERT INTO short_grams (short_grams) VALUES ('optimize')"

@@ -9,7 +9,8 @@ import functools
 import re
 import sqlite3
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from core.errors import StoreError
@@ -29,6 +30,7 @@ from stores.sqlite.encoding import _stored_data, _text
 from stores.sqlite.packs import _DamagedPack
 from stores.sqlite.reads import _Decoding
 from stores.sqlite.sharing import _readable
+from stores.sqlite.shortgrams import _index_short_grams, fold, short_search_rows
 from stores.sqlite.sql import _DATA, _EVENT_COLUMNS, _SEQS_PER_QUERY, _is_linked
 from stores.surfaces import shadowed_seqs
 from stores.validation import KIND_SURFACE
@@ -70,6 +72,7 @@ def _index_events(
     if added:
         raw.executemany(_INSERT_SEARCH_SQL, added)
         _index_rows(raw, key, added[0][1])  # before any delete: a row may go in this batch
+        _index_short_grams(raw)  # the blocks these rows completed
     if gone:
         _unlink_messages(raw, key, [seq for _, seq in gone])
         raw.executemany("DELETE FROM search_messages WHERE session = ? AND seq = ?", gone)
@@ -139,6 +142,7 @@ def _reindex_session(raw: sqlite3.Connection, store: _Decoding, key: int) -> Non
     raw.executemany(_INSERT_SEARCH_SQL, added)
     if not _indexed_by_trigger(raw):
         _index_rows(raw, key, 0)
+    _index_short_grams(raw)
 
 
 _FTS_PHRASE_MAX = 32
@@ -153,11 +157,70 @@ def _fts_query(term: str) -> str:
     characters and the last, which cover the term (each trigram more is a doclist more to
     merge per candidate: two to three times the lookup, and the text check drops what the
     others would have). (A pasted 100,000 character term is looked up by its prefix: the
-    rows are checked against the whole term.)"""
+    rows are checked against the whole term.)
+
+    A trigram holding a character that ``re.IGNORECASE`` matches with characters FTS5
+    does not fold to it (``i`` and ``İ``, ``ı``; ``k`` and the Kelvin sign; ``s`` and
+    long s; Greek and Cyrillic letters with their variant forms) is looked up as the OR
+    of its spellings (``_spellings``); one with more than ``_MAX_SPELLINGS`` is left out,
+    unless the term has no other."""
     head = term[:_FTS_PHRASE_MAX]
     starts = [*range(0, len(head) - 2, 3), len(head) - 3]
-    trigrams = dict.fromkeys(head[i : i + 3] for i in starts)
-    return " AND ".join('"' + t.replace('"', '""') + '"' for t in trigrams)
+    trigrams = list(dict.fromkeys(head[i : i + 3] for i in starts))
+    spelled = [_spellings(t) for t in trigrams]
+    kept = [s for s in spelled if len(s) <= _MAX_SPELLINGS] or [min(spelled, key=len)]
+    return " AND ".join(_fts_or(s) for s in kept)
+
+
+_MAX_SPELLINGS = 16
+"""Spellings of one trigram looked up at most (beside a trigram with fewer)."""
+
+
+def _fts_or(spellings: Sequence[str]) -> str:
+    strings = ['"' + t.replace('"', '""') + '"' for t in spellings]
+    return strings[0] if len(strings) == 1 else "(" + " OR ".join(strings) + ")"
+
+
+def _spellings(trigram: str) -> list[str]:
+    """Every spelling of ``trigram`` a text matched by it (``re.IGNORECASE``) can hold, as
+    FTS5 sees them (which folds ASCII letters): each character's ``_same_letter``
+    in turn, the first spelling the trigram itself."""
+    spellings = [""]
+    for ch in trigram:
+        spellings = [s + other for s in spellings for other in _same_letter(ch)]
+    return spellings
+
+
+_ASCII_WIDE = {"i": "i\u0130\u0131", "k": "k\u212a", "s": "s\u017f"}
+"""The ASCII letters ``re.IGNORECASE`` matches with non-ASCII characters too (a test
+checks every code point)."""
+
+
+@functools.lru_cache(maxsize=4096)
+def _same_letter(ch: str) -> tuple[str, ...]:
+    """``ch`` and the characters ``re.IGNORECASE`` matches it with that FTS5 (which folds
+    ASCII letters, and others as its Unicode tables say) may not fold to it: ``ch``
+    alone for an ASCII character other than ``i``, ``k`` and ``s``."""
+    if ch.isascii():
+        wide = _ASCII_WIDE.get(ch.lower())
+        return (ch,) if wide is None else (ch, *wide[1:])
+    key = fold(ch)
+    others = _cased_by_fold().get(key, ())
+    if key.isascii():
+        others = (*_ASCII_WIDE.get(key, key), *others)
+    return tuple(dict.fromkeys((ch, *others)))
+
+
+@functools.cache
+def _cased_by_fold() -> dict[str, tuple[str, ...]]:
+    """Every non-ASCII character that has another case, by its ``shortgrams.fold``
+    (built once, the first time a term holds a non-ASCII letter)."""
+    found: dict[str, list[str]] = {}
+    for cp in range(0x80, 0x110000):
+        ch = chr(cp)
+        if ch.lower() != ch or ch.upper() != ch:
+            found.setdefault(fold(ch), []).append(ch)
+    return {key: tuple(chars) for key, chars in found.items()}
 
 
 _WIDE_FOLDS = re.compile("[iksIKS]")
@@ -260,13 +323,33 @@ between threads costs, and several under load); more are ranked off the connecti
 common word over large messages takes seconds), so that other calls proceed."""
 
 
-def search_statement(
-    query: str, limit: int, readers: Sequence[str]
-) -> tuple[SearchPlan, str, list[Any]] | None:
-    """``search_messages``' plan, SQL and parameters for the user ``readers`` names (the
-    two parameters of ``_readable``); ``None`` when the query has no term. Run them with
-    ``search_rows``, rank with the plan: the async store and a one-shot read
-    (``stores.sqlite.oneshot``) run the same statement."""
+@dataclass(frozen=True, slots=True)
+class SearchStatement:
+    """A search as the SQLite store runs it: its ``plan``, and the statement that finds
+    its candidates (``rows``)."""
+
+    plan: SearchPlan
+    sql: str
+    params: list[Any]
+    readers: Sequence[str]
+    short_only: bool
+    """Every term has one or two characters: looked up by blocks
+    (``stores.sqlite.shortgrams``), not by ``sql``."""
+
+    def rows(self, raw: sqlite3.Connection) -> list[tuple[str, int, str]]:
+        """The candidates: (session id, seq, indexed text), newest first."""
+        found: Iterable[tuple[bytes, int, str]]
+        if self.short_only:
+            found = short_search_rows(raw, self.plan.terms, self.readers, self.plan.limit + 16)
+        else:
+            found = raw.execute(self.sql, self.params)
+        return [(decode_text(sid), seq, text) for sid, seq, text in found]
+
+
+def search_statement(query: str, limit: int, readers: Sequence[str]) -> SearchStatement | None:
+    """``search_messages``' statement for the user ``readers`` names (the two parameters
+    of ``_readable``); ``None`` when the query has no term. The async store and a
+    one-shot read (``stores.sqlite.oneshot``) run the same statement."""
     plan = plan_search(query, limit)
     if plan is None:
         return None
@@ -284,14 +367,7 @@ def search_statement(
     # Short terms only: the newest matches are the result (a few spare rows: every
     # hit is checked by core.search.matches, which may fold case differently).
     params.append(RANK_WINDOW if long_terms else wanted + 16)
-    return plan, sql, params
-
-
-def search_rows(
-    raw: sqlite3.Connection, sql: str, params: Sequence[Any]
-) -> list[tuple[str, int, str]]:
-    """The rows of a ``search_statement``: (session id, seq, indexed text), newest first."""
-    return [(decode_text(sid), seq, text) for sid, seq, text in raw.execute(sql, params)]
+    return SearchStatement(plan, sql, params, readers, not long_terms)
 
 
 class _SearchMixin(_Decoding):
@@ -303,10 +379,10 @@ class _SearchMixin(_Decoding):
         statement = search_statement(query, limit, self._readers)
         if statement is None:
             return []
-        plan, sql, params = statement
+        plan = statement.plan
 
         def body(raw: sqlite3.Connection) -> tuple[list[SearchHit] | None, list[Any]]:
-            found = search_rows(raw, sql, params)
+            found = statement.rows(raw)
             if sum(len(text) for _, _, text in found) <= _RANK_HERE_CHARS:
                 return plan.rank(found), []
             return None, found

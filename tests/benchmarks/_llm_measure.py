@@ -104,7 +104,7 @@ def index_bytes(path: Path, prefixes: tuple[str, ...]) -> int:
     return sum(size for name, size in rows if name.startswith(prefixes))
 
 
-DSH_INDEX = ("search_", "sqlite_autoindex_search")
+DSH_INDEX = ("search_", "sqlite_autoindex_search", "short_grams")
 LLM_INDEX = ("turn_search", "sqlite_autoindex_turn_search", "idx_turn_search")
 
 

@@ -10,8 +10,8 @@
   (``stores.sqlite.search.SEARCH_INDEX``), interleaved in one run on the same database: one
   message per transaction (the index's worst case) and a streamed turn (a user message,
   40 chunks in 4 batches, the reply); target: within 10 %;
-* the index's size on disk (``dbstat``: the ``search_messages`` rows and the FTS5 tables)
-  beside the rest of the database.
+* the index's size on disk (``dbstat``: the ``search_messages`` rows, the FTS5 tables and
+  the short terms' block index, ``short_grams``) beside the rest of the database.
 """
 
 from __future__ import annotations
@@ -211,7 +211,9 @@ def _sizes(path: Path) -> tuple[int, int]:
     finally:
         conn.close()
     index = sum(
-        size for name, size in rows if name.startswith(("search_", "sqlite_autoindex_search"))
+        size
+        for name, size in rows
+        if name.startswith(("search_", "sqlite_autoindex_search", "short_grams"))
     )
     return index, sum(size for _, size in rows)
 

@@ -480,9 +480,9 @@ async def test_the_type_list_is_what_the_indexes_cover() -> None:
     from stores import postgres, sqlite
 
     assert SESSION_MARK_TYPES == (SESSION_PROFILE, SESSION_FORK, SESSION_SOURCE)
-    # (PostgreSQL's step 10, issue 34, is the change counter; SQLite's step 13, issue 36,
-    # the search index's upkeep: no mark index.)
-    assert sqlite.SCHEMA_VERSION == 13 and postgres.SCHEMA_VERSION == 11
+    # (PostgreSQL's step 10, issue 34, is the change counter; SQLite's steps 13 and 14,
+    # issue 36, the search index's upkeep and the short terms' index: no mark index.)
+    assert sqlite.SCHEMA_VERSION == 14 and postgres.SCHEMA_VERSION == 11
     for type_ in SESSION_MARK_TYPES:
         assert type_.encode().hex() in sqlite.MIGRATIONS[11][-1]
         assert type_.encode().hex() in postgres.MIGRATIONS[9][-1]

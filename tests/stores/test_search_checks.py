@@ -17,9 +17,10 @@ from core.search import matches
 from stores import SqliteSessionStore
 from stores.sqlite.search import _fts_query, _holds, _search_sql, _term_check
 
-# The letters whose folds leave ASCII (İ ı K ſ and theirs), LIKE's own marks, a quote
-# for FTS5, CJK, and a few plain letters: where a LIKE or a trigram could go wrong.
-ALPHABET = 'iIİıkKKsSſaAbB%_\\" 检索é'
+# The letters whose folds leave ASCII (İ ı K ſ and theirs), Greek letters with variant
+# forms, LIKE's own marks, a quote for FTS5, CJK, and a few plain letters: where a LIKE or
+# a trigram could go wrong.
+ALPHABET = 'iIİıkKKsSſaAbB%_\\" 检索éθϑΘσςΣ'
 texts = st.text(alphabet=ALPHABET, max_size=24)
 terms = st.text(alphabet=ALPHABET.replace(" ", ""), min_size=3, max_size=8)
 
@@ -70,9 +71,33 @@ def test_a_term_without_wide_folds_runs_no_python() -> None:
 
 
 def test_the_fts_query_covers_the_term_with_every_third_trigram() -> None:
-    assert _fts_query("retrypolicy") == '"ret" AND "ryp" AND "oli" AND "icy"'
+    assert _fts_query("deployment") == '"dep" AND "loy" AND "men" AND "ent"'
     assert _fts_query("abcdef") == '"abc" AND "def"'
     assert _fts_query("abcdefg") == '"abc" AND "def" AND "efg"'
+
+
+def test_a_trigram_is_looked_up_in_every_spelling_fts5_does_not_fold() -> None:
+    """FTS5 folds ASCII letters only as ASCII: a text with İ, ı, the Kelvin sign or long
+    s (which ``re.IGNORECASE`` matches with i, k, s) holds other trigrams than the term."""
+    assert _fts_query("retrypolicy") == (
+        '"ret" AND "ryp" AND ("oli" OR "olİ" OR "olı") AND ("icy" OR "İcy" OR "ıcy")'
+    )
+    assert _fts_query("SKY") == '("SKY" OR "S\u212aY" OR "\u017fKY" OR "\u017f\u212aY")'
+    assert '"θϑΘ"' in _fts_query("θθθ")  # more spellings than the bound: still looked up
+
+
+@pytest.mark.parametrize(
+    ("text", "term"),
+    [("IIA", "IİA"), ("xıy", "XIY"), ("ſKy", "sky"), ("KISS", "kiſs"), ("ϑεος", "θεος")],
+)
+def test_a_text_spelled_with_other_folds_is_found(
+    conn: sqlite3.Connection, text: str, term: str
+) -> None:
+    assert matches(text, [term])
+    conn.execute("DELETE FROM fts")
+    conn.execute("INSERT INTO fts (rowid, text) VALUES (1, ?)", (text,))
+    found = conn.execute("SELECT rowid FROM fts WHERE fts MATCH ?", (_fts_query(term),))
+    assert found.fetchall() == [(1,)]
 
 
 async def test_a_long_term_search_reads_the_index_in_its_order_without_a_sort(
