@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.errors import StoreError
+from core.folding import same_letters
 from core.log import Event
 from core.search import (
     MAX_TERMS,
@@ -30,7 +31,7 @@ from stores.sqlite.encoding import _stored_data, _text
 from stores.sqlite.packs import _DamagedPack
 from stores.sqlite.reads import _Decoding
 from stores.sqlite.sharing import _readable
-from stores.sqlite.shortgrams import _index_short_grams, fold, short_search_rows
+from stores.sqlite.shortgrams import _index_short_grams, short_search_rows
 from stores.sqlite.sql import _DATA, _EVENT_COLUMNS, _SEQS_PER_QUERY, _is_linked
 from stores.surfaces import shadowed_seqs
 from stores.validation import KIND_SURFACE
@@ -186,41 +187,19 @@ def _spellings(trigram: str) -> list[str]:
     FTS5 sees them (which folds ASCII letters): each character's ``_same_letter``
     in turn, the first spelling the trigram itself."""
     spellings = [""]
-    for ch in trigram:
+    for ch in trigram:  # (a trigram of ASCII letters but i, k and s: one spelling)
         spellings = [s + other for s in spellings for other in _same_letter(ch)]
     return spellings
 
 
-_ASCII_WIDE = {"i": "i\u0130\u0131", "k": "k\u212a", "s": "s\u017f"}
-"""The ASCII letters ``re.IGNORECASE`` matches with non-ASCII characters too (a test
-checks every code point)."""
-
-
-@functools.lru_cache(maxsize=4096)
-def _same_letter(ch: str) -> tuple[str, ...]:
-    """``ch`` and the characters ``re.IGNORECASE`` matches it with that FTS5 (which folds
-    ASCII letters, and others as its Unicode tables say) may not fold to it: ``ch``
-    alone for an ASCII character other than ``i``, ``k`` and ``s``."""
-    if ch.isascii():
-        wide = _ASCII_WIDE.get(ch.lower())
-        return (ch,) if wide is None else (ch, *wide[1:])
-    key = fold(ch)
-    others = _cased_by_fold().get(key, ())
-    if key.isascii():
-        others = (*_ASCII_WIDE.get(key, key), *others)
-    return tuple(dict.fromkeys((ch, *others)))
-
-
-@functools.cache
-def _cased_by_fold() -> dict[str, tuple[str, ...]]:
-    """Every non-ASCII character that has another case, by its ``shortgrams.fold``
-    (built once, the first time a term holds a non-ASCII letter)."""
-    found: dict[str, list[str]] = {}
-    for cp in range(0x80, 0x110000):
-        ch = chr(cp)
-        if ch.lower() != ch or ch.upper() != ch:
-            found.setdefault(fold(ch), []).append(ch)
-    return {key: tuple(chars) for key, chars in found.items()}
+def _same_letter(ch: str) -> str:
+    """``ch`` and the characters ``re.IGNORECASE`` matches it with, but ASCII letters of
+    the other case (FTS5 folds those)."""
+    return "".join(
+        c
+        for c in same_letters(ch)
+        if c == ch or not c.isascii() or (not ch.isascii() and c == c.lower())
+    )
 
 
 _WIDE_FOLDS = re.compile("[iksIKS]")

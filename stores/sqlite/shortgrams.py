@@ -31,61 +31,17 @@ from __future__ import annotations
 
 import functools
 import operator
-import re
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
+from core.folding import fold
 from core.search import like_pattern
 from stores.sqlite.sharing import _readable
 
 BLOCK = 64
 """Rows of ``search_messages`` per document of ``short_grams`` in a database that
 migration 14 makes (kept in its ``short_grams_state``, which the store reads)."""
-
-_EXTRA_CASES = (
-    "i\u0131",
-    "s\u017f",
-    "\u00b5\u03bc",
-    "\u0345\u03b9\u1fbe",
-    "\u0390\u1fd3",
-    "\u03b0\u1fe3",
-    "\u03b2\u03d0",
-    "\u03b5\u03f5",
-    "\u03b8\u03d1",
-    "\u03ba\u03f0",
-    "\u03c0\u03d6",
-    "\u03c1\u03f1",
-    "\u03c2\u03c3",
-    "\u03c6\u03d5",
-    "\u0432\u1c80",
-    "\u0434\u1c81",
-    "\u043e\u1c82",
-    "\u0441\u1c83",
-    "\u0442\u1c84\u1c85",
-    "\u044a\u1c86",
-    "\u0463\u1c87",
-    "\u1c88\ua64b",
-    "\u1e61\u1e9b",
-    "\ufb05\ufb06",
-)
-"""The sets of lowercase characters that ``re.IGNORECASE`` matches with each other (those
-of ``re._casefix``: they share an uppercase)."""
-
-_SAME_CASE = {c: group[0] for group in _EXTRA_CASES for c in group[1:]}
-_OTHER_CASES = re.compile("[" + "".join(_SAME_CASE) + "]")
-
-
-def fold(text: str) -> str:
-    """``text`` with each character folded (one for one): characters that
-    ``re.IGNORECASE`` matches with each other fold to the same one. (``str.lower`` is
-    the simple lowercase mapping ``re`` uses, but for capital I with a dot above, which it
-    lowers to two characters, and capital sigma, which it lowers to final sigma at a
-    word's end: both fold as ``re`` matches them.)"""
-    lowered = text.replace("\u0130", "i").lower()
-    if _OTHER_CASES.search(lowered) is None:  # (most texts: no translation to pay for)
-        return lowered
-    return _OTHER_CASES.sub(lambda m: _SAME_CASE[m.group()], lowered)
 
 
 @functools.lru_cache(maxsize=1 << 16)

@@ -15,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from core.folding import fold
 from core.log import NewEvent, Replace, assistant_message, user_message
 from core.search import SearchHit, like_pattern
 from stores import SqliteSessionStore
@@ -23,7 +24,7 @@ from stores.search import plan_search
 from stores.sqlite import SCHEMA_VERSION
 from stores.sqlite import schema as sqlite_schema
 from stores.sqlite.search import _search_sql
-from stores.sqlite.shortgrams import block_tokens, fold, term_query
+from stores.sqlite.shortgrams import block_tokens, term_query
 
 MSG = "user/message"
 ASSISTANT = "assistant/message"
