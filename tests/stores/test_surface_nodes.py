@@ -174,6 +174,13 @@ async def test_sqlite_upgrade_indexes_the_replaces(db_path: Path) -> None:
         conn.execute("DROP INDEX events_replaces")
         conn.execute("DROP TRIGGER search_messages_linked")  # the rest of schema v8
         conn.execute("DROP INDEX events_marks")  # schema v11's
+        conn.execute(  # schema v13 dropped it
+            "CREATE TRIGGER search_messages_insert AFTER INSERT ON search_messages BEGIN "
+            "INSERT INTO search_index (rowid, text) VALUES (new.id, new.text); END"
+        )
+        conn.execute("DROP TRIGGER short_grams_reused")  # schema v14's
+        for table in ("short_grams", "short_grams_state", "short_grams_loose"):
+            conn.execute(f"DROP TABLE {table}")
         conn.execute("PRAGMA user_version = 7")
     conn.close()
     async with await SqliteSessionStore.open(db_path) as store:
