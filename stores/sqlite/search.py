@@ -163,21 +163,31 @@ def _fts_query(term: str) -> str:
     A trigram holding a character that ``re.IGNORECASE`` matches with characters FTS5
     does not fold to it (``i`` and ``İ``, ``ı``; ``k`` and the Kelvin sign; ``s`` and
     long s; Greek and Cyrillic letters with their variant forms) is looked up as the OR
-    of its spellings (``_spellings``); one with more than ``_MAX_SPELLINGS`` is left out,
-    unless the term has no other."""
+    of its spellings (``_spellings``), and only where the term has no trigram of one
+    spelling (each start then takes the nearest of those instead); one with more than
+    ``_MAX_SPELLINGS`` is left out, unless the term has no other."""
     head = term[:_FTS_PHRASE_MAX]
+    spelled = [_spellings(head[i : i + 3]) for i in range(len(head) - 2)]
+    plain = [i for i, s in enumerate(spelled) if len(s) == 1]
     starts = [*range(0, len(head) - 2, 3), len(head) - 3]
-    trigrams = list(dict.fromkeys(head[i : i + 3] for i in starts))
-    spelled = [_spellings(t) for t in trigrams]
-    kept = [s for s in spelled if len(s) <= _MAX_SPELLINGS] or [min(spelled, key=len)]
-    return " AND ".join(_fts_or(s) for s in kept)
+    if plain:  # each start's nearest trigram of one spelling (an OR costs its lookups)
+        starts = [_nearest(plain, start) for start in starts]
+    chosen = [spelled[i] for i in dict.fromkeys(starts)]
+    kept = [s for s in chosen if len(s) <= _MAX_SPELLINGS] or [min(chosen, key=len)]
+    return " AND ".join(_fts_or(s) for s in dict.fromkeys(map(tuple, kept)))
 
 
 _MAX_SPELLINGS = 16
 """Spellings of one trigram looked up at most (beside a trigram with fewer)."""
 
 
+def _nearest(positions: Sequence[int], start: int) -> int:
+    """The position nearest ``start`` (the earlier of two as near)."""
+    return min(positions, key=lambda i: (abs(i - start), i))
+
+
 def _fts_or(spellings: Sequence[str]) -> str:
+    """One trigram's spellings as an FTS5 query (an OR of strings when there are more)."""
     strings = ['"' + t.replace('"', '""') + '"' for t in spellings]
     return strings[0] if len(strings) == 1 else "(" + " OR ".join(strings) + ")"
 

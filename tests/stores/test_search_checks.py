@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from core.search import matches
 from stores import SqliteSessionStore
-from stores.sqlite.search import _fts_query, _holds, _search_sql, _term_check
+from stores.sqlite.search import _fts_query, _holds, _search_sql, _spellings, _term_check
 
 # The letters whose folds leave ASCII (İ ı K ſ and theirs), Greek letters with variant
 # forms, LIKE's own marks, a quote for FTS5, CJK, and a few plain letters: where a LIKE or
@@ -79,9 +79,15 @@ def test_the_fts_query_covers_the_term_with_every_third_trigram() -> None:
 def test_a_trigram_is_looked_up_in_every_spelling_fts5_does_not_fold() -> None:
     """FTS5 folds ASCII letters only as ASCII: a text with İ, ı, the Kelvin sign or long
     s (which ``re.IGNORECASE`` matches with i, k, s) holds other trigrams than the term."""
-    assert _fts_query("retrypolicy") == (
-        '"ret" AND "ryp" AND ("oli" OR "olİ" OR "olı") AND ("icy" OR "İcy" OR "ıcy")'
+    # A term with trigrams of one spelling looks those up (the nearest to each start)...
+    assert _fts_query("retrypolicy") == '"ret" AND "ryp" AND "pol"'
+    # ... one without looks up each chosen trigram in all its spellings.
+    assert _fts_query("kiss") == " AND ".join(
+        "(" + " OR ".join(f'"{s}"' for s in _spellings(t)) + ")" for t in ("kis", "iss")
     )
+    assert set(_spellings("kis")) == {
+        k + i + s for k in "k\u212a" for i in "i\u0130\u0131" for s in "s\u017f"
+    }
     assert _fts_query("SKY") == '("SKY" OR "S\u212aY" OR "\u017fKY" OR "\u017f\u212aY")'
     assert '"θϑΘ"' in _fts_query("θθθ")  # more spellings than the bound: still looked up
 
