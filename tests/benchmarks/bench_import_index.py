@@ -202,15 +202,16 @@ def _split(tree: Path) -> tuple[Path, str]:
     return tree, "1"
 
 
-def run_appends(tree: Path, db: Path, count: int) -> dict[str, float]:
-    """``child_appends`` run on ``tree`` (see ``run_child``)."""
-    tree, index = _split(tree)
-    code = "import sys; from tests.benchmarks.bench_import_index import child_appends; "
-    code += "child_appends(*sys.argv[1:])"
+def _run_in(tree: Path, function: str, *args: str) -> tuple[dict[str, float], str]:
+    """``function`` of this module run with ``args`` in a child on ``tree`` (its
+    ``PYTHONPATH``, no ``DSH_`` settings): the figures its last line prints, and its
+    standard error."""
+    code = f"import sys; from tests.benchmarks.bench_import_index import {function}; "
+    code += f"{function}(*sys.argv[1:])"
     env = {k: v for k, v in os.environ.items() if not k.startswith("DSH_")}
     env["PYTHONPATH"] = str(tree)
     out = subprocess.run(
-        [sys.executable, "-c", code, str(db), str(count), index],
+        [sys.executable, "-c", code, *args],
         env=env,
         capture_output=True,
         text=True,
@@ -220,30 +221,23 @@ def run_appends(tree: Path, db: Path, count: int) -> dict[str, float]:
     if out.returncode:
         raise SystemExit(out.stderr)
     result: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
-    return result
+    return result, out.stderr
+
+
+def run_appends(tree: Path, db: Path, count: int) -> dict[str, float]:
+    """``child_appends`` run on ``tree`` (see ``run_child``)."""
+    tree, index = _split(tree)
+    return _run_in(tree, "child_appends", str(db), str(count), index)[0]
 
 
 def run_child(tree: Path, folder: Path, db: Path, profile: int = 0) -> dict[str, float]:
     """``child`` run on ``tree`` (``DIR:noindex``: with the search index off)."""
     tree, index = _split(tree)
     db.unlink(missing_ok=True)
-    code = "import sys; from tests.benchmarks.bench_import_index import child; child(*sys.argv[1:])"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DSH_")}
-    env["PYTHONPATH"] = str(tree)
-    out = subprocess.run(
-        [sys.executable, "-c", code, str(folder), str(db), str(profile), index],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-        cwd=tree,
-    )
-    if out.returncode:
-        raise SystemExit(out.stderr)
+    result, err = _run_in(tree, "child", str(folder), str(db), str(profile), index)
     if profile:
         print(f"--- profile of {tree}", file=sys.stderr)
-        print(out.stderr, file=sys.stderr)
-    result: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
+        print(err, file=sys.stderr)
     return result
 
 
