@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 
 from textual.app import App
 from textual.pilot import Pilot
 
+from tests.pilot_wait import wait_for
 from tests.ui.snapshots import screen_text
 from tests.ui.transcript_harness import shown_text
 from tui.app.app import DshApp
@@ -25,14 +25,6 @@ async def settle(app: DshApp, pilot: Pilot[int], limit: float = 10.0) -> None:
     await pilot.pause()
     await asyncio.wait_for(app.transcript.wait_until_settled(), limit)
     await pilot.pause()
-
-
-async def wait_for(pilot: Pilot[int], condition: Callable[[], bool], limit: float = 10.0) -> None:
-    deadline = asyncio.get_running_loop().time() + limit
-    while not condition():
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError("condition not met in time")
-        await pilot.pause(0.02)
 
 
 async def send_idle(app: DshApp, pilot: Pilot[int], limit: float = 10.0) -> None:

@@ -5,18 +5,17 @@ own from the palette."""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from textual.pilot import Pilot
 
 from core.config import DshConfig
 from core.providers.offline import OfflineProvider
 from core.references import SessionReferenceInput, format_session_reference_mention
 from stores import open_store
 from tests.pgcluster import ALICE
+from tests.pilot_wait import wait_for
 from tests.sharing.team import Team, team
 from tests.sharing.test_cli_sharing import event_counts
 from tests.ui.conftest import SIZE, make_app
@@ -39,12 +38,6 @@ async def bob_runtime(team: Team, tmp_path: Path) -> AsyncIterator[Runtime]:
             yield rt
     finally:
         await store.close()
-
-
-async def wait_for(pilot: Pilot[int], condition: Callable[[], bool], limit: float = 20.0) -> None:
-    async with asyncio.timeout(limit):
-        while not condition():
-            await pilot.pause(0.05)
 
 
 def notice(app: DshApp) -> str:

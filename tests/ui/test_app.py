@@ -33,6 +33,7 @@ from core.references import (
     format_session_reference_mention,
 )
 from stores import MemorySessionStore, SessionQuery, SqliteSessionStore
+from tests.pilot_wait import wait_for
 from tests.ui.conftest import DAY, FIXED_NOW, MINUTE, SHOP, SIZE, exchange, make_app, title
 from tests.ui.snapshots import screen_text
 from tui.app.app import DshApp
@@ -51,14 +52,6 @@ async def settle(app: DshApp, pilot: Pilot[int]) -> None:
     await asyncio.wait_for(app.transcript.wait_until_settled(), 10)
     await asyncio.wait_for(app.meter.wait_until_settled(), 10)  # the status line's figures
     await pilot.pause()
-
-
-async def wait_for(pilot: Pilot[int], condition: Any, limit: float = 10.0) -> None:
-    deadline = asyncio.get_running_loop().time() + limit
-    while not condition():
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError("condition not met in time")
-        await pilot.pause(0.02)
 
 
 async def send_idle(app: DshApp, pilot: Pilot[int]) -> None:

@@ -6,12 +6,10 @@ Each test runs on SQLite (``PRAGMA data_version``) and on PostgreSQL (LISTEN/NOT
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
-from textual.pilot import Pilot
 
 from core.log import (
     ASSISTANT_MESSAGE,
@@ -22,6 +20,7 @@ from core.log import (
 )
 from stores import SessionStore, open_store
 from tests.pgcluster import Cluster
+from tests.pilot_wait import wait_for
 from tests.storekinds import DURABLE_KINDS, durable_location
 from tests.stores.test_postgres import terminate_dsh_connections
 from tests.ui.conftest import FIXED_NOW, SIZE, make_app, title
@@ -58,13 +57,6 @@ async def elsewhere(runtime: Runtime, location: str) -> AsyncIterator[SessionSto
         yield opened
     finally:
         await opened.close()
-
-
-async def wait_for(pilot: Pilot[int], condition: Callable[[], bool], limit: float = 15.0) -> None:
-    """Until ``condition`` holds (a generous bound: the app looks twice a second)."""
-    async with asyncio.timeout(limit):
-        while not condition():
-            await pilot.pause(0.05)
 
 
 def shown(app: DshApp, text: str) -> bool:

@@ -3,24 +3,13 @@ title, and opens with its messages."""
 
 from __future__ import annotations
 
-import asyncio
-
-from textual.pilot import Pilot
-
 from core.importers.foreign import ForeignSession, Provenance
 from core.importers.foreign_import import store_foreign_session
 from tests.importers.toy_foreign import message, to_events
+from tests.pilot_wait import wait_for
 from tests.ui.conftest import FIXED_NOW, SIZE, make_app
 from tui.app.app import DshApp
 from tui.shared.runtime import Runtime
-
-
-async def wait_for(pilot: Pilot[int], condition: object, limit: float = 10.0) -> None:
-    deadline = asyncio.get_running_loop().time() + limit
-    while not condition():  # type: ignore[operator]
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError("condition not met in time")
-        await pilot.pause(0.02)
 
 
 async def test_an_imported_session_is_listed_under_its_title(runtime: Runtime) -> None:
