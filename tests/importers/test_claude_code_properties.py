@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from core.importers import bounds, claude_code
@@ -231,9 +231,14 @@ def damage(records: list[dict[str, Any]], index: int, how: str) -> str:
     max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(conversation=turns, where=st.integers(min_value=0), how=st.sampled_from(DAMAGES))
+@example(conversation=[Turn("", [], False, False)], where=0, how="deep")
+@example(conversation=[Turn("", [], False, False)], where=0, how="deeper")
 def test_a_damaged_transcript_is_one_error_naming_file_and_line(
     conversation: list[Turn], where: int, how: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """A record too deep for the store is refused where it would be stored: a file whose
+    only message it replaced holds no conversation, so nothing of it is read and nothing is
+    refused (a record too deep for the JSON parser, ``deeper``, is refused as it is read)."""
     monkeypatch.setattr(bounds, "MAX_LOG_LINE_BYTES", 20_000)
     records = write_transcript(conversation)
     index = 1 + where % (len(records) - 1)  # any record but the first snapshot
@@ -241,6 +246,10 @@ def test_a_damaged_transcript_is_one_error_naming_file_and_line(
         path = Path(scratch) / f"{SID}.jsonl"
         path.write_text(damage(records, index, how), encoding="utf-8", errors="surrogatepass")
         sessions, errors = read_all([path])
+    others = [r for i, r in enumerate(records) if i != index]
+    if how == "deep" and not any(r["type"] in ("user", "assistant") for r in others):
+        assert (sessions, errors) == ([], [])
+        return
     assert sessions == []
     (error,) = errors
     assert (error.file, error.line, error.original_id) == (str(path), index + 1, SID), str(error)

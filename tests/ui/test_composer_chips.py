@@ -266,3 +266,22 @@ def svg_lines(svg: str) -> list[list[tuple[float, float, str]]]:
             (float(x), float(length), html.unescape(text).replace("\xa0", " "))
         )
     return [sorted(spans) for _, spans in sorted(rows.items(), key=lambda item: float(item[0]))]
+
+
+async def test_a_removed_composer_can_still_be_drawn() -> None:
+    """The screen may draw a widget from its last map after the widget was removed (the app
+    quitting), when its component styles are gone: that once ended the app with a KeyError
+    ("No 'composer--mention-label' key in COMPONENT_CLASSES")."""
+    world = await make_world()
+    app = ComposerHarness(world.source)
+    async with app.run_test(size=SIZE) as pilot:
+        composer = app.composer
+        await type_text(pilot, "see @bet")
+        await settle(pilot)
+        await pilot.press("enter")
+        await pilot.pause()
+        region = composer.region
+        await composer.remove()
+        lines = composer.render_lines(region.reset_offset)
+        assert len(lines) == region.height
+        assert {line.text.strip() for line in lines} == {""}

@@ -202,6 +202,11 @@ class ChipArea(TextArea):
             row += 1
 
     def render_lines(self, crop: Region) -> list[Strip]:
+        if not self.is_attached:
+            # A composer just removed (the app quitting) can still be drawn from the
+            # screen's last map, its component styles (the text area's too) already gone:
+            # blank, as what will stand there next is drawn over it.
+            return [Strip.blank(crop.width)] * crop.height
         theme = self._theme
         if theme is not None:
             label = self.get_component_rich_style("composer--mention-label", partial=True)
