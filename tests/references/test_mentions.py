@@ -324,6 +324,7 @@ LITERAL_MENTION = re.compile(
 
 
 def literal_parse(text: str) -> tuple[str, list[tuple[str, str]]]:
+    text = merge_surrogate_pairs(text)  # SPEC §4.1: in user input a pair is its character
     refs: list[tuple[str, str]] = []
 
     def replace(m: re.Match[str]) -> str:
@@ -358,6 +359,7 @@ EDGE_FRAGMENTS = [
 @example(f"@[x]({T}\ufeff)")
 @example(f"@[x]({T}\x1c)")
 @example(f"@[x]({T}\x85)")
+@example("\ud800\udc00")  # a pair of EDGE_FRAGMENTS' lone surrogates: one character
 def test_parser_agrees_with_the_literal_regular_expression(text: str) -> None:
     try:
         expected: object = literal_parse(text)
