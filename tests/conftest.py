@@ -9,6 +9,7 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -196,3 +197,42 @@ def _quicker_idle_waits() -> None:
 
 
 _quicker_idle_waits()
+
+
+def _css_parsed_once() -> None:
+    """Textual parses the CSS of every widget class again for every app, its cache being
+    the app's stylesheet's own: about a third of a Pilot test's start-up. The suite starts
+    some 2,000 apps, so the parsed rules are kept for the process, under the same key
+    Textual uses plus the theme's variables the rules were parsed with. Rule sets are not
+    changed once parsed (the stylesheet only reads them into its map)."""
+    from textual.css.stylesheet import Stylesheet
+
+    parse_rules = Stylesheet._parse_rules
+    parsed: dict[tuple[object, ...], Any] = {}
+
+    def _parse_rules(
+        self: Stylesheet,
+        css: str,
+        read_from: Any,
+        is_default_rules: bool = False,
+        tie_breaker: int = 0,
+        scope: str = "",
+    ) -> Any:
+        key = (
+            css,
+            read_from,
+            is_default_rules,
+            tie_breaker,
+            scope,
+            tuple(self._variables.items()),
+        )
+        rules = parsed.get(key)
+        if rules is None:
+            rules = parse_rules(self, css, read_from, is_default_rules, tie_breaker, scope)
+            parsed[key] = rules
+        return rules
+
+    Stylesheet._parse_rules = _parse_rules  # type: ignore[method-assign]
+
+
+_css_parsed_once()
