@@ -7,6 +7,7 @@ import itertools
 import re
 
 from rich.cells import cell_len
+from textual.pilot import Pilot
 
 from core.references import SessionReferenceCandidate, SessionReferenceInput
 from core.references import format_session_reference_mention as fmt
@@ -24,14 +25,19 @@ def mention_for(session_id: str, label: str) -> str:
     return fmt(SessionReferenceInput(session_id, label))
 
 
+async def pick(pilot: Pilot[None], text: str) -> None:
+    """Type ``text`` (ending in an ``@`` query), let the picker list, take its first row."""
+    await type_text(pilot, text)
+    await settle(pilot)
+    await pilot.press("enter")
+
+
 async def test_a_picked_mention_is_one_chip_and_sends_in_full() -> None:
     world = await make_world()
     app = ComposerHarness(world.source)
     async with app.run_test(size=SIZE) as pilot:
         composer = app.composer
-        await type_text(pilot, "see @bet")
-        await settle(pilot)
-        await pilot.press("enter")
+        await pick(pilot, "see @bet")
         await type_text(pilot, "now")
         await pilot.pause()
         full = mention_for("s-beta", "Beta release notes")
@@ -51,9 +57,7 @@ async def test_the_cursor_never_stops_inside_a_chip() -> None:
     app = ComposerHarness(world.source)
     async with app.run_test(size=SIZE) as pilot:
         composer = app.composer
-        await type_text(pilot, "see @bet")
-        await settle(pilot)
-        await pilot.press("enter")
+        await pick(pilot, "see @bet")
         await pilot.pause()
         chip_start = 4
         chip_end = len("see ") + 1 + len("Beta release notes")
@@ -108,9 +112,7 @@ async def test_copy_gives_the_full_mention_and_paste_makes_a_chip() -> None:
     app = ComposerHarness(world.source)
     async with app.run_test(size=SIZE) as pilot:
         composer = app.composer
-        await type_text(pilot, "@bet")
-        await settle(pilot)
-        await pilot.press("enter")
+        await pick(pilot, "@bet")
         composer.select_all()
         composer.action_copy()
         full = mention_for("s-beta", "Beta release notes")
@@ -159,9 +161,7 @@ async def test_the_picker_refuses_a_reference_over_the_limit() -> None:
         assert "Limit reached" in composer.picker.hint
         # A session already referenced may still be mentioned again.
         await pilot.press("backspace", "backspace", "backspace")
-        await type_text(pilot, "alp")
-        await settle(pilot)
-        await pilot.press("enter")
+        await pick(pilot, "alp")
         assert composer.reference_count == 3
         assert composer.draft.count(mention_for("s-alpha", "Alpha planning")) == 2
 
@@ -276,9 +276,7 @@ async def test_a_removed_composer_can_still_be_drawn() -> None:
     app = ComposerHarness(world.source)
     async with app.run_test(size=SIZE) as pilot:
         composer = app.composer
-        await type_text(pilot, "see @bet")
-        await settle(pilot)
-        await pilot.press("enter")
+        await pick(pilot, "see @bet")
         await pilot.pause()
         region = composer.region
         await composer.remove()
