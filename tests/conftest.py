@@ -60,10 +60,6 @@ time (25 of 60 s), with these about 15 % (9 s). Reference counting frees what it
 did; only cycles wait a little longer."""
 
 
-def _collect_garbage_less_often() -> None:
-    gc.set_threshold(*_GC_THRESHOLDS)
-
-
 def pytest_collection_finish(session: pytest.Session) -> None:
     """What is alive once the tests are collected (modules, test items) lives to the end:
     the collector need not walk it again at every full collection."""
@@ -83,15 +79,11 @@ def pytest_configure(config: pytest.Config) -> None:
     sys.dont_write_bytecode = False
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     _temp_files_in_memory()
-    _collect_garbage_less_often()
+    gc.set_threshold(*_GC_THRESHOLDS)
     home = Path(tempfile.mkdtemp(prefix="dsh-tests-"))
     config.stash[_HOME_KEY] = home
     for name in ("XDG_STATE_HOME", "XDG_DATA_HOME", "XDG_CONFIG_HOME"):
         os.environ[name] = str(home / name.lower())
-
-
-def _module_order(path: str) -> bytes:
-    return hashlib.blake2b(path.encode(), digest_size=8).digest()
 
 
 def pytest_collection_modifyitems(
@@ -110,7 +102,7 @@ def pytest_collection_modifyitems(
 
     def key(path: str) -> tuple[bool, bytes]:
         slow = any(item.get_closest_marker("slow") for item in modules[path])
-        return (not slow, _module_order(path))
+        return (not slow, hashlib.blake2b(path.encode(), digest_size=8).digest())
 
     items[:] = [item for path in sorted(modules, key=key) for item in modules[path]]
 
