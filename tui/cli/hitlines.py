@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Sequence
+from itertools import pairwise
 
 from core.display import single_line
 from tui.shared.cells import cell_len, cut_cells
@@ -69,20 +70,27 @@ def search_cells(
 def plain_search_table(rows: Sequence[SearchRow]) -> str | None:
     """The table into a pipe, as Rich writes it there; ``None`` when it would not fit
     ``PIPE_WIDTH`` (Rich draws it then)."""
-    table = [_HEAD, *(search_cells(row, LABEL_CELLS, SNIPPET_CELLS)[:4] for row in rows)]
+    cells = [search_cells(row, LABEL_CELLS, SNIPPET_CELLS) for row in rows]
+    table = [_HEAD, *(cell[:4] for cell in cells)]
     sizes = [[cell_len(cell) for cell in line] for line in table]
     widths = [max(size[i] for size in sizes) for i in range(4)]
+    # Rich sizes a column by each cell's whole text, but pads a line by the sum of its
+    # pieces, and a marked span cuts the snippet into pieces: a span ending inside a
+    # character sequence ("0" of "0\ufe0f") makes the pieces narrower (or wider) than
+    # the whole.
+    drawn = [_HEAD_DRAWN, *(_pieces_cells(cell[3], cell[4]) for cell in cells)]
     if (
         sum(widths) + 3 * len(_GAP) > PIPE_WIDTH
         or widths[0] > LABEL_CELLS
         or widths[1] > ID_CELLS
         or widths[3] > SNIPPET_CELLS
+        or max(drawn) > widths[3]
     ):
         # A cell Rich measures wider than its cut (an emoji sequence the cut split) or
         # a table too wide: Rich crops or squeezes it, so Rich draws it.
         return None
     out: list[str] = []
-    for line, size in zip(table, sizes, strict=True):
+    for line, size, snippet_drawn in zip(table, sizes, drawn, strict=True):
         label, shown_id, seq, snippet = line
         out.append(
             label
@@ -95,10 +103,20 @@ def plain_search_table(rows: Sequence[SearchRow]) -> str | None:
             + seq
             + _GAP
             + snippet
-            + " " * (widths[3] - size[3])
+            + " " * (widths[3] - snippet_drawn)
             + "\n"
         )
     return "".join(out)
+
+
+_HEAD_DRAWN = cell_len(_HEAD[3])
+
+
+def _pieces_cells(snippet: str, spans: Sequence[tuple[int, int]]) -> int:
+    """The cells of ``snippet`` as Rich adds them up when it pads a line: piece by piece,
+    the pieces cut at every edge of a marked span."""
+    edges = sorted({0, len(snippet), *(i for span in spans for i in span)})
+    return sum(cell_len(snippet[a:b]) for a, b in pairwise(edges))
 
 
 def plain_pipe() -> bool:
