@@ -20,6 +20,7 @@ import pwd
 import shutil
 import subprocess
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -205,9 +206,13 @@ class Cluster:
             timeout=90,
         )
 
-    def restart(self, mode: str = "fast") -> None:
-        """Stop then start the server: every connection to it is lost."""
+    def restart(self, mode: str = "fast", *, down: float = 0.0) -> None:
+        """Stop then start the server: every connection to it is lost. ``down``: seconds
+        it stays stopped in between (a restart that a reply's next write surely meets:
+        on a cluster in memory a restart can end inside one flush interval, and the pool
+        then reconnects unnoticed)."""
         self.stop(mode)
+        time.sleep(down)
         self.start()
 
     def psql(self, sql: str, database: str = DATABASE) -> str:

@@ -138,7 +138,7 @@ async def test_a_restart_mid_reply_in_the_app(own_cluster: Cluster, url: str) ->
         app = DshApp(rt, now=lambda: FIXED_NOW, cwd=SHOP, cursor_blink=False, keep_drafts=False)
         async with app.run_test(size=SIZE) as pilot:
             await reply_under_way(app, pilot)
-            await asyncio.to_thread(own_cluster.restart)
+            await asyncio.to_thread(own_cluster.restart, down=0.3)  # over 50 ms writes
             await wait_for(pilot, lambda: app.activity.state is Busy.IDLE, limit=STORE_WAIT)
             error = app.query(ReplyView).last().record.error or ""
             assert "reply so far is saved" in error, error

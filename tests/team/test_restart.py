@@ -35,7 +35,7 @@ async def send_through_a_restart(
         if isinstance(update, ReplyDelta):
             shown.append(update.text)
             if len(shown) == 20:
-                restarted = asyncio.ensure_future(asyncio.to_thread(cluster.restart))
+                restarted = asyncio.ensure_future(asyncio.to_thread(cluster.restart, down=0.3))
         elif isinstance(update, ReplyFinished):
             finished.append(update)
     assert restarted is not None

@@ -113,7 +113,7 @@ def test_dsh_send_whose_server_restarts_mid_reply(
         while b"word5 " not in raw and time.monotonic() < deadline:  # well into the reply
             if select.select([fd], [], [], 0.1)[0]:
                 raw += os.read(fd, 4096)
-        own_cluster.restart()
+        own_cluster.restart(down=1.0)  # the child writes every 0.25 s
         out, err = child.communicate(timeout=60)
         shown = raw.decode()
     finally:
