@@ -111,7 +111,8 @@ class ChangeTracking(PgConnection):
 
     async def change_token(self) -> int:
         """The number of other stores' commits heard through LISTEN/NOTIFY (no query at
-        all while the listening connection is up). A lost connection is reopened here, and
+        all while the listening connection is up). The first call opens that connection:
+        the commits it counts are those after it. A lost connection is reopened here, and
         counts as a change since commits may have been missed meanwhile; see
         :meth:`take_notice` for what to tell the user.
 

@@ -144,8 +144,9 @@ class PostgresSessionStore(Migrations, ChangeTracking, Writes, Reads, Search, Le
             store._user = await store._run(_current_user, write=False)
             if pooled:
                 await store.change_token()  # the counter as it is now: only later changes count
-            else:
-                await store._listen()
+            # A direct store opens its LISTEN connection at its first ``change_token``: only
+            # a host that follows other writers (the app) asks, and a one-shot command (``dsh
+            # send``, ``dsh show``) then makes one connection to the server, not two.
         except BaseException:
             await store.close()
             raise

@@ -61,6 +61,8 @@ async def test_a_pooler_is_found_without_a_setting_and_says_nothing(
     assert pooled.take_notice() is None
     async with await PostgresSessionStore.open(pg_cluster.url(search_path=schema)) as direct:
         assert not direct.pooled
+        assert not direct.listening  # until something follows other writers
+        await direct.change_token()
         assert direct.listening
 
 

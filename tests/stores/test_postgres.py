@@ -152,6 +152,35 @@ async def terminate_dsh_connections(cluster: Cluster) -> None:
     )
 
 
+async def test_a_store_listens_only_once_it_follows_other_writers(
+    url: str, pg_cluster: Cluster
+) -> None:
+    """A one-shot command (``dsh send``, ``dsh show``) holds one connection to the server;
+    the LISTEN connection opens at the first ``change_token``, which only a follower (the
+    app) asks for."""
+
+    def connections() -> int:
+        return int(
+            pg_cluster.psql(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'dsh' "
+                "AND datname = 'dsh' AND pid <> pg_backend_pid()"
+            )
+        )
+
+    before = connections()
+    async with await open_store(url) as store:
+        assert isinstance(store, PostgresSessionStore)
+        await store.create_session("s", created_at=1)
+        assert [h.id for h in await store.list_headers()] == ["s"]
+        assert connections() == before + 1 and not store.listening
+        token = await store.change_token()
+        assert connections() == before + 2 and store.listening
+        async with await open_store(url) as other:
+            await other.append("s", "x", {})
+        await until(lambda: changed(store, token))
+    assert connections() == before
+
+
 async def test_a_dropped_connection_reconnects_and_says_so(url: str, pg_cluster: Cluster) -> None:
     async with await open_store(url) as mine, await open_store(url) as other:
         assert isinstance(mine, PostgresSessionStore)
@@ -222,6 +251,7 @@ async def test_a_server_that_stays_away_is_reported_once_then_the_return(
 ) -> None:
     async with await open_store(url) as mine:
         assert isinstance(mine, PostgresSessionStore)
+        await mine.change_token()  # following other writers, as the app does
         pg_cluster.psql("ALTER DATABASE dsh ALLOW_CONNECTIONS false", database="postgres")
         try:
             await terminate_dsh_connections(pg_cluster)
