@@ -115,24 +115,35 @@ def _ascii_json(data: Any) -> str:
     return json.dumps(data, separators=(",", ":"))
 
 
+async def _texts_on(
+    conn: asyncpg.Connection,
+    events: list[tuple[str, Any]],
+    encode: Callable[[Any], str] = dumps_js,
+) -> list[str | None]:
+    rows = await conn.fetch(
+        "SELECT dsh_search_text(k, d) FROM unnest($1::bytea[], $2::text[]) "
+        "WITH ORDINALITY AS u (k, d, n) ORDER BY n",
+        [encode_text(kind) for kind, _ in events],
+        [encode(data) for _, data in events],
+    )
+    return [row[0] for row in rows]
+
+
 async def _sql_texts(
     url: str, events: list[tuple[str, Any]], encode: Callable[[Any], str] = dumps_js
 ) -> list[str | None]:
     conn = await asyncpg.connect(url)
     try:
-        rows = await conn.fetch(
-            "SELECT dsh_search_text(k, d) FROM unnest($1::bytea[], $2::text[]) "
-            "WITH ORDINALITY AS u (k, d, n) ORDER BY n",
-            [encode_text(kind) for kind, _ in events],
-            [encode(data) for _, data in events],
-        )
+        return await _texts_on(conn, events, encode)
     finally:
         await conn.close()
-    return [row[0] for row in rows]
 
 
 def test_dsh_search_text_is_indexed_text(pg_cluster: Cluster) -> None:
     _, url = pg_cluster.fresh_schema_url(migrated=True)
+    # One connection for every example (a connection per example was most of the time).
+    loop = asyncio.new_event_loop()
+    conn = loop.run_until_complete(asyncpg.connect(url))
 
     @settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
     @given(st.lists(_event, min_size=30, max_size=60))
@@ -140,10 +151,14 @@ def test_dsh_search_text_is_indexed_text(pg_cluster: Cluster) -> None:
         expected = [
             indexed_text(build_event(0, kind, 0, data, "append", None)) for kind, data in events
         ]
-        assert asyncio.run(_sql_texts(url, events)) == expected
-        assert asyncio.run(_sql_texts(url, events, _ascii_json)) == expected
+        assert loop.run_until_complete(_texts_on(conn, events)) == expected
+        assert loop.run_until_complete(_texts_on(conn, events, _ascii_json)) == expected
 
-    check()
+    try:
+        check()
+    finally:
+        loop.run_until_complete(conn.close())
+        loop.close()
 
 
 def test_the_examples_that_matter_are_indexed_alike(pg_cluster: Cluster) -> None:
