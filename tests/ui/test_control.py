@@ -503,3 +503,27 @@ async def test_an_edit_and_a_fork_banner_end_with_the_last_session(runtime: Runt
         assert app.control.editing is None and app.composer.draft == "kept"
         assert not app.screen.query_one(EditingBar).display
         assert not banner.display and app.transcript.empty_state.display
+
+
+async def test_a_worker_replaced_before_it_starts_leaves_no_coroutine_unawaited(
+    runtime: Runtime,
+) -> None:
+    """Each listing starts the lineage read in an exclusive worker: a newer one cancels
+    one that has not started yet. The app gives workers functions, not coroutines, so
+    nothing is left that Python would warn was never awaited."""
+    import gc
+    import warnings
+
+    app = make_app(runtime)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        headers = await runtime.store.list_headers()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for _ in range(5):  # each cancels the one before, before it ran
+                app.control.read_lineage(headers)
+            await workers_done(app)
+            await settle(app, pilot)
+            gc.collect()
+        unawaited = [w for w in caught if "was never awaited" in str(w.message)]
+        assert unawaited == []

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Iterable
+from functools import partial
 from pathlib import Path
 
 from textual import events, on, work
@@ -18,6 +19,7 @@ from core.engine import ChatSession
 from core.errors import SessionNotFoundError
 from core.logfile import export_jsonl
 from tui.app.busy import IDLE, Activity, Busy
+from tui.app.host import run_in_worker
 from tui.app.screens.help import HelpScreen
 from tui.app.screens.modals import (
     ConfirmScreen,
@@ -331,12 +333,12 @@ class AppActions(AppSending):
         yield SystemCommand(
             "Export as Markdown",
             "Write the conversation to a .md file in the working directory",
-            lambda: self.run_worker(self.action_export("md")),
+            lambda: run_in_worker(self, partial(self.action_export, "md")),
         )
         yield SystemCommand(
             "Export as JSONL",
             "Write the raw log (importable with dsh import)",
-            lambda: self.run_worker(self.action_export("json")),
+            lambda: run_in_worker(self, partial(self.action_export, "json")),
         )
         yield SystemCommand(
             "Answer again",
@@ -349,7 +351,7 @@ class AppActions(AppSending):
         yield SystemCommand(
             "Copy last reply",
             "Copy the newest assistant reply to the clipboard",
-            lambda: self.run_worker(self.action_copy_last_reply()),
+            lambda: run_in_worker(self, self.action_copy_last_reply),
         )
         yield SystemCommand(
             "Toggle sidebar", "Show or hide the session list (Ctrl+B)", self.action_toggle_sidebar

@@ -32,6 +32,7 @@ from tui.app.commands import ReferenceCommands, SessionCommands
 from tui.app.control import ConversationControl
 from tui.app.drafts import DraftKeeper, drafts_path
 from tui.app.follow import StoreFollower
+from tui.app.host import run_in_worker
 from tui.app.keys import SESSION_WRITING_ACTIONS, WRITING_ACTIONS
 from tui.app.lifetime import STOP_GRACE_SECONDS
 from tui.app.meter import ContextMeter
@@ -251,7 +252,7 @@ class DshApp(AppActions):
                 return
             self.notify(f"Saved the screenshot to {single_line(str(saved))}")
 
-        self.run_worker(save(), group="screenshot")
+        run_in_worker(self, save, group="screenshot")
         return None
 
 

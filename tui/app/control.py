@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass
+from functools import partial
 
 from rich.text import Text
 from textual.app import SystemCommand
@@ -154,7 +155,7 @@ class ConversationControl:
         app.notice.clear()
         app.composer.focus()  # as after a send: the reply streams, typing goes on
         app.activity = Activity(Busy.STREAMING, "Retrying…")  # no second start meanwhile
-        app.run_worker(self._retry(chat), group="send", exclusive=True)
+        app.run_worker(partial(self._retry, chat), group="send", exclusive=True)
 
     async def _retry(self, chat: ChatSession) -> None:
         app = self._app
@@ -209,7 +210,7 @@ class ConversationControl:
         if event is None or not is_direct_user_message(event):
             app.notice.show_notice("There is no message of yours to edit here.", warning=True)
             return
-        app.run_worker(self._begin_edit(chat, event), group="edit", exclusive=True)
+        app.run_worker(partial(self._begin_edit, chat, event), group="edit", exclusive=True)
 
     async def _begin_edit(self, chat: ChatSession, event: Event) -> None:
         app = self._app
@@ -303,7 +304,7 @@ class ConversationControl:
             return
         event = self.focused_event()
         app.activity = Activity(Busy.CREATING, "Forking the session…")
-        app.run_worker(self._fork(chat, event.seq if event else None), group="new-session")
+        app.run_worker(partial(self._fork, chat, event.seq if event else None), group="new-session")
 
     async def _fork(self, chat: ChatSession, seq: int | None) -> None:
         app = self._app
@@ -333,7 +334,7 @@ class ConversationControl:
         never waits for it, and a newer listing's read replaces one still running."""
         ids = [header.id for header in headers]
         self._app.run_worker(
-            self._read_lineage(ids), group="lineage", exclusive=True, exit_on_error=False
+            partial(self._read_lineage, ids), group="lineage", exclusive=True, exit_on_error=False
         )
 
     async def _read_lineage(self, ids: list[str]) -> None:

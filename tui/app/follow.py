@@ -79,7 +79,7 @@ class StoreFollower:
         self._checking = True
         # A look that ends while the app closes (its widgets already gone) must not take
         # the app down with it: it is only a look, and the next tick looks again.
-        self._app.run_worker(self._check_quietly(), group="follow-store", exit_on_error=False)
+        self._app.run_worker(self._check_quietly, group="follow-store", exit_on_error=False)
 
     async def _check_quietly(self) -> None:
         try:

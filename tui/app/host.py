@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from textual import Logger
 from textual.await_complete import AwaitComplete
+from textual.dom import DOMNode
 from textual.screen import Screen
 from textual.timer import Timer, TimerCallback
 from textual.worker import Worker
@@ -32,7 +33,7 @@ from tui.app.statusbar import NoticeBar, StatusLine
 from tui.app.transcript.transcript import Transcript
 from tui.shared.runtime import Runtime
 
-__all__ = ["AppHost"]
+__all__ = ["AppHost", "run_in_worker"]
 
 
 class AppHost(Protocol):
@@ -51,7 +52,7 @@ class AppHost(Protocol):
 
     def run_worker(
         self,
-        work: Coroutine[Any, Any, None],
+        work: Callable[[], Coroutine[Any, Any, None]],
         *,
         group: str = ...,
         exit_on_error: bool = ...,
@@ -206,3 +207,14 @@ class AppHost(Protocol):
     def action_edit_message(self) -> None: ...
 
     def action_fork_session(self) -> None: ...
+
+
+def run_in_worker(
+    node: DOMNode, work: Callable[[], Coroutine[Any, Any, None]], *, group: str = "default"
+) -> Worker[None]:
+    """``node.run_worker(work)``, typed for a coroutine function. The app's workers are
+    given functions, not coroutines: a worker cancelled before it starts (by a newer one
+    of its exclusive group, or as the app closes) then leaves no coroutine that was never
+    awaited, which Python warns of."""
+    worker: Worker[None] = node.run_worker(work, group=group)
+    return worker

@@ -16,6 +16,7 @@ from textual.widgets import TextArea
 from textual.worker import Worker
 
 from tui.app.composer.composer import Composer
+from tui.app.host import run_in_worker
 from tui.app.keys import AppKeys
 from tui.shared.errors import describe_error, sentence
 from tui.shared.signals import (
@@ -59,7 +60,7 @@ class AppLifetime(AppKeys):
             keeper.state = replace(keeper.state, theme=self.theme)
         if self.current_id is not None:
             keeper.state = keeper.state.with_open_session(self._database_key, self.current_id)
-        self.run_worker(self._save_ui_state(), group="ui-state")
+        run_in_worker(self, self._save_ui_state, group="ui-state")
 
     async def _save_ui_state(self) -> None:
         try:
@@ -119,7 +120,7 @@ class AppLifetime(AppKeys):
 
     def _flush_drafts_soon(self) -> None:
         self._drafts_timer_armed = False
-        self.run_worker(self._flush_drafts(), group="drafts")
+        run_in_worker(self, self._flush_drafts, group="drafts")
 
     async def _flush_drafts(self) -> None:
         try:

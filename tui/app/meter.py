@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 
 from textual.timer import Timer
 from textual.worker import Worker
@@ -159,7 +160,7 @@ class ContextMeter:
             return
         self._show()
         self._app.run_worker(
-            self._measure(chat, delay), group="meter", exclusive=True, exit_on_error=False
+            partial(self._measure, chat, delay), group="meter", exclusive=True, exit_on_error=False
         )
 
     async def _measure(self, chat: ChatSession, delay: float) -> None:
@@ -207,7 +208,7 @@ class ContextMeter:
             self._show()
             return
         self._app.run_worker(
-            self._measure_draft(chat, draft),
+            partial(self._measure_draft, chat, draft),
             group="meter-draft",
             exclusive=True,
             exit_on_error=False,

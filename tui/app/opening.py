@@ -21,6 +21,7 @@ from core.references import SessionDiscovery
 from tui.app.commands import ReferenceCommands, focused_card
 from tui.app.composer.composer import Composer
 from tui.app.faults import FaultGuard
+from tui.app.host import run_in_worker
 from tui.app.lifetime import AppLifetime
 from tui.app.parts import MESSAGE_PLACEHOLDER
 from tui.app.sent_history import sent_messages
@@ -54,7 +55,7 @@ class AppOpening(AppLifetime):
         """The one place a failed store call is shown. The draft is never touched."""
         self.notice.show_notice(fault_message(err, doing), warning=isinstance(err, CompactionError))
         if isinstance(err, SessionNotFoundError):
-            self.run_worker(self.refresh_sessions(), group="refresh-sessions")
+            run_in_worker(self, self.refresh_sessions, group="refresh-sessions")
 
     # ------------------------------------------------------------------ sessions
 
@@ -295,7 +296,7 @@ class AppOpening(AppLifetime):
     def _load_failed(self, message: Transcript.LoadFailed) -> None:
         if isinstance(message.error, SessionNotFoundError):
             text = "That session no longer exists."
-            self.run_worker(self.refresh_sessions(), group="refresh-sessions")
+            run_in_worker(self, self.refresh_sessions, group="refresh-sessions")
         else:
             text = "Could not read earlier messages: " + single_line(str(message.error), 200)
         self.notice.show_notice(text, warning=True)

@@ -220,7 +220,7 @@ class ProfileKeeper:
             self._app.notice.show_notice(why, warning=True)
             return
         self._app.run_worker(
-            self._switch(self._app.chat, name), group="switch-profile", exclusive=True
+            partial(self._switch, self._app.chat, name), group="switch-profile", exclusive=True
         )
 
     async def _switch(self, chat: ChatSession | None, name: str) -> None:
