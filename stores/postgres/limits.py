@@ -23,8 +23,8 @@ LIMIT_NAMES = ("lock_timeout", "statement_timeout", "idle_in_transaction_session
 
 LIMITS_SQL = """
 WITH chosen AS (
-    SELECT o.name, o.ms AS ours, s.setting::bigint AS theirs
-    FROM unnest($1::text[], $2::bigint[]) AS o(name, ms)
+    SELECT o.name, o.ms::bigint AS ours, s.setting::bigint AS theirs
+    FROM unnest($1::text[], $2::text[]) AS o(name, ms)
     JOIN pg_settings AS s ON s.name = o.name
 ), stricter AS (
     SELECT name, theirs > 0 AND theirs < ours AS admin,
@@ -36,7 +36,9 @@ WHERE pg_backend_pid() = $4
 """
 """Sets each named limit (``$1``, dsh's values in ``$2`` ms) to the stricter of dsh's and
 the connection's current one (an admin's; 0 is none), for the session or (``$3``) the
-transaction; returns ``(name, ms, admin)`` rows. Only on a server connection of its own
+transaction; returns ``(name, ms, admin)`` rows. The values go as text: asyncpg knows
+``text[]`` from the start, but looks ``bigint[]`` up in the server's catalog on every new
+connection (a large recursive query, about 6 ms of the server's time, and a round trip). Only on a server connection of its own
 (``$4``: the server process the client was given): through a pooler, whose connections
 others share, it sets nothing (the store then sets its limits per transaction)."""
 
@@ -81,7 +83,8 @@ async def apply_limits(
     """Set ``conn``'s limits to the stricter of dsh's and the admin's (``local``: for the
     current transaction only) and remember what was chosen in ``applied``."""
     names, values = applied.wanted()
-    rows = await conn.fetch(LIMITS_SQL, names, values, local, conn.get_server_pid())
+    ms = [str(value) for value in values]
+    rows = await conn.fetch(LIMITS_SQL, names, ms, local, conn.get_server_pid())
     for name, ms, admin, _ in rows:
         applied.chosen[str(name)] = (int(ms), bool(admin))
 
