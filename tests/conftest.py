@@ -6,6 +6,7 @@ import gc
 import hashlib
 import os
 import shutil
+import signal
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -67,6 +68,15 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     gc.freeze()
 
 
+def _interrupts_reach_children() -> None:
+    """Tests stop the ``dsh`` they start with SIGINT, as Ctrl+C does. A run started in
+    the background of a non-interactive shell (``cmd &``, ``nohup``) begins with SIGINT
+    ignored, and every child would inherit that and never stop: this process takes
+    Python's own handler back, which a child's ``exec`` turns into the default."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """No test writes into the developer's own state, data or config folders (drafts, UI
     state, the default database): the whole run, child processes included, gets its own.
@@ -79,6 +89,7 @@ def pytest_configure(config: pytest.Config) -> None:
     sys.dont_write_bytecode = False
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     _temp_files_in_memory()
+    _interrupts_reach_children()
     gc.set_threshold(*_GC_THRESHOLDS)
     home = Path(tempfile.mkdtemp(prefix="dsh-tests-"))
     config.stash[_HOME_KEY] = home
