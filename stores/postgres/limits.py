@@ -36,11 +36,13 @@ WHERE pg_backend_pid() = $4
 """
 """Sets each named limit (``$1``, dsh's values in ``$2`` ms) to the stricter of dsh's and
 the connection's current one (an admin's; 0 is none), for the session or (``$3``) the
-transaction; returns ``(name, ms, admin)`` rows. The values go as text: asyncpg knows
-``text[]`` from the start, but looks ``bigint[]`` up in the server's catalog on every new
-connection (a large recursive query, about 6 ms of the server's time, and a round trip). Only on a server connection of its own
+transaction; returns ``(name, ms, admin)`` rows. Only on a server connection of its own
 (``$4``: the server process the client was given): through a pooler, whose connections
-others share, it sets nothing (the store then sets its limits per transaction)."""
+others share, it sets nothing (the store then sets its limits per transaction).
+
+The values go as text: asyncpg knows ``text[]`` from the start, but looks ``bigint[]`` up
+in the server's catalog on every new connection (a large recursive query, about 6 ms of
+the server's time, and a round trip)."""
 
 _ADMIN_SQL = "SELECT name, setting::bigint FROM pg_settings WHERE name = ANY($1::text[])"
 
@@ -83,8 +85,8 @@ async def apply_limits(
     """Set ``conn``'s limits to the stricter of dsh's and the admin's (``local``: for the
     current transaction only) and remember what was chosen in ``applied``."""
     names, values = applied.wanted()
-    ms = [str(value) for value in values]
-    rows = await conn.fetch(LIMITS_SQL, names, ms, local, conn.get_server_pid())
+    as_text = [str(value) for value in values]
+    rows = await conn.fetch(LIMITS_SQL, names, as_text, local, conn.get_server_pid())
     for name, ms, admin, _ in rows:
         applied.chosen[str(name)] = (int(ms), bool(admin))
 

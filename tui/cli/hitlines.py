@@ -78,7 +78,7 @@ def plain_search_table(rows: Sequence[SearchRow]) -> str | None:
     # pieces, and a marked span cuts the snippet into pieces: a span ending inside a
     # character sequence ("0" of "0\ufe0f") makes the pieces narrower (or wider) than
     # the whole.
-    drawn = [_HEAD_DRAWN, *(_pieces_cells(cell[3], cell[4]) for cell in cells)]
+    drawn = [sizes[0][3], *(_pieces_cells(cell[3], cell[4]) for cell in cells)]
     if (
         sum(widths) + 3 * len(_GAP) > PIPE_WIDTH
         or widths[0] > LABEL_CELLS
@@ -107,9 +107,6 @@ def plain_search_table(rows: Sequence[SearchRow]) -> str | None:
             + "\n"
         )
     return "".join(out)
-
-
-_HEAD_DRAWN = cell_len(_HEAD[3])
 
 
 def _pieces_cells(snippet: str, spans: Sequence[tuple[int, int]]) -> int:
